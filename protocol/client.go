@@ -1,0 +1,377 @@
+package protocol
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gorilla/websocket"
+)
+
+// Step names used in errors, so an operator sees where a conversation broke.
+const (
+	StepDial          = "dial"
+	StepAuth          = "auth"
+	StepVersion       = "version"
+	StepUpdate        = "update"
+	StepSmbios        = "smbios"
+	StepSystemData    = "system-data"
+	StepAnnotations   = "annotations"
+	StepLabels        = "labels"
+	StepGet           = "get"
+	StepConfig        = "config"
+	StepNetworkConfig = "network-config"
+)
+
+// StepError is a failure at one step of the conversation.
+type StepError struct {
+	Step string
+	Err  error
+}
+
+func (e *StepError) Error() string { return e.Step + ": " + e.Err.Error() }
+func (e *StepError) Unwrap() error { return e.Err }
+
+func stepErr(step string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &StepError{Step: step, Err: err}
+}
+
+// DefaultSessionDeadline is upstream's RegistrationDeadlineSeconds: both
+// sides give a connection 10 s in all (PROTOCOL.md 2.5).
+const DefaultSessionDeadline = 10 * time.Second
+
+// DialOptions configure one connection to the registration server.
+type DialOptions struct {
+	URL string
+	// CACert is a path to an existing PEM file or the PEM text itself, as
+	// elemental.registration.ca-cert (PROTOCOL.md 2.4).
+	CACert string
+	// NoSystemPool trusts only CACert. Upstream always adds the system pool.
+	NoSystemPool bool
+	// HandshakeTimeout bounds the HTTP upgrade; default 45 s as upstream.
+	HandshakeTimeout time.Duration
+	// SessionDeadline bounds the whole conversation after the upgrade.
+	SessionDeadline time.Duration
+	MaxFrame        int64
+}
+
+// WebSocketURL converts a registration URL as upstream does: the first
+// "http" becomes "ws". Unlike upstream we require an http(s) scheme, since
+// the substring replace mangles other URLs (PROTOCOL.md 2.1 pitfall).
+func WebSocketURL(u string) (string, error) {
+	if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		return "", fmt.Errorf("registration URL %q: scheme must be http or https", u)
+	}
+	return "ws" + strings.TrimPrefix(u, "http"), nil
+}
+
+// TLSConfig builds the client TLS configuration from a CA given as a file
+// path or PEM text.
+func TLSConfig(caCert string, noSystemPool bool) (*tls.Config, error) {
+	if caCert == "" {
+		if noSystemPool {
+			return nil, errors.New("ca-cert: no CA given and the system pool is disabled")
+		}
+		return &tls.Config{MinVersion: tls.VersionTLS12}, nil
+	}
+	pemText := []byte(caCert)
+	if !strings.Contains(caCert, "-----BEGIN") {
+		b, err := os.ReadFile(caCert)
+		if err != nil {
+			return nil, fmt.Errorf("ca-cert: reading %s: %w", caCert, err)
+		}
+		pemText = b
+	}
+	var pool *x509.CertPool
+	if !noSystemPool {
+		sys, err := x509.SystemCertPool()
+		if err == nil {
+			pool = sys
+		}
+	}
+	if pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pemText) {
+		return nil, errors.New("ca-cert: no certificate found in the PEM data")
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// ClientConn is an authenticated, version-negotiated connection.
+type ClientConn struct {
+	c *Conn
+	// Version is the negotiated protocol version.
+	Version byte
+}
+
+// Dial connects, authenticates with auth and negotiates the version.
+func Dial(ctx context.Context, o DialOptions, auth Authenticator) (*ClientConn, error) {
+	wsURL, err := WebSocketURL(o.URL)
+	if err != nil {
+		return nil, stepErr(StepDial, err)
+	}
+	token, err := auth.Token(ctx)
+	if err != nil {
+		return nil, stepErr(StepAuth, err)
+	}
+	d := websocket.Dialer{
+		Proxy:            http.ProxyFromEnvironment,
+		HandshakeTimeout: o.HandshakeTimeout,
+	}
+	if d.HandshakeTimeout == 0 {
+		d.HandshakeTimeout = 45 * time.Second
+	}
+	if strings.HasPrefix(wsURL, "wss://") {
+		if d.TLSClientConfig, err = TLSConfig(o.CACert, o.NoSystemPool); err != nil {
+			return nil, stepErr(StepDial, err)
+		}
+	}
+	hdr := http.Header{}
+	hdr.Set("Authorization", token)
+	ws, resp, err := d.DialContext(ctx, wsURL, hdr)
+	if err != nil {
+		return nil, stepErr(StepDial, dialError(err, resp))
+	}
+	deadline := time.Now().Add(orDefault(o.SessionDeadline, DefaultSessionDeadline))
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	_ = ws.SetReadDeadline(deadline)
+	_ = ws.SetWriteDeadline(deadline)
+	cc := &ClientConn{c: NewConn(ws, o.MaxFrame)}
+	// A cancelled context must unblock reads too.
+	stop := context.AfterFunc(ctx, func() { ws.Close() })
+	defer stop()
+	if err := cc.authenticate(ctx, auth); err != nil {
+		ws.Close()
+		return nil, stepErr(StepAuth, err)
+	}
+	if err := cc.negotiate(); err != nil {
+		ws.Close()
+		return nil, stepErr(StepVersion, err)
+	}
+	return cc, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+func dialError(err error, resp *http.Response) error {
+	if resp == nil {
+		return err
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	if msg := strings.TrimSpace(string(body)); msg != "" {
+		return fmt.Errorf("%w (Status: %s): %s", err, resp.Status, msg)
+	}
+	return fmt.Errorf("%w (Status: %s)", err, resp.Status)
+}
+
+func (cc *ClientConn) authenticate(ctx context.Context, auth Authenticator) error {
+	if auth.HasChallenge() {
+		challenge, err := cc.c.ReadRaw()
+		if err != nil {
+			return fmt.Errorf("reading challenge: %w", closedDuringAuth(err))
+		}
+		resp, err := auth.Answer(ctx, challenge)
+		if err != nil {
+			return err
+		}
+		if err := cc.c.WriteRaw(resp); err != nil {
+			return fmt.Errorf("sending challenge response: %w", err)
+		}
+	}
+	if _, err := cc.c.Expect(MsgReady); err != nil {
+		return closedDuringAuth(err)
+	}
+	return nil
+}
+
+// closedDuringAuth explains the silent close upstream servers use to
+// reject a client (PROTOCOL.md 2.6).
+func closedDuringAuth(err error) error {
+	var ce *websocket.CloseError
+	if errors.As(err, &ce) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isNetClosed(err) {
+		return fmt.Errorf("%w: the server closed the connection (rejected credentials?): %v", ErrAuth, err)
+	}
+	return err
+}
+
+func isNetClosed(err error) bool {
+	var oe *net.OpError
+	return errors.As(err, &oe)
+}
+
+func (cc *ClientConn) negotiate() error {
+	if err := cc.c.Write(MsgVersion, []byte{Version}); err != nil {
+		return err
+	}
+	p, err := cc.c.Expect(MsgVersion)
+	if err != nil {
+		return err
+	}
+	if len(p) != 1 {
+		return fmt.Errorf("%w: version reply of %d bytes", ErrFrame, len(p))
+	}
+	cc.Version = p[0]
+	return nil
+}
+
+// LocalAddr is the local end of the TCP connection.
+func (cc *ClientConn) LocalAddr() net.Addr { return cc.c.ws.LocalAddr() }
+
+// RegistrationIP is upstream's registration-ip annotation: the local address
+// with the port cut at the last colon (IPv6 keeps its brackets).
+func (cc *ClientConn) RegistrationIP() string {
+	a := cc.LocalAddr().String()
+	if i := strings.LastIndex(a, ":"); i > 0 {
+		return a[:i]
+	}
+	return a
+}
+
+// Close closes the connection.
+func (cc *ClientConn) Close() error { return cc.c.ws.Close() }
+
+// Payloads is what the client sends in one registration.
+type Payloads struct {
+	// Update: the state says we are registered; send MsgUpdate first.
+	Update           bool
+	NoSMBIOS         bool
+	SMBIOS           map[string]any
+	SystemDataV2     map[string]any
+	LegacySystemData json.RawMessage
+	Annotations      map[string]string
+	Labels           map[string]string
+}
+
+// ErrUpdateUnsupported: the server's protocol is too old for updates.
+var ErrUpdateUnsupported = errors.New("elemental-operator protocol version does not support update")
+
+// Register runs the registration on a negotiated connection, decoding the
+// config reply on top of cfg (PROTOCOL.md 4.2, 4.3, 3.5 gates).
+func (cc *ClientConn) Register(ctx context.Context, reg *Payloads, cfg *Config) (*Reply, error) {
+	stop := context.AfterFunc(ctx, func() { cc.c.ws.Close() })
+	defer stop()
+	v := cc.Version
+	if reg.Update {
+		if v < versionUpdate {
+			return nil, stepErr(StepUpdate, ErrUpdateUnsupported)
+		}
+		if err := cc.c.Write(MsgUpdate, nil); err != nil {
+			return nil, stepErr(StepUpdate, err)
+		}
+		if _, err := cc.c.Expect(MsgReady); err != nil {
+			return nil, stepErr(StepUpdate, err)
+		}
+	}
+	if !reg.NoSMBIOS {
+		if err := cc.sendJSON(StepSmbios, MsgSmbios, reg.SMBIOS); err != nil {
+			return nil, err
+		}
+		switch {
+		case v >= versionSystemDataV2:
+			if err := cc.sendJSON(StepSystemData, MsgSystemDataV2, reg.SystemDataV2); err != nil {
+				return nil, err
+			}
+		case v >= versionSystemDataLegacy && len(reg.LegacySystemData) > 0:
+			if err := cc.sendRaw(StepSystemData, MsgSystemData, append(append([]byte{}, reg.LegacySystemData...), '\n')); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if v >= versionAnnotations {
+		if err := cc.sendJSON(StepAnnotations, MsgAnnotations, reg.Annotations); err != nil {
+			return nil, err
+		}
+	}
+	if len(reg.Labels) > 0 {
+		if err := cc.sendJSON(StepLabels, MsgLabels, reg.Labels); err != nil {
+			return nil, err
+		}
+	}
+	if err := cc.c.Write(MsgGet, nil); err != nil {
+		return nil, stepErr(StepGet, err)
+	}
+	var payload []byte
+	var err error
+	if v >= versionTypedConfig {
+		payload, err = cc.c.Expect(MsgConfig)
+	} else {
+		payload, err = cc.c.ReadRaw()
+	}
+	if err != nil {
+		return nil, stepErr(StepConfig, err)
+	}
+	r, err := DecodeConfigReply(payload, cfg)
+	return r, stepErr(StepConfig, err)
+}
+
+// EncodeJSON is upstream's payload encoding: encoding/json's stream encoder,
+// sorted keys, HTML escaping, one trailing newline (PROTOCOL.md 3.3).
+func EncodeJSON(v any) ([]byte, error) {
+	var b strings.Builder
+	if err := json.NewEncoder(&b).Encode(v); err != nil {
+		return nil, err
+	}
+	return []byte(b.String()), nil
+}
+
+func (cc *ClientConn) sendJSON(step string, t MsgType, v any) error {
+	p, err := EncodeJSON(v)
+	if err != nil {
+		return stepErr(step, err)
+	}
+	return cc.sendRaw(step, t, p)
+}
+
+func (cc *ClientConn) sendRaw(step string, t MsgType, p []byte) error {
+	if err := cc.c.Write(t, p); err != nil {
+		return stepErr(step, err)
+	}
+	_, err := cc.c.Expect(MsgReady)
+	return stepErr(step, err)
+}
+
+// ExplicitNetworkConfig asks for the network config with MsgNetworkConfig on
+// this (fresh) connection. Only for servers that announced it or that the
+// admin configured as explicit: released operators drop the connection on
+// 0x0C (PROTOCOL.md 7.4). The answer is the config, or *ErrorReply with a
+// reason such as WaitingForIPAddress.
+func (cc *ClientConn) ExplicitNetworkConfig(ctx context.Context) (*NetworkConfig, error) {
+	stop := context.AfterFunc(ctx, func() { cc.c.ws.Close() })
+	defer stop()
+	if cc.Version < versionNetworkConfig {
+		return nil, stepErr(StepNetworkConfig, fmt.Errorf("server negotiated protocol version %d, explicit network config needs %d", cc.Version, versionNetworkConfig))
+	}
+	if err := cc.c.Write(MsgNetworkConfig, nil); err != nil {
+		return nil, stepErr(StepNetworkConfig, err)
+	}
+	p, err := cc.c.Expect(MsgNetworkConfig)
+	if err != nil {
+		return nil, stepErr(StepNetworkConfig, err)
+	}
+	var nc NetworkConfig
+	if err := json.Unmarshal(p, &nc); err != nil {
+		return nil, stepErr(StepNetworkConfig, fmt.Errorf("decoding network config: %w", err))
+	}
+	return &nc, nil
+}

@@ -1,0 +1,55 @@
+package protocol
+
+import "fmt"
+
+// MsgType is the first byte of every typed protocol message.
+type MsgType byte
+
+// Message types, byte for byte as elemental-operator defines them
+// (PROTOCOL.md 3.2).
+const (
+	MsgUndefined     MsgType = 0x00
+	MsgReady         MsgType = 0x01
+	MsgSmbios        MsgType = 0x02
+	MsgLabels        MsgType = 0x03
+	MsgGet           MsgType = 0x04
+	MsgVersion       MsgType = 0x05
+	MsgSystemData    MsgType = 0x06
+	MsgConfig        MsgType = 0x07
+	MsgError         MsgType = 0x08
+	MsgAnnotations   MsgType = 0x09
+	MsgUpdate        MsgType = 0x0A
+	MsgSystemDataV2  MsgType = 0x0B
+	MsgNetworkConfig MsgType = 0x0C
+
+	// MsgLast is the highest type this implementation knows; its byte value
+	// is the protocol version we speak (12, as elemental-operator v1.7+).
+	MsgLast = MsgNetworkConfig
+)
+
+// Version is the protocol version this package speaks.
+const Version = byte(MsgLast)
+
+// Negotiated-version thresholds that gate behaviour (PROTOCOL.md 3.5).
+const (
+	minServerAcceptedVersion = 5  // servers reject clients at or below MsgGet (4)
+	versionUpdate            = 10 // MsgUpdate
+	versionSystemDataV2      = 11
+	versionSystemDataLegacy  = 6
+	versionAnnotations       = 9
+	versionTypedConfig       = 7
+	versionError             = 8
+	versionNetworkConfig     = 12
+)
+
+var msgNames = [...]string{
+	"Undefined", "Ready", "Smbios", "Labels", "Get", "Version", "SystemData",
+	"Config", "Error", "Annotations", "Update", "SystemDataV2", "NetworkConfig",
+}
+
+func (t MsgType) String() string {
+	if int(t) < len(msgNames) {
+		return msgNames[t]
+	}
+	return fmt.Sprintf("Unknown(0x%02x)", byte(t))
+}
