@@ -77,7 +77,7 @@ func (p Plain) Token(context.Context) (string, error) {
 }
 
 func (p Plain) Answer(context.Context, []byte) ([]byte, error) { return nil, nil }
-func (p Plain) HasChallenge() bool                              { return false }
+func (p Plain) HasChallenge() bool                             { return false }
 
 // PlainServer is the server side of PLAIN: the identity is the sha256 of the
 // identifier exactly as sent.
