@@ -1,0 +1,241 @@
+package tpm
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodereg/nodereg/server/tpmauth"
+	"github.com/nodereg/nodereg/tpm/tpmtest"
+	"github.com/nodereg/nodereg/tpm/wire"
+)
+
+func openSw(t testing.TB, s *tpmtest.Swtpm, blob []byte) *TPM {
+	t.Helper()
+	tp, err := Open(Options{Device: s.Device(), AKBlob: blob})
+	if err != nil {
+		t.Fatalf("Open(%s): %v", s.Device(), err)
+	}
+	t.Cleanup(func() { tp.Close() })
+	return tp
+}
+
+// register runs one whole authentication and closes the TPM, as one agent
+// run does; it returns the exchange, the AK blob and the run's counts.
+func register(t testing.TB, s *tpmtest.Swtpm, blob []byte, srv *tpmauth.Authenticator) (tpmtest.Exchange, []byte, Counts) {
+	t.Helper()
+	tp := openSw(t, s, blob)
+	x := tpmtest.RoundTrip(context.Background(), tp.Authenticator(), srv)
+	if x.ClientErr != nil || x.ServerErr != nil {
+		t.Fatalf("client: %v, server: %v", x.ClientErr, x.ServerErr)
+	}
+	if tp.Authenticator().Kind() != KindTPM {
+		t.Errorf("Kind %q", tp.Authenticator().Kind())
+	}
+	b := tp.AKBlob()
+	if err := tp.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return x, b, tp.Counts()
+}
+
+// tpm2ToolsEKHash reads the persisted EK with tpm2-tools, an implementation
+// independent of ours (TPM.md §3 shell cross-check).
+func tpm2ToolsEKHash(t *testing.T, s *tpmtest.Swtpm) string {
+	t.Helper()
+	if _, err := exec.LookPath("tpm2_readpublic"); err != nil {
+		t.Log("tpm2-tools not installed, skipping the tpm2_readpublic cross-check")
+		return ""
+	}
+	out := filepath.Join(s.Dir, "ek.pem")
+	cmd := exec.Command("tpm2_readpublic", "-T", "swtpm:path="+s.Socket, "-c", "0x81010001", "-f", "pem", "-o", out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("tpm2_readpublic: %v\n%s", err, b)
+	}
+	p, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, _ := pem.Decode(p)
+	if blk == nil {
+		t.Fatalf("tpm2_readpublic wrote no PEM: %q", p)
+	}
+	sum := sha256.Sum256(blk.Bytes)
+	return hex.EncodeToString(sum[:])
+}
+
+func TestSwtpmRoundTripAndAKReuse(t *testing.T) {
+	s := tpmtest.StartSwtpm(t, false)
+	srv := tpmauth.New(tpmauth.Options{})
+
+	x, blob, cold := register(t, s, nil, srv)
+	if !strings.HasPrefix(x.Token, "Bearer TPMeyJFSyI6IkxTMHRMUzFDUlVkSlRp") {
+		t.Errorf("token prefix %.40q", x.Token)
+	}
+	// TPM.md §7 flow B: at most 17 commands; EK and SRK primaries, one AK.
+	if cold.Commands > 17 || cold.CreatePrimary != 2 || cold.Create != 1 {
+		t.Errorf("cold run: %d commands, %d CreatePrimary, %d Create; want ≤17/2/1", cold.Commands, cold.CreatePrimary, cold.Create)
+	}
+	if h := tpm2ToolsEKHash(t, s); h != "" && h != x.Identity.Hash {
+		t.Errorf("tpm2-tools EK hash %s, ours %s", h, x.Identity.Hash)
+	}
+
+	y, blob2, warm := register(t, s, blob, srv)
+	if warm.KeyCreations() != 0 {
+		t.Errorf("warm run: %d key creations (%d primaries, %d creates), want 0", warm.KeyCreations(), warm.CreatePrimary, warm.Create)
+	}
+	if y.Identity != x.Identity {
+		t.Errorf("warm identity %+v, cold %+v", y.Identity, x.Identity)
+	}
+	if string(blob2) != string(blob) {
+		t.Error("AK blob changed although reused")
+	}
+
+	// The cached AK and the persisted keys survive a swtpm restart.
+	s.Stop(t)
+	s.Start(t)
+	z, _, again := register(t, s, blob, srv)
+	if again.KeyCreations() != 0 || z.Identity != x.Identity {
+		t.Errorf("after restart: %d key creations, identity %+v", again.KeyCreations(), z.Identity)
+	}
+	t.Logf("commands per registration: cold %d (%d primaries, %d creates), warm %d, after restart %d",
+		cold.Commands, cold.CreatePrimary, cold.Create, warm.Commands, again.Commands)
+}
+
+func TestSwtpmEKCertificate(t *testing.T) {
+	s := tpmtest.StartSwtpm(t, true)
+	caPEM, err := os.ReadFile(s.CACert)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		t.Fatal("CA PEM does not parse")
+	}
+	srv := tpmauth.New(tpmauth.Options{CAPool: pool})
+
+	x, blob, cold := register(t, s, nil, srv)
+	d, err := wire.DecodeToken(x.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(d.EK), "-----BEGIN CERTIFICATE-----\n") {
+		t.Fatalf("EK sent as %.30q, want a CERTIFICATE block", d.EK)
+	}
+	// swtpm_setup persisted the EK but no SRK: the one primary is the SRK
+	// (without it Create would fail; with an EK as well there would be two).
+	if cold.CreatePrimary != 1 || cold.Create != 1 || cold.Commands > 17 {
+		t.Errorf("cold run: %d commands, %d CreatePrimary, %d Create; want ≤17/1/1", cold.Commands, cold.CreatePrimary, cold.Create)
+	}
+	_, _, warm := register(t, s, blob, srv)
+	if warm.KeyCreations() != 0 {
+		t.Errorf("warm run: %d key creations", warm.KeyCreations())
+	}
+
+	// The hash is the bare template key's hash, as if no certificate existed.
+	tp := openSw(t, s, nil)
+	tp.mu.Lock()
+	_, bare, err := tp.createEK()
+	tp.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bareHash, _ := wire.PubHash(bare)
+	if bareHash != x.Identity.Hash {
+		t.Errorf("certificate hash %s, bare key hash %s", x.Identity.Hash, bareHash)
+	}
+	tp.Close()
+	if h := tpm2ToolsEKHash(t, s); h != "" && h != x.Identity.Hash {
+		t.Errorf("tpm2-tools EK hash %s, ours %s", h, x.Identity.Hash)
+	}
+
+	// A CA that did not sign the EK certificate is refused.
+	other := tpmtest.StartSwtpm(t, true)
+	otherPEM, _ := os.ReadFile(other.CACert)
+	otherPool := x509.NewCertPool()
+	otherPool.AppendCertsFromPEM(otherPEM)
+	y := tpmtest.RoundTrip(context.Background(), openSw(t, s, blob).Authenticator(), tpmauth.New(tpmauth.Options{CAPool: otherPool}))
+	if !errors.Is(y.ServerErr, tpmauth.ErrUntrustedEK) || y.Challenge != nil {
+		t.Errorf("foreign CA: server %v, challenge sent %v", y.ServerErr, y.Challenge != nil)
+	}
+}
+
+func TestSwtpmBusy(t *testing.T) {
+	s := tpmtest.StartSwtpm(t, false)
+	holder := openSw(t, s, nil)
+	if _, err := holder.Hash(); err != nil {
+		t.Fatal(err)
+	}
+	tp, err := Open(Options{Device: s.Device(), CommandTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tp.Close()
+	if _, err := tp.Hash(); !errors.Is(err, ErrBusy) {
+		t.Errorf("second client: %v, want ErrBusy", err)
+	}
+}
+
+func TestNoDevice(t *testing.T) {
+	root := t.TempDir()
+	// A regular file where the device should be is not a TPM either.
+	os.MkdirAll(filepath.Join(root, "dev"), 0o755)
+	os.WriteFile(filepath.Join(root, "dev", "tpmrm0"), nil, 0o600)
+	_, err := Open(Options{Root: root})
+	if !errors.Is(err, ErrNoDevice) {
+		t.Fatalf("Open without TPM: %v, want ErrNoDevice", err)
+	}
+	for _, want := range []string{root + "/dev/tpmrm0", root + "/dev/tpm0", "emulate-tpm", "tpm-device"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %q", err, want)
+		}
+	}
+	_, err = Open(Options{Root: root, Device: "unix:///nonexistent.sock"})
+	if !errors.Is(err, ErrNoDevice) || !strings.Contains(err.Error(), "nonexistent.sock") {
+		t.Errorf("missing swtpm socket: %v", err)
+	}
+}
+
+// BenchmarkSwtpmCommands reports TPM commands and key creations per
+// registration on swtpm: cold (empty TPM state, no cached AK) and warm
+// (persisted SRK and EK, cached AK).
+func BenchmarkSwtpmCommands(b *testing.B) {
+	srv := tpmauth.New(tpmauth.Options{})
+	report := func(b *testing.B, c Counts) {
+		b.ReportMetric(float64(c.Commands), "cmds/op")
+		b.ReportMetric(float64(c.CreatePrimary), "primaries/op")
+		b.ReportMetric(float64(c.Create), "creates/op")
+	}
+	b.Run("cold", func(b *testing.B) {
+		var c Counts
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			s := tpmtest.StartSwtpm(b, false)
+			b.StartTimer()
+			_, _, c = register(b, s, nil, srv)
+			b.StopTimer()
+			s.Stop(b)
+			b.StartTimer()
+		}
+		report(b, c)
+	})
+	b.Run("warm", func(b *testing.B) {
+		s := tpmtest.StartSwtpm(b, false)
+		_, blob, _ := register(b, s, nil, srv)
+		b.ResetTimer()
+		var c Counts
+		for i := 0; i < b.N; i++ {
+			_, _, c = register(b, s, blob, srv)
+		}
+		report(b, c)
+	})
+}
