@@ -1,0 +1,112 @@
+package inventory
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// AnnotationOptions are the inputs of the MsgAnnotations payload.
+type AnnotationOptions struct {
+	Root           string // os-release is read from Root/etc/os-release
+	RegVersion     string // agent version, e.g. "v1.9.2"
+	Auth           string // "tpm", "mac", "sys-uuid" or "emulated-tpm"
+	RegistrationIP string // local address of the websocket connection, port already cut; "" = omit
+	NoToolkit      bool
+}
+
+// osReleaseKeys maps os-release keys to annotation keys (PROTOCOL.md 6.4).
+var osReleaseKeys = map[string]string{
+	"NAME": "os.name", "VERSION": "os.version", "VERSION_ID": "os.version-id", "ID": "os.id",
+	"PRETTY_NAME": "os.pretty-name", "IMAGE": "os.image", "CPE_NAME": "os.cpe-name",
+}
+
+// Annotations builds the MsgAnnotations map. A missing os-release only
+// leaves the os.* keys out.
+func Annotations(o AnnotationOptions) map[string]string {
+	out := map[string]string{}
+	if o.RegVersion != "" {
+		out["reg-version"] = o.RegVersion
+	}
+	if o.Auth != "" {
+		out["auth"] = o.Auth
+	}
+	if o.RegistrationIP != "" {
+		out["registration-ip"] = o.RegistrationIP
+	}
+	if o.NoToolkit {
+		out["os.unmanaged"] = "true"
+	}
+	root := o.Root
+	if root == "" {
+		root = "/"
+	}
+	b, err := os.ReadFile(filepath.Join(root, "etc/os-release"))
+	if err != nil {
+		return out
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), "=")
+		if !ok {
+			continue
+		}
+		if ak, known := osReleaseKeys[k]; known {
+			// Upstream trims double quotes only; single quotes stay.
+			out[ak] = strings.Trim(v, `"`)
+		}
+	}
+	return out
+}
+
+// RegistrationIP formats the local address of the registration connection
+// as upstream does: the port is cut at the last ':' (IPv6 keeps brackets).
+func RegistrationIP(localAddr string) string {
+	i := strings.LastIndex(localAddr, ":")
+	if i < 0 {
+		return ""
+	}
+	return localAddr[:i]
+}
+
+// Labels merges the registration labels with upstream's precedence
+// (PROTOCOL.md 8.3), lowest first: the config file's labels, the local
+// labels file (missing is fine, unparseable is an error), the --label flags
+// ("k=v" or "k=v,k2=v2").
+func Labels(config map[string]string, labelsFile string, flags []string) (map[string]string, error) {
+	out := map[string]string{}
+	for k, v := range config {
+		out[k] = v
+	}
+	if labelsFile != "" {
+		b, err := os.ReadFile(labelsFile)
+		switch {
+		case os.IsNotExist(err):
+		case err != nil:
+			return nil, fmt.Errorf("labels: reading %s: %w", labelsFile, err)
+		default:
+			var file map[string]string
+			if err := yaml.Unmarshal(b, &file); err != nil {
+				return nil, fmt.Errorf("labels: parsing %s: %w", labelsFile, err)
+			}
+			for k, v := range file {
+				out[k] = v
+			}
+		}
+	}
+	for _, f := range flags {
+		for _, pair := range strings.Split(f, ",") {
+			k, v, ok := strings.Cut(pair, "=")
+			if !ok || strings.TrimSpace(k) == "" {
+				return nil, fmt.Errorf("labels: --label %q: want key=value", pair)
+			}
+			out[strings.TrimSpace(k)] = v
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,328 @@
+package inventory
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jaypipes/ghw"
+	"github.com/jaypipes/ghw/pkg/baseboard"
+	"github.com/jaypipes/ghw/pkg/bios"
+	"github.com/jaypipes/ghw/pkg/block"
+	"github.com/jaypipes/ghw/pkg/chassis"
+	"github.com/jaypipes/ghw/pkg/cpu"
+	"github.com/jaypipes/ghw/pkg/gpu"
+	"github.com/jaypipes/ghw/pkg/memory"
+	"github.com/jaypipes/ghw/pkg/net"
+	"github.com/jaypipes/ghw/pkg/product"
+	"github.com/jaypipes/ghw/pkg/topology"
+	"github.com/sirupsen/logrus"
+)
+
+// DefaultDeadline bounds a whole collection when Options.Deadline is zero.
+const DefaultDeadline = 10 * time.Second
+
+// Family names, as they appear in Inventory.Degraded and in the logs. The
+// ghw ones are the top-level keys of the MsgSystemDataV2 map.
+const (
+	FamilySMBIOS    = "SMBIOS"
+	FamilyProduct   = "Product"
+	FamilyBIOS      = "BIOS"
+	FamilyBaseBoard = "BaseBoard"
+	FamilyChassis   = "Chassis"
+	FamilyMemory    = "Memory"
+	FamilyCPU       = "CPU"
+	FamilyGPU       = "GPU"
+	FamilyNetwork   = "Network"
+	FamilyStorage   = "Storage"
+	FamilyRuntime   = "Runtime"
+	FamilyTopology  = "Topology" // legacy MsgSystemData only
+)
+
+// Options configures Collect.
+type Options struct {
+	Root      string        // host root prefix ("/" in production, temp dir in tests)
+	NoSMBIOS  bool          // skip the SMBIOS map entirely
+	Deadline  time.Duration // whole collection; 0 means DefaultDeadline
+	Dmidecode string        // path of dmidecode; "" = look it up in PATH, absent → /sys fallback
+	Log       *logrus.Entry
+
+	// InterfaceAddrs returns the addresses of a network interface, in the
+	// order the kernel lists them. nil means: the live interfaces when Root
+	// is "/", none otherwise (a fake tree has no live interfaces).
+	InterfaceAddrs func(name string) ([]netip.Addr, error)
+}
+
+// Inventory is what a node sends about its hardware.
+type Inventory struct {
+	SMBIOS           map[string]any  // MsgSmbios payload (PROTOCOL.md 6.1 shape)
+	SystemDataV2     map[string]any  // MsgSystemDataV2 label map (6.2), with the "System Data" legacy tree
+	LegacySystemData json.RawMessage // MsgSystemData (6.3) for servers negotiating 6..10
+	Degraded         []string        // families that failed, each logged once
+}
+
+// host holds what the ghw modules returned; a nil field is a failed module.
+type host struct {
+	Memory    *memory.Info    `json:"memory"`
+	Block     *block.Info     `json:"block"`
+	CPU       *cpu.Info       `json:"cpu"`
+	Topology  *topology.Info  `json:"topology"`
+	Network   *net.Info       `json:"network"`
+	GPU       *gpu.Info       `json:"gpu"`
+	Chassis   *chassis.Info   `json:"chassis"`
+	BIOS      *bios.Info      `json:"bios"`
+	Baseboard *baseboard.Info `json:"baseboard"`
+	Product   *product.Info   `json:"product"`
+	Runtime   *runtimeInfo    `json:"runtime"`
+
+	addrs map[string][]netip.Addr
+}
+
+type runtimeInfo struct {
+	Hostname string `json:"hostname"`
+}
+
+type result struct {
+	family string
+	apply  func(*host, *Inventory)
+	err    error
+}
+
+// Collect gathers SMBIOS and ghw data concurrently under o.Deadline. A module
+// that fails or does not finish in time is named in Degraded and logged once;
+// the rest is returned. The error is non-nil only when the options are
+// unusable.
+func Collect(ctx context.Context, o Options) (*Inventory, error) {
+	log := o.Log
+	if log == nil {
+		l := logrus.New()
+		l.Out = discard{}
+		log = logrus.NewEntry(l)
+	}
+	root := o.Root
+	if root == "" {
+		root = "/"
+	}
+	if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
+		if err == nil {
+			err = errors.New("not a directory")
+		}
+		return nil, fmt.Errorf("inventory: root %q: %w", root, err)
+	}
+	deadline := o.Deadline
+	if deadline <= 0 {
+		deadline = DefaultDeadline
+	}
+	ctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	start := time.Now()
+
+	ghwOpts := []any{
+		ghw.WithChroot(root),
+		// ethtool per NIC is slow and its output differs between versions;
+		// speed and duplex then come from sysfs.
+		ghw.WithDisableTools(),
+		ghw.WithDisableTopology(),
+		ghw.WithLogger(slog.New(logrusHandler{log})),
+	}
+	addrs := o.InterfaceAddrs
+	if addrs == nil && filepath.Clean(root) == "/" {
+		addrs = liveInterfaceAddrs
+	}
+
+	jobs := map[string]func() (func(*host, *Inventory), error){
+		FamilyProduct: func() (func(*host, *Inventory), error) {
+			i, err := product.New(ghwOpts...)
+			return func(h *host, _ *Inventory) { h.Product = i }, err
+		},
+		FamilyBIOS: func() (func(*host, *Inventory), error) {
+			i, err := bios.New(ghwOpts...)
+			return func(h *host, _ *Inventory) { h.BIOS = i }, err
+		},
+		FamilyBaseBoard: func() (func(*host, *Inventory), error) {
+			i, err := baseboard.New(ghwOpts...)
+			return func(h *host, _ *Inventory) { h.Baseboard = i }, err
+		},
+		FamilyChassis: func() (func(*host, *Inventory), error) {
+			i, err := chassis.New(ghwOpts...)
+			return func(h *host, _ *Inventory) { h.Chassis = i }, err
+		},
+		FamilyMemory: func() (func(*host, *Inventory), error) {
+			i, err := memory.New(ghwOpts...)
+			return func(h *host, _ *Inventory) { h.Memory = i }, err
+		},
+		FamilyCPU: func() (func(*host, *Inventory), error) {
+			if _, err := os.ReadDir(filepath.Join(root, "sys/devices/system/cpu")); err != nil {
+				return nil, fmt.Errorf("reading the CPU tree: %w", err)
+			}
+			i, err := cpu.New(ghwOpts...)
+			if err == nil && len(i.Processors) == 0 {
+				err = errors.New("no processor found")
+			}
+			return func(h *host, _ *Inventory) { h.CPU = i }, err
+		},
+		FamilyStorage: func() (func(*host, *Inventory), error) {
+			// ghw reports an unreadable /sys/block as "no disks"; a broken
+			// tree must not pass for a diskless machine.
+			if _, err := os.ReadDir(filepath.Join(root, "sys/block")); err != nil {
+				return nil, fmt.Errorf("reading the block tree: %w", err)
+			}
+			i, err := block.New(ghwOpts...)
+			return func(h *host, _ *Inventory) { h.Block = i }, err
+		},
+		FamilyNetwork: func() (func(*host, *Inventory), error) {
+			if _, err := os.ReadDir(filepath.Join(root, "sys/class/net")); err != nil {
+				return nil, fmt.Errorf("reading the network tree: %w", err)
+			}
+			i, err := net.New(ghwOpts...)
+			if err != nil {
+				return nil, err
+			}
+			m := map[string][]netip.Addr{}
+			if addrs != nil {
+				for _, nic := range i.NICs {
+					// An interface that vanished since the sysfs walk just
+					// has no address.
+					if a, err := addrs(nic.Name); err == nil {
+						m[nic.Name] = a
+					}
+				}
+			}
+			return func(h *host, _ *Inventory) { h.Network, h.addrs = i, m }, nil
+		},
+		FamilyGPU: func() (func(*host, *Inventory), error) {
+			i, err := collectGPU(root, log)
+			return func(h *host, _ *Inventory) { h.GPU = i }, err
+		},
+		FamilyTopology: func() (func(*host, *Inventory), error) {
+			i, err := topology.New(ghwOpts...)
+			return func(h *host, _ *Inventory) { h.Topology = i }, err
+		},
+		FamilyRuntime: func() (func(*host, *Inventory), error) {
+			name, err := hostname(root)
+			return func(h *host, _ *Inventory) { h.Runtime = &runtimeInfo{Hostname: name} }, err
+		},
+	}
+	if !o.NoSMBIOS {
+		jobs[FamilySMBIOS] = func() (func(*host, *Inventory), error) {
+			m, err := collectSMBIOS(ctx, root, o.Dmidecode, log)
+			return func(_ *host, inv *Inventory) { inv.SMBIOS = m }, err
+		}
+	}
+
+	// Buffered so that a module still running at the deadline can finish
+	// and exit without anyone listening.
+	results := make(chan result, len(jobs))
+	for family, job := range jobs {
+		go func() {
+			defer func() {
+				if p := recover(); p != nil {
+					results <- result{family: family, err: fmt.Errorf("panic: %v\n%s", p, debug.Stack())}
+				}
+			}()
+			apply, err := job()
+			results <- result{family: family, apply: apply, err: err}
+		}()
+	}
+
+	h := &host{}
+	inv := &Inventory{}
+	pending := map[string]bool{}
+	for f := range jobs {
+		pending[f] = true
+	}
+	failed := map[string]error{}
+	for len(pending) > 0 {
+		select {
+		case r := <-results:
+			delete(pending, r.family)
+			if r.err != nil {
+				failed[r.family] = r.err
+				continue
+			}
+			r.apply(h, inv)
+		case <-ctx.Done():
+			for f := range pending {
+				failed[f] = fmt.Errorf("not finished before the %s deadline: %w", deadline, ctx.Err())
+			}
+			pending = nil
+		}
+	}
+	for f, err := range failed {
+		inv.Degraded = append(inv.Degraded, f)
+		log.WithField("family", f).Warnf("inventory: %s left out: %v", f, err)
+	}
+	sort.Strings(inv.Degraded)
+	if inv.SMBIOS == nil && !o.NoSMBIOS {
+		// Still sendable: the server merges whatever keys there are.
+		inv.SMBIOS = map[string]any{}
+	}
+
+	inv.SystemDataV2 = systemDataV2(h)
+	legacy, err := legacySystemData(h)
+	if err != nil {
+		return nil, fmt.Errorf("inventory: encoding legacy system data: %w", err)
+	}
+	inv.LegacySystemData = legacy
+	log.WithField("duration", time.Since(start).Round(time.Microsecond)).
+		Debugf("inventory: collected (%d families left out)", len(inv.Degraded))
+	return inv, nil
+}
+
+// collectSMBIOS prefers dmidecode, whose text is what upstream sends; without
+// it (or when it fails) the DMI tables exported by the kernel are decoded
+// here. dmidecode is looked up in PATH only for the live root: it reads the
+// running machine, not a root prefix.
+func collectSMBIOS(ctx context.Context, root, dmidecode string, log *logrus.Entry) (map[string]any, error) {
+	path := dmidecode
+	if path == "" && filepath.Clean(root) == "/" {
+		path, _ = exec.LookPath("dmidecode")
+	}
+	var dmiErr error
+	if path != "" {
+		out, err := runDmidecode(ctx, path)
+		if err == nil {
+			return ParseDmidecode(out)
+		}
+		dmiErr = err
+		log.Debugf("inventory: dmidecode failed, decoding the DMI tables under /sys: %v", err)
+	}
+	m, err := sysfsSMBIOS(root)
+	if err != nil && dmiErr != nil {
+		return nil, fmt.Errorf("%w; %w", dmiErr, err)
+	}
+	return m, err
+}
+
+func hostname(root string) (string, error) {
+	var errs []error
+	for _, p := range []string{"proc/sys/kernel/hostname", "etc/hostname"} {
+		b, err := os.ReadFile(filepath.Join(root, p))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if s := strings.TrimSpace(string(b)); s != "" {
+			return s, nil
+		}
+	}
+	return "", fmt.Errorf("reading the hostname: %w", errors.Join(errs...))
+}
+
+func liveInterfaceAddrs(name string) ([]netip.Addr, error) {
+	return interfaceAddrs(name)
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }

@@ -1,0 +1,181 @@
+package inventory
+
+import (
+	"bufio"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/jaypipes/ghw/pkg/gpu"
+	"github.com/jaypipes/ghw/pkg/pci"
+	"github.com/jaypipes/pcidb"
+	"github.com/sirupsen/logrus"
+)
+
+// pciIDsPaths are where distributions put the PCI ID database, relative to
+// the root; the same places pcidb searches, minus the network fetch.
+var pciIDsPaths = [...]string{
+	"usr/share/hwdata/pci.ids",
+	"usr/share/misc/pci.ids",
+	"usr/share/hwdata/pci.ids.gz",
+	"usr/share/misc/pci.ids.gz",
+}
+
+var rePCIAddress = regexp.MustCompile(`^[[:xdigit:]]{4}:[[:xdigit:]]{2}:[[:xdigit:]]{2}\.[[:xdigit:]]$`)
+
+// collectGPU finds graphics cards the way ghw does (DRM card links that lead
+// to a PCI device) but looks up only their vendor and product names instead
+// of loading the whole PCI database, which costs more than the rest of the
+// inventory together. Without a database the names are left out.
+func collectGPU(root string, log *logrus.Entry) (*gpu.Info, error) {
+	drm := filepath.Join(root, "sys/class/drm")
+	entries, err := os.ReadDir(drm)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Virtual machines and containers without graphics have no DRM class.
+		return &gpu.Info{GraphicsCards: []*gpu.GraphicsCard{}}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the DRM tree: %w", err)
+	}
+	info := &gpu.Info{GraphicsCards: []*gpu.GraphicsCard{}}
+	type want struct{ vendor, product string }
+	var wants []want
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasPrefix(name, "card") || strings.ContainsRune(name, '-') {
+			continue // connectors such as card0-HDMI-A-1
+		}
+		idx, err := strconv.Atoi(name[len("card"):])
+		if err != nil {
+			idx = -1
+		}
+		dest, err := os.Readlink(filepath.Join(drm, name))
+		if err != nil {
+			continue
+		}
+		addr := ""
+		parts := strings.Split(dest, "/")
+		for i := len(parts) - 1; i >= 0; i-- {
+			if rePCIAddress.MatchString(parts[i]) {
+				addr = parts[i]
+				break
+			}
+		}
+		if addr == "" {
+			continue
+		}
+		dev := filepath.Join(drm, name, "device")
+		vendor := strings.TrimPrefix(readTrim(filepath.Join(dev, "vendor")), "0x")
+		product := strings.TrimPrefix(readTrim(filepath.Join(dev, "device")), "0x")
+		driver := ""
+		if d, err := os.Readlink(filepath.Join(dev, "driver")); err == nil {
+			driver = filepath.Base(d)
+		}
+		info.GraphicsCards = append(info.GraphicsCards, &gpu.GraphicsCard{
+			Address: addr,
+			Index:   idx,
+			DeviceInfo: &pci.Device{
+				Address:              addr,
+				Vendor:               &pcidb.Vendor{ID: vendor},
+				Product:              &pcidb.Product{VendorID: vendor, ID: product},
+				Subsystem:            &pcidb.Product{},
+				Class:                &pcidb.Class{},
+				Subclass:             &pcidb.Subclass{},
+				ProgrammingInterface: &pcidb.ProgrammingInterface{},
+				Driver:               driver,
+			},
+		})
+		wants = append(wants, want{vendor, product})
+	}
+	if len(wants) == 0 {
+		return info, nil
+	}
+	vendors := map[string]bool{}
+	for _, w := range wants {
+		vendors[strings.ToLower(w.vendor)] = true
+	}
+	names, err := lookupPCINames(root, vendors)
+	if err != nil {
+		log.Infof("inventory: GPU vendor and product names left out: %v", err)
+		return info, nil
+	}
+	for _, c := range info.GraphicsCards {
+		d := c.DeviceInfo
+		d.Vendor.Name = names(d.Vendor.ID, "")
+		d.Product.Name = names(d.Vendor.ID, d.Product.ID)
+	}
+	return info, nil
+}
+
+// lookupPCINames reads the names of the given vendors and their devices from
+// the first PCI ID database found under root and returns a lookup; product
+// "" asks for the vendor name.
+func lookupPCINames(root string, vendors map[string]bool) (func(vendor, product string) string, error) {
+	for _, p := range pciIDsPaths {
+		f, err := os.Open(filepath.Join(root, p))
+		if err != nil {
+			continue
+		}
+		defer f.Close()
+		var r io.Reader = f
+		if strings.HasSuffix(p, ".gz") {
+			gz, err := gzip.NewReader(f)
+			if err != nil {
+				return nil, fmt.Errorf("reading %s: %w", p, err)
+			}
+			r = gz
+		}
+		names := map[string]string{}
+		sc := bufio.NewScanner(r)
+		vendor := ""
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "" || line[0] == '#':
+			case strings.HasPrefix(line, "C "):
+				// Device classes follow the vendors; nothing more to read.
+				return lookupFrom(names), nil
+			case line[0] != '\t':
+				vendor = ""
+				if id, name, ok := strings.Cut(line, "  "); ok && vendors[strings.ToLower(id)] {
+					vendor = strings.ToLower(id)
+					names[vendor] = name
+				}
+			case vendor != "" && len(line) > 1 && line[1] != '\t':
+				if id, name, ok := strings.Cut(line[1:], "  "); ok {
+					names[vendor+":"+strings.ToLower(id)] = name
+				}
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("reading %s: %w", p, err)
+		}
+		return lookupFrom(names), nil
+	}
+	return nil, errors.New("no PCI ID database (pci.ids) under the root; install hwdata or pciutils to get them")
+}
+
+func lookupFrom(names map[string]string) func(vendor, product string) string {
+	return func(vendor, product string) string {
+		k := strings.ToLower(vendor)
+		if product != "" {
+			k += ":" + strings.ToLower(product)
+		}
+		return names[k]
+	}
+}
+
+func readTrim(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}

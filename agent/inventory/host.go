@@ -1,0 +1,50 @@
+package inventory
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+
+	"github.com/sirupsen/logrus"
+)
+
+func interfaceAddrs(name string) ([]netip.Addr, error) {
+	ifc, err := net.InterfaceByName(name)
+	if err != nil {
+		return nil, fmt.Errorf("interface %s: %w", name, err)
+	}
+	as, err := ifc.Addrs()
+	if err != nil {
+		return nil, fmt.Errorf("addresses of %s: %w", name, err)
+	}
+	var out []netip.Addr
+	for _, a := range as {
+		ipn, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		if ip, ok := netip.AddrFromSlice(ipn.IP); ok {
+			out = append(out, ip.Unmap())
+		}
+	}
+	return out, nil
+}
+
+// logrusHandler sends ghw's own messages to our logger at debug level: its
+// warnings (missing files on virtual machines) are expected and would
+// otherwise go to stderr on every boot.
+type logrusHandler struct{ log *logrus.Entry }
+
+func (h logrusHandler) Enabled(context.Context, slog.Level) bool {
+	return h.log.Logger.IsLevelEnabled(logrus.DebugLevel)
+}
+
+func (h logrusHandler) Handle(_ context.Context, r slog.Record) error {
+	h.log.WithField("source", "ghw").Debug(r.Message)
+	return nil
+}
+
+func (h logrusHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h logrusHandler) WithGroup(string) slog.Handler      { return h }
