@@ -1,0 +1,418 @@
+package apply
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/nodereg/nodereg/protocol"
+)
+
+// UnresolvedError reports a {name} placeholder with no address in
+// ipAddresses. Upstream servers can hand out a config whose claims are still
+// pending (PROTOCOL.md 7.5), so the agent treats this as "not ready yet".
+type UnresolvedError struct {
+	Placeholder string // the name between the braces
+	Path        string // where it was found, e.g. config.interfaces[0].ipv4.address[0].ip
+}
+
+func (e *UnresolvedError) Error() string {
+	return fmt.Sprintf("render network config: placeholder {%s} at %s has no address in ipAddresses", e.Placeholder, e.Path)
+}
+
+// FieldError reports invalid or hostile input; retrying will not help.
+type FieldError struct {
+	Path   string
+	Reason string
+}
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("render network config: field %s: %s", e.Path, e.Reason)
+}
+
+// Keyfile is one NetworkManager connection file, named relative to the
+// keyfile directory.
+type Keyfile struct {
+	Name    string
+	Content []byte
+}
+
+// Rendered is a validated network config with every placeholder replaced.
+type Rendered struct {
+	// Configurator is normalised: "" becomes protocol.ConfiguratorNone.
+	Configurator string
+	// State is the substituted tree for nmstate and nmc; nil otherwise.
+	State map[string]any
+	// Digested is what is kept under /oem for humans and re-rendering: the
+	// nmstate/nmc YAML, or for nmconnections a YAML map name -> keyfile.
+	Digested []byte
+	// Keyfiles is filled for nmconnections (sorted by name); for nmstate and
+	// nmc the keyfiles come from the tool in Plan.
+	Keyfiles []Keyfile
+}
+
+const keyfileSuffix = ".nmconnection"
+
+var (
+	// placeholderRE finds {name} the way upstream writes them; names are what
+	// a Kubernetes map key allows.
+	placeholderRE = regexp.MustCompile(`\{([A-Za-z0-9_.-]+)\}`)
+	nameRE        = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+)
+
+// Render substitutes {name} placeholders on the parsed tree (never on text)
+// and validates the result: every placeholder resolves, every address parses,
+// no placeholder sits in a key, no template delimiter or control character
+// reaches generated files, and file names stay inside the keyfile directory.
+// Nothing else changes.
+func Render(nc *protocol.NetworkConfig) (*Rendered, error) {
+	if nc == nil {
+		return &Rendered{Configurator: protocol.ConfiguratorNone}, nil
+	}
+	conf := nc.Configurator
+	if conf == "" {
+		conf = protocol.ConfiguratorNone
+	}
+	switch conf {
+	case protocol.ConfiguratorNone:
+		return &Rendered{Configurator: conf}, nil
+	case protocol.ConfiguratorNmstate, protocol.ConfiguratorNmc, protocol.ConfiguratorNmconnections:
+	default:
+		return nil, &FieldError{Path: "configurator", Reason: fmt.Sprintf("unknown configurator %q", conf)}
+	}
+	if len(nc.Config) == 0 {
+		return nil, &FieldError{Path: "config", Reason: "empty for configurator " + conf}
+	}
+	r := &renderer{addrs: map[string]string{}}
+	for _, name := range sortedKeys(nc.IPAddresses) {
+		path := "ipAddresses." + name
+		if !nameRE.MatchString(name) {
+			return nil, &FieldError{Path: path, Reason: "name is not a valid placeholder name"}
+		}
+		a, err := netip.ParseAddr(nc.IPAddresses[name])
+		if err != nil || a.Zone() != "" {
+			return nil, &FieldError{Path: path, Reason: fmt.Sprintf("%q is not an IP address", nc.IPAddresses[name])}
+		}
+		r.addrs[name] = a.String()
+	}
+
+	out := &Rendered{Configurator: conf}
+	if conf == protocol.ConfiguratorNmconnections {
+		kfs, err := r.keyfiles(nc.Config)
+		if err != nil {
+			return nil, err
+		}
+		out.Keyfiles = kfs
+		digest := map[string]string{}
+		for _, kf := range kfs {
+			digest[kf.Name] = string(kf.Content)
+		}
+		if out.Digested, err = marshalYAML(digest); err != nil {
+			return nil, fmt.Errorf("render network config: encoding keyfiles: %w", err)
+		}
+		return out, nil
+	}
+
+	state := map[string]any{}
+	for _, key := range sortedKeys(nc.Config) {
+		path := "config." + key
+		if err := checkKey(path, key); err != nil {
+			return nil, err
+		}
+		v, err := r.value(path, nc.Config[key].Value)
+		if err != nil {
+			return nil, err
+		}
+		state[key] = v
+	}
+	if conf == protocol.ConfiguratorNmstate {
+		if err := checkNmstate(state); err != nil {
+			return nil, err
+		}
+	}
+	out.State = state
+	var err error
+	if out.Digested, err = marshalYAML(state); err != nil {
+		return nil, fmt.Errorf("render network config: encoding state: %w", err)
+	}
+	return out, nil
+}
+
+type renderer struct {
+	addrs map[string]string
+}
+
+// value copies v with placeholders substituted in string leaves.
+func (r *renderer) value(path string, v any) (any, error) {
+	switch t := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(t))
+		for _, k := range sortedKeys(t) {
+			p := path + "." + k
+			if err := checkKey(p, k); err != nil {
+				return nil, err
+			}
+			c, err := r.value(p, t[k])
+			if err != nil {
+				return nil, err
+			}
+			m[k] = c
+		}
+		return m, nil
+	case []any:
+		l := make([]any, len(t))
+		for i, e := range t {
+			c, err := r.value(fmt.Sprintf("%s[%d]", path, i), e)
+			if err != nil {
+				return nil, err
+			}
+			l[i] = c
+		}
+		return l, nil
+	case string:
+		return r.scalar(path, t)
+	case nil, bool, int, int64, uint64, float64:
+		return t, nil
+	default:
+		return nil, &FieldError{Path: path, Reason: fmt.Sprintf("unsupported value of type %T", v)}
+	}
+}
+
+// scalar substitutes one string value. A value holding a placeholder must
+// become exactly an address or a prefix: placeholders stand for addresses,
+// and a substitution that changes anything else is refused.
+func (r *renderer) scalar(path, s string) (string, error) {
+	if err := checkText(path, s, false); err != nil {
+		return "", err
+	}
+	out, n, err := r.substitute(path, s)
+	if err != nil || n == 0 {
+		return out, err
+	}
+	if _, err := netip.ParseAddr(out); err == nil {
+		return out, nil
+	}
+	if _, err := netip.ParsePrefix(out); err == nil {
+		return out, nil
+	}
+	return "", &FieldError{Path: path, Reason: fmt.Sprintf("substituted value %q is neither an address nor a prefix", out)}
+}
+
+// substitute replaces every {name}; n counts the replacements.
+func (r *renderer) substitute(path, s string) (string, int, error) {
+	var unresolved string
+	n := 0
+	out := placeholderRE.ReplaceAllStringFunc(s, func(m string) string {
+		name := m[1 : len(m)-1]
+		a, ok := r.addrs[name]
+		if !ok {
+			if unresolved == "" {
+				unresolved = name
+			}
+			return m
+		}
+		n++
+		return a
+	})
+	if unresolved != "" {
+		return "", 0, &UnresolvedError{Placeholder: unresolved, Path: path}
+	}
+	return out, n, nil
+}
+
+// keyfiles renders the nmconnections config: connection name -> keyfile
+// text, placeholders substituted per value.
+func (r *renderer) keyfiles(conf map[string]protocol.RawValue) ([]Keyfile, error) {
+	var kfs []Keyfile
+	seen := map[string]string{}
+	for _, key := range sortedKeys(conf) {
+		path := "config." + key
+		if err := checkKey(path, key); err != nil {
+			return nil, err
+		}
+		name := key
+		if !strings.HasSuffix(name, keyfileSuffix) {
+			name += keyfileSuffix
+		}
+		if err := checkFileName(path, name); err != nil {
+			return nil, err
+		}
+		if prev, dup := seen[name]; dup {
+			return nil, &FieldError{Path: path, Reason: fmt.Sprintf("same keyfile name as config.%s", prev)}
+		}
+		seen[name] = key
+		text, ok := conf[key].Value.(string)
+		if !ok {
+			return nil, &FieldError{Path: path, Reason: fmt.Sprintf("keyfile must be text, got %T", conf[key].Value)}
+		}
+		if err := checkText(path, text, true); err != nil {
+			return nil, err
+		}
+		out, _, err := r.substitute(path, text)
+		if err != nil {
+			return nil, err
+		}
+		if err := ParseKeyfile(path, []byte(out)); err != nil {
+			return nil, err
+		}
+		if !strings.HasSuffix(out, "\n") {
+			out += "\n"
+		}
+		kfs = append(kfs, Keyfile{Name: name, Content: []byte(out)})
+	}
+	return kfs, nil
+}
+
+// checkKey refuses keys that could carry a substitution or a template: the
+// tree's structure is the server's template and must not depend on addresses.
+func checkKey(path, key string) error {
+	if placeholderRE.MatchString(key) || strings.ContainsAny(key, "{}") {
+		return &FieldError{Path: path, Reason: "placeholder or brace in a key"}
+	}
+	return checkText(path, key, false)
+}
+
+// checkText refuses yip template delimiters (generated content is rendered
+// by yip's text/template) and control characters; multiline allows the
+// newlines and tabs of keyfile text.
+func checkText(path, s string, multiline bool) error {
+	if strings.Contains(s, "{{") {
+		return &FieldError{Path: path, Reason: "contains a template delimiter {{"}
+	}
+	for _, c := range s {
+		if c == '\n' || c == '\t' {
+			if multiline {
+				continue
+			}
+		}
+		if c < 0x20 || c == 0x7f {
+			return &FieldError{Path: path, Reason: fmt.Sprintf("contains control character %q", c)}
+		}
+	}
+	return nil
+}
+
+// checkFileName keeps a keyfile name inside the keyfile directory and out of
+// the names the agent uses for temporary files.
+func checkFileName(path, name string) error {
+	switch {
+	case name == "" || name == keyfileSuffix:
+		return &FieldError{Path: path, Reason: "empty keyfile name"}
+	case strings.ContainsAny(name, `/\`) || strings.ContainsRune(name, 0):
+		return &FieldError{Path: path, Reason: fmt.Sprintf("keyfile name %q would leave the keyfile directory", name)}
+	case strings.HasPrefix(name, "."):
+		return &FieldError{Path: path, Reason: fmt.Sprintf("keyfile name %q starts with a dot", name)}
+	case len(name) > 255:
+		return &FieldError{Path: path, Reason: "keyfile name longer than 255 bytes"}
+	}
+	return checkText(path, name, false)
+}
+
+// checkNmstate validates the parts of an nmstate state that become file
+// names or must be addresses, so a hostile value is named by its field
+// before any tool sees it.
+func checkNmstate(state map[string]any) error {
+	ifaces, _ := state["interfaces"].([]any)
+	for i, it := range ifaces {
+		iface, ok := it.(map[string]any)
+		if !ok {
+			return &FieldError{Path: fmt.Sprintf("config.interfaces[%d]", i), Reason: "not a mapping"}
+		}
+		base := fmt.Sprintf("config.interfaces[%d]", i)
+		for _, k := range []string{"name", "profile-name"} {
+			v, present := iface[k]
+			if !present {
+				continue
+			}
+			s, ok := v.(string)
+			if !ok {
+				return &FieldError{Path: base + "." + k, Reason: "not a string"}
+			}
+			if err := checkFileName(base+"."+k, s+keyfileSuffix); err != nil {
+				return err
+			}
+			if s == "." || s == ".." {
+				return &FieldError{Path: base + "." + k, Reason: fmt.Sprintf("%q is not an interface name", s)}
+			}
+		}
+		for _, fam := range []string{"ipv4", "ipv6"} {
+			ip, _ := iface[fam].(map[string]any)
+			addrs, _ := ip["address"].([]any)
+			for j, a := range addrs {
+				am, _ := a.(map[string]any)
+				if err := mustAddr(fmt.Sprintf("%s.%s.address[%d].ip", base, fam, j), am["ip"], false); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	routes, _ := state["routes"].(map[string]any)
+	rlist, _ := routes["config"].([]any)
+	for i, rt := range rlist {
+		rm, _ := rt.(map[string]any)
+		p := fmt.Sprintf("config.routes.config[%d]", i)
+		if err := mustAddr(p+".next-hop-address", rm["next-hop-address"], false); err != nil {
+			return err
+		}
+		if err := mustAddr(p+".destination", rm["destination"], true); err != nil {
+			return err
+		}
+	}
+	dns, _ := state["dns-resolver"].(map[string]any)
+	dconf, _ := dns["config"].(map[string]any)
+	servers, _ := dconf["server"].([]any)
+	for i, s := range servers {
+		if err := mustAddr(fmt.Sprintf("config.dns-resolver.config.server[%d]", i), s, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mustAddr checks an optional address field; prefix allows CIDR notation.
+func mustAddr(path string, v any, prefix bool) error {
+	if v == nil {
+		return nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return &FieldError{Path: path, Reason: fmt.Sprintf("address must be a string, got %T", v)}
+	}
+	if _, err := netip.ParseAddr(s); err == nil {
+		return nil
+	}
+	if prefix {
+		if _, err := netip.ParsePrefix(s); err == nil {
+			return nil
+		}
+	}
+	return &FieldError{Path: path, Reason: fmt.Sprintf("%s is not an IP address", strconv.Quote(s))}
+}
+
+func marshalYAML(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,195 @@
+package apply
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mudler/yip/pkg/executor"
+	"github.com/mudler/yip/pkg/plugins"
+	"github.com/sirupsen/logrus"
+	"github.com/twpayne/go-vfs/v4"
+)
+
+// rootConsole runs yip's `if` and `commands` with the scratch root's /run
+// bind-mounted over /run in a private mount namespace, so the applicator's
+// sentinel checks see the boot mode the test set up, as they would in
+// Elemental's chrooted initramfs stage.
+type rootConsole struct {
+	run string // <root>/run
+}
+
+func (c rootConsole) Run(cmd string, opts ...func(*exec.Cmd)) (string, error) {
+	e := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c",
+		`mount --bind "$1" /run && exec sh -c "$2"`, "sh", c.run, cmd)
+	for _, o := range opts {
+		o(e)
+	}
+	out, err := e.CombinedOutput()
+	return string(out), err
+}
+
+func (c rootConsole) Start(cmd *exec.Cmd, opts ...func(*exec.Cmd)) error {
+	for _, o := range opts {
+		o(cmd)
+	}
+	return cmd.Run()
+}
+
+func (c rootConsole) RunTemplate(st []string, template string) error {
+	for _, s := range st {
+		if _, err := c.Run(strings.ReplaceAll(template, "%s", s)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func needNamespaces(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: yip chowns files to 0:0 and the test bind-mounts /run in a private mount namespace")
+	}
+	if _, err := exec.LookPath("unshare"); err != nil {
+		t.Skip("needs unshare (util-linux) for a private mount namespace")
+	}
+	if out, err := exec.Command("unshare", "--mount", "true").CombinedOutput(); err != nil {
+		t.Skipf("cannot create a mount namespace here: %v %s", err, out)
+	}
+}
+
+// runInitramfs runs the initramfs stage over <root>/oem with mudler/yip's
+// executor, configured like Elemental's runner: only the node and if
+// conditionals.
+func runInitramfs(t *testing.T, root string) {
+	t.Helper()
+	l := logrus.New()
+	l.SetOutput(io.Discard)
+	ex := executor.NewExecutor(executor.WithLogger(l),
+		executor.WithConditionals(plugins.NodeConditional, plugins.IfConditional))
+	fs := vfs.NewPathFS(vfs.OSFS, root)
+	if err := ex.Run("initramfs", fs, rootConsole{run: filepath.Join(root, "run")}, "/oem"); err != nil {
+		t.Fatalf("yip initramfs: %v", err)
+	}
+}
+
+func bootRoot(t *testing.T, mode string) string {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "run/elemental"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, root, "run/elemental/"+mode, "1", 0o644)
+	return root
+}
+
+// The applicator, run by yip's real executor, writes the keyfiles gc produced,
+// 0600, in active and recovery boots, and nothing on the live ISO.
+func TestApplicatorUnderYip(t *testing.T) {
+	needNamespaces(t)
+	r, err := Render(loadVector(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := gcKeyfiles(t, r.Digested)
+	if len(want) != 1 || !strings.Contains(want["enp1s0.nmconnection"], "address0=192.168.122.150/24") {
+		t.Fatalf("stand-in gc gave %v", want)
+	}
+	for _, mode := range []string{"active_mode", "passive_mode", "recovery_mode", "live_mode"} {
+		t.Run(mode, func(t *testing.T) {
+			root := bootRoot(t, mode)
+			stub := newStub(t)
+			a := stub.applier(root)
+			if err := a.Persist(mustPlan(t, a, r)); err != nil {
+				t.Fatalf("Persist: %v", err)
+			}
+			runInitramfs(t, root)
+			dir := filepath.Join(root, "etc/NetworkManager/system-connections")
+			if mode == "live_mode" {
+				if _, err := os.Stat(dir); !os.IsNotExist(err) {
+					t.Fatalf("live ISO boot got keyfiles: %v", err)
+				}
+				return
+			}
+			entries, err := os.ReadDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(entries) != len(want) {
+				t.Errorf("keyfile dir has %d entries, want %d", len(entries), len(want))
+			}
+			for name, content := range want {
+				p := filepath.Join(dir, name)
+				st, err := os.Stat(p)
+				if err != nil {
+					t.Fatalf("keyfile %s: %v", name, err)
+				}
+				if st.Mode().Perm() != 0o600 {
+					t.Errorf("%s mode %v, want 0600", name, st.Mode().Perm())
+				}
+				if got := readFile(t, root, "etc/NetworkManager/system-connections/"+name); got != content {
+					t.Errorf("%s content:\n%s\nwant:\n%s", name, got, content)
+				}
+			}
+			if st, err := os.Stat(dir); err != nil || st.Mode().Perm() != 0o755 {
+				t.Errorf("keyfile dir mode: %v %v", st.Mode(), err)
+			}
+			// A second boot rewrites the same bytes; other stages do nothing.
+			runInitramfs(t, root)
+			l := logrus.New()
+			l.SetOutput(io.Discard)
+			ex := executor.NewExecutor(executor.WithLogger(l), executor.WithConditionals(plugins.NodeConditional, plugins.IfConditional))
+			if err := ex.Run("boot", vfs.NewPathFS(vfs.OSFS, root), rootConsole{run: filepath.Join(root, "run")}, "/oem"); err != nil {
+				t.Errorf("boot stage: %v", err)
+			}
+		})
+	}
+}
+
+// Template delimiters in generated content reach the node literally, never
+// executed by yip's text/template.
+func TestApplicatorNeutralisesTemplates(t *testing.T) {
+	needNamespaces(t)
+	// Each file is rendered on its own; a valid template would be executed,
+	// a broken one falls back to the raw text, so test both kinds.
+	contents := map[string]string{
+		"valid.nmconnection":  "[connection]\nid=x {{ .Values.os.name }}\ntype=ethernet\n",
+		"printf.nmconnection": "[connection]\nid={{ printf \"%s\" \"y\" }}\ntype=ethernet\n",
+		"broken.nmconnection": "[connection]\nid=x {{ bad syntax }} {{{ }}\ntype=ethernet\n",
+	}
+	var kfs []Keyfile
+	for _, name := range sortedKeys(contents) {
+		kfs = append(kfs, Keyfile{Name: name, Content: []byte(contents[name])})
+	}
+	y, err := buildApplicator("/etc/NetworkManager/system-connections", kfs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := bootRoot(t, "active_mode")
+	writeFile(t, root, "oem/elemental-network.yaml", string(y), 0o600)
+	runInitramfs(t, root)
+	for name, content := range contents {
+		if got := readFile(t, root, "etc/NetworkManager/system-connections/"+name); got != content {
+			t.Errorf("%s after yip:\n%q\nwant\n%q", name, got, content)
+		}
+	}
+}
+
+// nmconnections keyfiles survive yip unchanged too.
+func TestApplicatorNmconnectionsUnderYip(t *testing.T) {
+	needNamespaces(t)
+	r := renderNmconnections(t, "192.168.122.10")
+	a := &Applier{Root: bootRoot(t, "recovery_mode")}
+	p := mustPlan(t, a, r)
+	if err := a.Persist(p); err != nil {
+		t.Fatal(err)
+	}
+	runInitramfs(t, a.Root)
+	got := readFile(t, a.Root, "etc/NetworkManager/system-connections/eth0.nmconnection")
+	if !bytes.Equal([]byte(got), r.Keyfiles[0].Content) || !strings.Contains(got, "address1=192.168.122.10/24,") {
+		t.Errorf("keyfile after yip:\n%s", got)
+	}
+}
