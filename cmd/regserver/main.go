@@ -1,0 +1,204 @@
+// Command regserver is the reference registration server: the elemental
+// registration endpoint with file-backed inventories and IP pools, for
+// labs, demos and tests. See docs/regserver.md.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/nodereg/nodereg/protocol"
+	"github.com/nodereg/nodereg/server"
+	"github.com/nodereg/nodereg/server/regconfig"
+	"github.com/nodereg/nodereg/server/store"
+	"github.com/nodereg/nodereg/server/tpmauth"
+)
+
+// Exit codes as the agent's: configuration errors are not worth a restart.
+const (
+	exitOK     = 0
+	exitFail   = 1
+	exitConfig = 78
+)
+
+type flags struct {
+	config          string
+	listen          string
+	store           string
+	allocationDelay time.Duration
+	networkWait     time.Duration
+	tlsCert         string
+	tlsKey          string
+	caCert          string
+	tpmCA           string
+	externalURL     string
+	noTPM           bool
+	debug           bool
+}
+
+func parseFlags(args []string, stderr io.Writer) (*flags, error) {
+	f := &flags{}
+	fs := flag.NewFlagSet("regserver", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&f.config, "config", "", "config file (YAML): registrations and IP pools (required)")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to listen on; port 0 picks a free port (printed on stdout)")
+	fs.StringVar(&f.store, "store", "", "state file for inventories and address claims; empty keeps them in memory only")
+	fs.DurationVar(&f.allocationDelay, "allocation-delay", 0, "hold back each new claim's address this long (e.g. 3s)")
+	fs.DurationVar(&f.networkWait, "network-wait", server.DefaultNetworkWait, "how long MsgGet waits for pending addresses; 0 replies at once")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate (PEM); with --tls-key serves https/wss")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS private key (PEM)")
+	fs.StringVar(&f.caCert, "ca-cert", "", "CA certificate (PEM file) sent to clients as registration.ca-cert; defaults to --tls-cert")
+	fs.StringVar(&f.tpmCA, "tpm-ca", "", "PEM bundle of EK certificate authorities; when set only EKs chaining to it are accepted")
+	fs.StringVar(&f.externalURL, "external-url", "", "scheme://host[:port] clients reach this server at; default: taken from each request")
+	fs.BoolVar(&f.noTPM, "no-tpm", false, "accept PLAIN authentication only")
+	fs.BoolVar(&f.debug, "debug", false, "debug logging")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if f.config == "" {
+		return nil, errors.New("--config is required")
+	}
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return nil, errors.New("--tls-cert and --tls-key go together")
+	}
+	if f.allocationDelay < 0 {
+		return nil, errors.New("--allocation-delay must not be negative")
+	}
+	return f, nil
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	f, err := parseFlags(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		fmt.Fprintln(stderr, "regserver:", err)
+		return exitConfig
+	}
+	logger := logrus.New()
+	logger.SetOutput(stderr)
+	if f.debug {
+		logger.SetLevel(logrus.DebugLevel)
+	}
+	log := logrus.NewEntry(logger)
+
+	cfg, err := regconfig.Load(f.config)
+	if err != nil {
+		log.Errorf("loading config: %v", err)
+		return exitConfig
+	}
+	if f.store == "" {
+		log.Warn("no --store: inventories and claims are lost on exit")
+	}
+	st, err := store.Open(f.store)
+	if err != nil {
+		log.Errorf("opening store: %v", err)
+		return exitConfig
+	}
+	opts := server.Options{
+		Config: cfg, Store: st, AllocationDelay: f.allocationDelay,
+		NetworkWait: f.networkWait, ExternalURL: f.externalURL, Log: log,
+	}
+	if f.networkWait <= 0 {
+		opts.NetworkWait = -1
+	}
+	caFile := f.caCert
+	if caFile == "" {
+		caFile = f.tlsCert
+	}
+	if caFile != "" {
+		b, err := os.ReadFile(caFile)
+		if err != nil {
+			log.Errorf("reading CA certificate: %v", err)
+			return exitConfig
+		}
+		opts.CACert = string(b)
+	}
+	if !f.noTPM {
+		to := tpmauth.Options{Log: log.WithField("auth", "tpm")}
+		if f.tpmCA != "" {
+			b, err := os.ReadFile(f.tpmCA)
+			if err != nil {
+				log.Errorf("reading --tpm-ca: %v", err)
+				return exitConfig
+			}
+			to.CAPool = x509.NewCertPool()
+			if !to.CAPool.AppendCertsFromPEM(b) {
+				log.Errorf("--tpm-ca %s: no PEM certificate found", f.tpmCA)
+				return exitConfig
+			}
+		}
+		// TPM first, then PLAIN, as upstream tries them.
+		opts.Auth = []protocol.ServerAuthenticator{tpmauth.New(to), protocol.PlainServer{}}
+	}
+	srv, err := server.New(opts)
+	if err != nil {
+		log.Errorf("starting: %v", err)
+		return exitFail
+	}
+
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		log.Errorf("listening on %s: %v", f.listen, err)
+		return exitFail
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	scheme := "http"
+	if f.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+		if err != nil {
+			ln.Close()
+			log.Errorf("loading TLS key pair: %v", err)
+			return exitConfig
+		}
+		hs.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		ln = tls.NewListener(ln, hs.TLSConfig)
+		scheme = "https"
+	}
+	// One parseable line on stdout, so scripts can use port 0.
+	fmt.Fprintf(stdout, "listening on %s://%s\n", scheme, ln.Addr())
+	log.WithFields(logrus.Fields{"address": ln.Addr().String(), "store": f.store, "registrations": len(cfg.Registrations), "pools": len(cfg.Pools)}).Info("regserver started")
+
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		log.Errorf("serving: %v", err)
+		return exitFail
+	case <-ctx.Done():
+	}
+	// A registration fits in its 10 s session deadline; give it that long.
+	sctx, cancel := context.WithTimeout(context.Background(), protocol.DefaultSessionDeadline)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		log.Warnf("shutdown: %v", err)
+	}
+	if err := srv.Wait(sctx); err != nil {
+		log.Warnf("shutdown: %v", err)
+	}
+	log.Info("regserver stopped")
+	return exitOK
+}

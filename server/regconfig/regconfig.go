@@ -1,0 +1,209 @@
+// Package regconfig loads and validates the reference server's YAML config
+// file: registrations (token, templates, the config they hand out, a network
+// template) and IP pools. See docs/regserver.md.
+package regconfig
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"slices"
+	"sort"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/nodereg/nodereg/protocol"
+	"github.com/nodereg/nodereg/server/ipam"
+	"github.com/nodereg/nodereg/server/store"
+)
+
+// File is the config file as written.
+type File struct {
+	Registrations []Registration `yaml:"registrations"`
+	Pools         []ipam.Spec    `yaml:"pools"`
+}
+
+// Registration is one MachineRegistration in miniature.
+type Registration struct {
+	Name string `yaml:"name"`
+	// Token is the last element of the registration URL path.
+	Token string `yaml:"token"`
+	// MachineName is a ${…} template; empty means m-${Random/UUID}.
+	MachineName                 string            `yaml:"machineName,omitempty"`
+	MachineInventoryLabels      map[string]string `yaml:"machineInventoryLabels,omitempty"`
+	MachineInventoryAnnotations map[string]string `yaml:"machineInventoryAnnotations,omitempty"`
+	// Config is what MsgConfig returns; registration.url is filled from the
+	// request when empty.
+	Config protocol.Config `yaml:"config"`
+	// Network's ipAddresses map a placeholder name to a pool name.
+	Network *store.NetworkTemplate `yaml:"network,omitempty"`
+}
+
+// Config is a validated config file.
+type Config struct {
+	Registrations []Registration
+	Pools         map[string]*ipam.Pool
+	// Warnings are accepted oddities, e.g. a placeholder no pool provides
+	// (the agent must reject that config; keeping it loadable lets that be
+	// tested).
+	Warnings []string
+}
+
+// ByToken finds the registration for a URL token.
+func (c *Config) ByToken(token string) (*Registration, bool) {
+	for i := range c.Registrations {
+		if c.Registrations[i].Token == token {
+			return &c.Registrations[i], true
+		}
+	}
+	return nil, false
+}
+
+// Load reads and validates the file at path.
+func Load(path string) (*Config, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	c, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+var (
+	tokenRE = regexp.MustCompile(`^[A-Za-z0-9._~-]+$`)
+	// placeholderRE finds {name} placeholders; ${…} label templates are
+	// not placeholders and are skipped by the caller.
+	placeholderRE = regexp.MustCompile(`\{([A-Za-z0-9_.-]+)\}`)
+)
+
+// Parse validates a config document. Errors name the offending key.
+func Parse(data []byte) (*Config, error) {
+	var f File
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("empty document")
+		}
+		return nil, err
+	}
+	c := &Config{Pools: map[string]*ipam.Pool{}}
+	for i, ps := range f.Pools {
+		p, err := ipam.New(ps)
+		if err != nil {
+			return nil, fmt.Errorf("pools[%d]: %w", i, err)
+		}
+		if _, dup := c.Pools[p.Name]; dup {
+			return nil, fmt.Errorf("pools[%d].name: %q declared twice", i, p.Name)
+		}
+		c.Pools[p.Name] = p
+	}
+	if len(f.Registrations) == 0 {
+		return nil, errors.New("registrations: none declared")
+	}
+	names, tokens := map[string]bool{}, map[string]bool{}
+	for i := range f.Registrations {
+		r := &f.Registrations[i]
+		key := fmt.Sprintf("registrations[%d]", i)
+		switch {
+		case r.Name == "":
+			return nil, fmt.Errorf("%s.name: empty", key)
+		case names[r.Name]:
+			return nil, fmt.Errorf("%s.name: %q declared twice", key, r.Name)
+		case r.Token == "":
+			return nil, fmt.Errorf("%s.token: empty", key)
+		case !tokenRE.MatchString(r.Token):
+			return nil, fmt.Errorf("%s.token: only letters, digits and . _ ~ - may appear in a URL path element", key)
+		case tokens[r.Token]:
+			return nil, fmt.Errorf("%s.token: used by another registration", key)
+		}
+		names[r.Name], tokens[r.Token] = true, true
+		for k := range r.MachineInventoryLabels {
+			if k == "" {
+				return nil, fmt.Errorf("%s.machineInventoryLabels: empty key", key)
+			}
+		}
+		if r.Network == nil {
+			continue
+		}
+		n := r.Network
+		switch n.Configurator {
+		case "":
+			n.Configurator = protocol.ConfiguratorNone
+		case protocol.ConfiguratorNone, protocol.ConfiguratorNmc, protocol.ConfiguratorNmstate, protocol.ConfiguratorNmconnections:
+		default:
+			return nil, fmt.Errorf("%s.network.configurator: %q is not one of none, nmc, nmstate, nmconnections", key, n.Configurator)
+		}
+		for _, name := range sortedKeys(n.IPAddresses) {
+			pool := n.IPAddresses[name]
+			if name == "" {
+				return nil, fmt.Errorf("%s.network.ipAddresses: empty name", key)
+			}
+			if _, ok := c.Pools[pool]; !ok {
+				return nil, fmt.Errorf("%s.network.ipAddresses.%s: pool %q is not declared", key, name, pool)
+			}
+		}
+		if n.Configurator != protocol.ConfiguratorNone && len(n.Config) == 0 {
+			return nil, fmt.Errorf("%s.network.config: empty while configurator is %s", key, n.Configurator)
+		}
+		for _, ph := range Placeholders(n.Config) {
+			if _, ok := n.IPAddresses[ph]; !ok {
+				c.Warnings = append(c.Warnings, fmt.Sprintf("%s.network.config: placeholder {%s} names no entry of ipAddresses; agents will reject this config", key, ph))
+			}
+		}
+	}
+	c.Registrations = f.Registrations
+	return c, nil
+}
+
+// Placeholders lists the distinct {name} placeholders in the string leaves
+// of a network config, sorted.
+func Placeholders(cfg map[string]protocol.RawValue) []string {
+	seen := map[string]bool{}
+	var walk func(v any)
+	walk = func(v any) {
+		switch t := v.(type) {
+		case string:
+			for _, m := range placeholderRE.FindAllStringSubmatchIndex(t, -1) {
+				if m[0] > 0 && t[m[0]-1] == '$' {
+					continue
+				}
+				seen[t[m[2]:m[3]]] = true
+			}
+		case map[string]any:
+			for k, x := range t {
+				walk(k)
+				walk(x)
+			}
+		case []any:
+			for _, x := range t {
+				walk(x)
+			}
+		}
+	}
+	for k, v := range cfg {
+		walk(k)
+		walk(v.Value)
+	}
+	out := make([]string, 0, len(seen))
+	for k := range seen {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func sortedKeys(m map[string]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

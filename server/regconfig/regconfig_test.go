@@ -1,0 +1,104 @@
+package regconfig
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestExampleConfigLoads(t *testing.T) {
+	c, err := Load("../../cmd/regserver/example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Warnings) != 0 {
+		t.Fatalf("warnings: %v", c.Warnings)
+	}
+	r, ok := c.ByToken("demo-token")
+	if !ok {
+		t.Fatal("token demo-token not found")
+	}
+	if r.Network.IPAddresses["inventory-ip"] != "pool-a" || c.Pools["pool-a"].Total() != 51 {
+		t.Fatalf("network/pool not as written: %+v", r.Network.IPAddresses)
+	}
+	users, ok := r.Config.CloudConfig["users"].Value.([]any)
+	if !ok || len(users) != 1 {
+		t.Fatalf("cloud-config users = %#v", r.Config.CloudConfig["users"].Value)
+	}
+	if got := Placeholders(r.Network.Config); len(got) != 1 || got[0] != "inventory-ip" {
+		t.Fatalf("placeholders = %v", got)
+	}
+}
+
+const base = `
+pools:
+- {name: p, addresses: [10.0.0.10-10.0.0.20], prefix: 24}
+registrations:
+- name: r
+  token: tok
+  network:
+    configurator: nmstate
+    ipAddresses: {ip: p}
+    config:
+      interfaces: [{name: eth0, ipv4: {address: [{ip: "{ip}", prefix-length: 24}]}}]
+`
+
+func TestValidationErrorsNameTheKey(t *testing.T) {
+	cases := map[string]struct{ from, to, want string }{
+		"unknown pool":     {"{ip: p}", "{ip: q}", `registrations[0].network.ipAddresses.ip: pool "q" is not declared`},
+		"bad configurator": {"configurator: nmstate", "configurator: netplan", `registrations[0].network.configurator: "netplan"`},
+		"bad pool address": {"10.0.0.10-10.0.0.20", "10.0.0.10-banana", `pools[0]: addresses[0]: range "10.0.0.10-banana"`},
+		"unknown key":      {"token: tok", "token: tok\n  tokn: x", "field tokn not found"},
+		"empty token":      {"token: tok", "token: ''", "registrations[0].token: empty"},
+		"token with slash": {"token: tok", "token: a/b", "registrations[0].token: only letters"},
+		"bad prefix":       {"prefix: 24", "prefix: 40", "pools[0]: prefix: 40 out of range"},
+		"empty config":     {"config:\n      interfaces: [{name: eth0, ipv4: {address: [{ip: \"{ip}\", prefix-length: 24}]}}]", "config: {}", "registrations[0].network.config: empty"},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			doc := strings.Replace(base, c.from, c.to, 1)
+			if doc == base {
+				t.Fatalf("test bug: %q not in base", c.from)
+			}
+			_, err := Parse([]byte(doc))
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want %q", err, c.want)
+			}
+		})
+	}
+	dup := base + "- name: r2\n  token: tok\n"
+	if _, err := Parse([]byte(dup)); err == nil || !strings.Contains(err.Error(), "registrations[1].token: used by another") {
+		t.Fatalf("duplicate token: err = %v", err)
+	}
+	if _, err := Parse(nil); err == nil {
+		t.Fatal("empty document accepted")
+	}
+}
+
+func TestUnknownPlaceholderLoadsWithWarning(t *testing.T) {
+	doc := strings.Replace(base, `"{ip}"`, `"{other-ip}"`, 1)
+	c, err := Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "{other-ip}") {
+		t.Fatalf("warnings = %v", c.Warnings)
+	}
+}
+
+func TestLoadMissingFileNamesPath(t *testing.T) {
+	_, err := Load(t.TempDir() + "/nope.yaml")
+	if err == nil || !strings.Contains(err.Error(), "nope.yaml") || !os.IsNotExist(unwrapAll(err)) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func unwrapAll(err error) error {
+	for {
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok {
+			return err
+		}
+		err = u.Unwrap()
+	}
+}

@@ -1,0 +1,385 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+	"gopkg.in/yaml.v3"
+
+	"github.com/nodereg/nodereg/protocol"
+	"github.com/nodereg/nodereg/server/regconfig"
+	"github.com/nodereg/nodereg/server/store"
+)
+
+// DefaultNetworkWait bounds how long MsgGet waits for pending addresses.
+// Upstream's own wait polls after 1 s (PROTOCOL.md 7.5), so an upstream
+// client gets ready addresses in the same time; nodereg agents are not held
+// here at all beyond it: they ask again with MsgNetworkConfig, under their
+// own deadline, so registration and the wait for addresses stay separate
+// (DESIGN.md).
+const DefaultNetworkWait = 1 * time.Second
+
+// networkPoll is how often a waiting MsgGet re-checks claims another
+// request may have freed; a claim's own delay is waited for exactly.
+const networkPoll = 250 * time.Millisecond
+
+// Options configure a Server. Config and Store are required.
+type Options struct {
+	Config *regconfig.Config
+	Store  *store.Store
+	// Auth kinds, tried in order; nil means PLAIN only. Put TPM before
+	// PLAIN, as upstream does.
+	Auth []protocol.ServerAuthenticator
+	// AllocationDelay holds back every new claim's address this long, so
+	// clients must wait for it.
+	AllocationDelay time.Duration
+	// NetworkWait bounds the wait for pending addresses inside MsgGet
+	// (clients at version >= 12); 0 means DefaultNetworkWait, negative
+	// means reply at once.
+	NetworkWait time.Duration
+	// SessionDeadline and MaxFrame go to protocol.Accept (0: defaults).
+	SessionDeadline time.Duration
+	MaxFrame        int64
+	// ExternalURL is the base (scheme://host[:port]) written into
+	// registration.url; empty means taken from each request.
+	ExternalURL string
+	// CACert is the PEM sent as registration.ca-cert when the
+	// registration's config has none.
+	CACert string
+	Now    func() time.Time
+	Random io.Reader
+	Log    *logrus.Entry
+}
+
+// Server is an http.Handler serving registrations and the admin view.
+type Server struct {
+	cfg     *regconfig.Config
+	store   *store.Store
+	auth    []protocol.ServerAuthenticator
+	delay   time.Duration
+	wait    time.Duration
+	session time.Duration
+	frame   int64
+	extURL  string
+	caCert  string
+	now     func() time.Time
+	rnd     io.Reader
+	log     *logrus.Entry
+
+	// active counts websocket sessions: http.Server.Shutdown does not
+	// wait for hijacked connections.
+	active sync.WaitGroup
+}
+
+// New checks o and builds a Server.
+func New(o Options) (*Server, error) {
+	if o.Config == nil {
+		return nil, errors.New("server: no config")
+	}
+	if o.Store == nil {
+		return nil, errors.New("server: no store")
+	}
+	s := &Server{
+		cfg: o.Config, store: o.Store, auth: o.Auth, delay: o.AllocationDelay,
+		wait: o.NetworkWait, session: o.SessionDeadline, frame: o.MaxFrame,
+		extURL: strings.TrimRight(o.ExternalURL, "/"), caCert: o.CACert,
+		now: o.Now, rnd: o.Random, log: o.Log,
+	}
+	if s.auth == nil {
+		s.auth = []protocol.ServerAuthenticator{protocol.PlainServer{}}
+	}
+	if s.wait == 0 {
+		s.wait = DefaultNetworkWait
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.rnd == nil {
+		s.rnd = rand.Reader
+	}
+	if s.log == nil {
+		l := logrus.New()
+		l.SetOutput(io.Discard)
+		s.log = logrus.NewEntry(l)
+	}
+	for _, w := range o.Config.Warnings {
+		s.log.Warn(w)
+	}
+	// Claims of pools removed from the config, or delays already served,
+	// are settled before the first request.
+	if err := s.store.Update(func(st *store.State) (bool, error) {
+		return s.reconcile(st, s.now()), nil
+	}); err != nil {
+		return nil, fmt.Errorf("server: initial reconcile: %w", err)
+	}
+	return s, nil
+}
+
+// ServeHTTP routes /elemental/registration/<token> (PROTOCOL.md 2.2) and
+// /admin/….
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/admin/") {
+		s.serveAdmin(w, r)
+		return
+	}
+	parts := strings.Split(r.URL.Path, "/")
+	if len(parts) < 3 {
+		http.Error(w, "", http.StatusNotFound)
+		return
+	}
+	switch parts[2] {
+	case "registration":
+	case "seedimage":
+		http.Error(w, "seed images are not served by regserver", http.StatusNotImplemented)
+		return
+	default:
+		http.Error(w, "unknown api: "+parts[2], http.StatusBadRequest)
+		return
+	}
+	token := parts[len(parts)-1]
+	reg, ok := s.cfg.ByToken(token)
+	if !ok || len(parts) < 4 {
+		http.Error(w, "failed to find machine registration with registration token "+token, http.StatusNotFound)
+		return
+	}
+	url := s.registrationURL(r)
+	if !protocol.IsWebSocketUpgrade(r) {
+		s.servePlain(w, reg, url)
+		return
+	}
+	h := &session{srv: s, reg: reg, url: url}
+	s.active.Add(1)
+	defer s.active.Done()
+	err := protocol.Accept(w, r, protocol.ServerOptions{
+		Auth: s.auth, MaxFrame: s.frame, Deadline: s.session,
+		Log: s.log.WithField("registration", reg.Name),
+	}, h)
+	if err != nil {
+		s.log.WithFields(logrus.Fields{"registration": reg.Name, "remote": r.RemoteAddr}).Warnf("registration session: %v", err)
+	}
+}
+
+// Wait returns when every registration session in flight has ended, or
+// with ctx's error. Call it after http.Server.Shutdown for a graceful stop.
+func (s *Server) Wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { s.active.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("waiting for registration sessions: %w", ctx.Err())
+	}
+}
+
+// registrationURL is what the client should dial next time; the token is
+// part of it but it is never logged.
+func (s *Server) registrationURL(r *http.Request) string {
+	if s.extURL != "" {
+		return s.extURL + r.URL.Path
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host + r.URL.Path
+}
+
+// registrationBlock is the config's registration part as the server
+// rebuilds it (PROTOCOL.md 7.1).
+func (s *Server) registrationBlock(reg *regconfig.Registration, url string) protocol.Registration {
+	rb := reg.Config.Elemental.Registration
+	rb.URL = url
+	if rb.CACert == "" {
+		rb.CACert = s.caCert
+	}
+	if rb.Auth == "" {
+		rb.Auth = "tpm"
+	}
+	// Local-only keys are never sent by the server.
+	rb.NoToolkit, rb.Labels = false, nil
+	return rb
+}
+
+// servePlain answers a non-websocket request with the registration YAML,
+// without authentication, as upstream does (PROTOCOL.md 2.3).
+func (s *Server) servePlain(w http.ResponseWriter, reg *regconfig.Registration, url string) {
+	doc := struct {
+		Elemental struct {
+			Registration protocol.Registration `yaml:"registration"`
+		} `yaml:"elemental"`
+	}{}
+	doc.Elemental.Registration = s.registrationBlock(reg, url)
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(4)
+	if err := enc.Encode(&doc); err != nil {
+		http.Error(w, "encoding registration: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	_ = enc.Close()
+	_, _ = w.Write(buf.Bytes())
+}
+
+// session is the SessionHandler of one registration connection.
+type session struct {
+	srv *Server
+	reg *regconfig.Registration
+	url string
+}
+
+var errNotFound = &protocol.ErrorReply{Message: "MachineInventory not found", Reason: protocol.ReasonInventoryNotFound}
+
+func (h *session) Update(_ context.Context, s *protocol.ServerSession) error {
+	found := false
+	h.srv.store.View(func(st *store.State) { found = st.Inventories[s.Identity.Hash] != nil })
+	if !found {
+		h.srv.log.WithField("machine", s.Identity.Hash).Warn("update for unknown inventory: the machine needs a fresh registration (--reset)")
+		return errNotFound
+	}
+	return nil
+}
+
+func (h *session) Get(ctx context.Context, s *protocol.ServerSession) (*protocol.ConfigReply, error) {
+	srv := h.srv
+	var (
+		name    string
+		nc      *protocol.NetworkConfig
+		pending *protocol.ErrorReply
+		readyAt time.Time
+	)
+	err := srv.store.Update(func(st *store.State) (bool, error) {
+		now := srv.now()
+		inv, err := srv.registerInventory(st, h.reg, s, now)
+		if err != nil {
+			return false, err
+		}
+		srv.reconcile(st, now)
+		name = inv.Name
+		nc, pending, readyAt = srv.netStatus(st, inv, now)
+		return true, nil
+	})
+	if err != nil {
+		var er *protocol.ErrorReply
+		if errors.As(err, &er) {
+			return nil, er
+		}
+		return nil, fmt.Errorf("MachineInventory update failed: %w", err)
+	}
+	if pending != nil && s.Version >= protocol.Version && pending.Reason == protocol.ReasonWaitingForIPAddress {
+		nc, pending = h.waitNetwork(ctx, s.Identity.Hash, readyAt)
+	}
+
+	cfg := h.reg.Config
+	cfg.Elemental.Registration = srv.registrationBlock(h.reg, h.url)
+	if cfg.Elemental.SystemAgent.URL != "" {
+		cfg.Elemental.SystemAgent.SecretName = name
+	}
+	reply := &protocol.ConfigReply{Config: cfg, ExplicitNetworkConfig: true}
+	fields := logrus.Fields{"machine": s.Identity.Hash, "inventory": name, "registration": h.reg.Name, "version": s.Version, "update": s.Updated}
+	switch {
+	case pending != nil:
+		fields["pending"] = pending.Error()
+	case nc.IsReal():
+		reply.Network = nc
+		fields["addresses"] = formatIPs(nc.IPAddresses)
+	default:
+		fields["addresses"] = "none"
+	}
+	srv.log.WithFields(fields).Info("registered")
+	return reply, nil
+}
+
+// waitNetwork re-checks the inventory's claims until every one holds an
+// address, a terminal reason shows up, or the bounded wait ends, whichever
+// comes first. It keeps the reply inside the session deadline.
+func (h *session) waitNetwork(ctx context.Context, hash string, readyAt time.Time) (*protocol.NetworkConfig, *protocol.ErrorReply) {
+	srv := h.srv
+	end := time.Now().Add(srv.wait)
+	if srv.wait < 0 {
+		end = time.Now()
+	}
+	if d, ok := ctx.Deadline(); ok && d.Before(end) {
+		end = d
+	}
+	var (
+		nc      *protocol.NetworkConfig
+		pending = &protocol.ErrorReply{Reason: protocol.ReasonWaitingForIPAddress}
+	)
+	for pending != nil && pending.Reason == protocol.ReasonWaitingForIPAddress {
+		step := min(max(readyAt.Sub(srv.now()), 0), networkPoll)
+		if time.Until(end) < step {
+			return nil, pending
+		}
+		t := time.NewTimer(step)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, pending
+		case <-t.C:
+		}
+		err := srv.store.Update(func(st *store.State) (bool, error) {
+			now := srv.now()
+			changed := srv.reconcile(st, now)
+			inv := st.Inventories[hash]
+			if inv == nil {
+				// Deleted by an admin while we waited.
+				pending = errNotFound
+				return changed, nil
+			}
+			nc, pending, readyAt = srv.netStatus(st, inv, now)
+			return changed, nil
+		})
+		if err != nil {
+			return nil, &protocol.ErrorReply{Reason: protocol.ReasonAllocationFailed, Message: err.Error()}
+		}
+	}
+	return nc, pending
+}
+
+func (h *session) NetworkConfig(_ context.Context, s *protocol.ServerSession) (*protocol.NetworkConfig, error) {
+	srv := h.srv
+	var (
+		nc      *protocol.NetworkConfig
+		pending *protocol.ErrorReply
+	)
+	err := srv.store.Update(func(st *store.State) (bool, error) {
+		now := srv.now()
+		changed := srv.reconcile(st, now)
+		inv := st.Inventories[s.Identity.Hash]
+		if inv == nil {
+			pending = errNotFound
+			return changed, nil
+		}
+		nc, pending, _ = srv.netStatus(st, inv, now)
+		return changed, nil
+	})
+	if err != nil {
+		return nil, &protocol.ErrorReply{Reason: protocol.ReasonAllocationFailed, Message: err.Error()}
+	}
+	if pending != nil {
+		srv.log.WithFields(logrus.Fields{"machine": s.Identity.Hash, "pending": pending.Error()}).Info("network config not ready")
+		return nil, pending
+	}
+	srv.log.WithFields(logrus.Fields{"machine": s.Identity.Hash, "addresses": formatIPs(nc.IPAddresses)}).Info("network config sent")
+	return nc, nil
+}
+
+func formatIPs(m map[string]string) string {
+	parts := make([]string, 0, len(m))
+	for k, v := range m {
+		parts = append(parts, k+"="+v)
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}

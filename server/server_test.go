@@ -1,0 +1,506 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nodereg/nodereg/protocol"
+	"github.com/nodereg/nodereg/server/regconfig"
+	"github.com/nodereg/nodereg/server/store"
+)
+
+// testConfig is the issue's example: pool .150-.200 (or a smaller one),
+// nmstate template with {inventory-ip}.
+func testConfig(t *testing.T, addresses string) *regconfig.Config {
+	t.Helper()
+	doc := `
+registrations:
+- name: demo
+  token: demo-token
+  machineName: m-${System Information/UUID}
+  machineInventoryLabels:
+    manufacturer: ${System Information/Manufacturer}
+    broken: ${System Information/NoSuchKey}
+  machineInventoryAnnotations: {owner: lab}
+  config:
+    elemental:
+      install: {device: /dev/vda}
+      reset: {enabled: true}
+    cloud-config:
+      users: [{name: root, passwd: root}]
+  network:
+    configurator: nmstate
+    ipAddresses: {inventory-ip: pool-a}
+    config:
+      interfaces:
+      - name: enp1s0
+        ipv4: {enabled: true, dhcp: false, address: [{ip: "{inventory-ip}", prefix-length: 24}]}
+pools:
+- name: pool-a
+  addresses: [` + addresses + `]
+  prefix: 24
+  gateway: 192.168.122.1
+`
+	c, err := regconfig.Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func newServer(t testing.TB, cfg *regconfig.Config, st *store.Store, mod func(*Options)) *Server {
+	t.Helper()
+	o := Options{Config: cfg, Store: st, NetworkWait: -1}
+	if mod != nil {
+		mod(&o)
+	}
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func memStore(t testing.TB) *store.Store {
+	st, err := store.Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// machine is the session of a PLAIN machine whose SMBIOS UUID is uuid.
+func machine(uuid string) *protocol.ServerSession {
+	return &protocol.ServerSession{
+		Identity: protocol.Identity{Kind: "plain", Hash: protocol.PlainHash(uuid)},
+		Version:  protocol.Version,
+		SMBIOS: map[string]any{"System Information": map[string]any{
+			"UUID": uuid, "Manufacturer": "QEMU", "Product Name": "Standard PC (Q35 + ICH9, 2009)"}},
+		Annotations: map[string]string{"auth": "sys-uuid", "registration-ip": "127.0.0.1"},
+		Labels:      map[string]string{"model": "${System Information/Product Name}"},
+	}
+}
+
+func handler(s *Server) *session {
+	reg, _ := s.cfg.ByToken("demo-token")
+	return &session{srv: s, reg: reg, url: "http://regserver.test/elemental/registration/demo-token"}
+}
+
+func register(t testing.TB, s *Server, uuid string) *protocol.ConfigReply {
+	t.Helper()
+	r, err := handler(s).Get(context.Background(), machine(uuid))
+	if err != nil {
+		t.Fatalf("Get(%s): %v", uuid, err)
+	}
+	return r
+}
+
+func ip(t testing.TB, r *protocol.ConfigReply) string {
+	t.Helper()
+	if r.Network == nil {
+		t.Fatalf("reply without network config")
+	}
+	return r.Network.IPAddresses["inventory-ip"]
+}
+
+func TestLowestFreeAndSameMachineKeepsAddress(t *testing.T) {
+	s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.200"), memStore(t), nil)
+	if got := ip(t, register(t, s, "uuid-a")); got != "192.168.122.150" {
+		t.Fatalf("first machine got %s", got)
+	}
+	if got := ip(t, register(t, s, "uuid-b")); got != "192.168.122.151" {
+		t.Fatalf("second machine got %s", got)
+	}
+	for i := 0; i < 3; i++ {
+		if got := ip(t, register(t, s, "uuid-a")); got != "192.168.122.150" {
+			t.Fatalf("re-registration %d of the first machine got %s", i, got)
+		}
+	}
+	var n int
+	s.store.View(func(st *store.State) { n = len(st.Claims) })
+	if n != 2 {
+		t.Fatalf("%d claims, want one per (machine, name) = 2", n)
+	}
+}
+
+func TestReplyCarriesTemplateUnchangedAndAnnouncement(t *testing.T) {
+	s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.200"), memStore(t), nil)
+	r := register(t, s, "uuid-a")
+	if !r.ExplicitNetworkConfig {
+		t.Error("no explicitNetworkConfig announcement")
+	}
+	if r.Network.Configurator != "nmstate" {
+		t.Errorf("configurator = %q", r.Network.Configurator)
+	}
+	b, _ := json.Marshal(r.Network.Config)
+	if !strings.Contains(string(b), `"ip":"{inventory-ip}"`) {
+		t.Errorf("template was altered: %s", b)
+	}
+	if got := r.Config.Elemental.Registration.URL; got != "http://regserver.test/elemental/registration/demo-token" {
+		t.Errorf("registration.url = %q", got)
+	}
+	if r.Config.Elemental.Install.Device != "/dev/vda" {
+		t.Errorf("install block lost: %+v", r.Config.Elemental.Install)
+	}
+}
+
+func TestInventoryNameLabelsAnnotations(t *testing.T) {
+	s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.200"), memStore(t), nil)
+	register(t, s, "8E2F4B1A-0c3d")
+	var inv store.Inventory
+	s.store.View(func(st *store.State) { inv = *st.Inventories[protocol.PlainHash("8E2F4B1A-0c3d")] })
+	if inv.Name != "m-8e2f4b1a-0c3d" {
+		t.Errorf("name = %q", inv.Name)
+	}
+	want := map[string]string{
+		"manufacturer":              "QEMU",
+		"elemental.cattle.io/model": "Standard-PC-Q35-ICH9-2009",
+	}
+	if fmt.Sprint(inv.Labels) != fmt.Sprint(want) {
+		t.Errorf("labels = %v, want %v (the broken template is skipped)", inv.Labels, want)
+	}
+	for k, v := range map[string]string{
+		"owner":                               "lab",
+		"elemental.cattle.io/auth":            "sys-uuid",
+		"elemental.cattle.io/registration-ip": "127.0.0.1",
+		"elemental.cattle.io/resettable":      "true",
+	} {
+		if inv.Annotations[k] != v {
+			t.Errorf("annotation %s = %q, want %q", k, inv.Annotations[k], v)
+		}
+	}
+}
+
+func TestUpdateUnknownInventory(t *testing.T) {
+	s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.200"), memStore(t), nil)
+	err := handler(s).Update(context.Background(), machine("never-seen"))
+	var er *protocol.ErrorReply
+	if !errors.As(err, &er) || er.Message != "MachineInventory not found" || er.Reason != protocol.ReasonInventoryNotFound {
+		t.Fatalf("err = %#v", err)
+	}
+	register(t, s, "never-seen")
+	if err := handler(s).Update(context.Background(), machine("never-seen")); err != nil {
+		t.Fatalf("known inventory: %v", err)
+	}
+}
+
+func TestRestartNeitherLosesNorReassigns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "regserver.json")
+	cfg := testConfig(t, "192.168.122.150-192.168.122.200")
+	st, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newServer(t, cfg, st, nil)
+	register(t, s, "uuid-a")
+	register(t, s, "uuid-b")
+
+	st2, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2 := newServer(t, cfg, st2, nil)
+	if got := ip(t, register(t, s2, "uuid-c")); got != "192.168.122.152" {
+		t.Fatalf("third machine after restart got %s, want .152", got)
+	}
+	if got := ip(t, register(t, s2, "uuid-a")); got != "192.168.122.150" {
+		t.Fatalf("first machine after restart got %s, want .150", got)
+	}
+}
+
+func TestDeleteReleasesClaims(t *testing.T) {
+	s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.200"), memStore(t), nil)
+	register(t, s, "uuid-a")
+	register(t, s, "uuid-b")
+
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest(http.MethodDelete, "/admin/inventories/m-uuid-a", nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("DELETE = %d %s", rec.Code, rec.Body)
+	}
+	var del struct {
+		Deleted  string   `json:"deleted"`
+		Released []string `json:"released"`
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &del); err != nil {
+		t.Fatal(err)
+	}
+	if del.Deleted != "m-uuid-a" || len(del.Released) != 1 || del.Released[0] != "192.168.122.150" {
+		t.Fatalf("DELETE reply = %+v", del)
+	}
+	// Lowest free again: the released address goes to the next claim.
+	if got := ip(t, register(t, s, "uuid-c")); got != "192.168.122.150" {
+		t.Fatalf("after release got %s, want .150", got)
+	}
+	// Deleting by hash works as well; unknown keys are 404.
+	rec = httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest(http.MethodDelete, "/admin/inventories/"+protocol.PlainHash("uuid-b"), nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("DELETE by hash = %d", rec.Code)
+	}
+	rec = httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest(http.MethodDelete, "/admin/inventories/nope", nil))
+	if rec.Code != http.StatusNotFound {
+		t.Fatalf("DELETE unknown = %d", rec.Code)
+	}
+	if err := handler(s).Update(context.Background(), machine("uuid-a")); err == nil {
+		t.Fatal("deleted inventory still accepted MsgUpdate")
+	}
+}
+
+func TestPoolExhausted(t *testing.T) {
+	s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.151"), memStore(t), nil)
+	register(t, s, "uuid-a")
+	register(t, s, "uuid-b")
+	r := register(t, s, "uuid-c")
+	if r.Network != nil {
+		t.Fatalf("third machine got a network config: %+v", r.Network.IPAddresses)
+	}
+	_, err := handler(s).NetworkConfig(context.Background(), machine("uuid-c"))
+	var er *protocol.ErrorReply
+	if !errors.As(err, &er) || er.Reason != protocol.ReasonPoolExhausted || !strings.Contains(er.Message, `"pool-a"`) {
+		t.Fatalf("err = %#v, want PoolExhausted naming pool-a", err)
+	}
+	// Freeing an address lets the pending claim through (claims are
+	// retried, as the provider requeues them).
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest(http.MethodDelete, "/admin/inventories/m-uuid-b", nil))
+	nc, err := handler(s).NetworkConfig(context.Background(), machine("uuid-c"))
+	if err != nil || nc.IPAddresses["inventory-ip"] != "192.168.122.151" {
+		t.Fatalf("after release: %+v, %v", nc, err)
+	}
+}
+
+func TestAllocationDelay(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.200"), memStore(t), func(o *Options) {
+		o.AllocationDelay = 3 * time.Second
+		o.Now = clk.Now
+	})
+	if r := register(t, s, "uuid-a"); r.Network != nil {
+		t.Fatal("address handed out before the delay")
+	}
+	_, err := handler(s).NetworkConfig(context.Background(), machine("uuid-a"))
+	var er *protocol.ErrorReply
+	if !errors.As(err, &er) || er.Reason != protocol.ReasonWaitingForIPAddress || er.RetryAfterSeconds != 3 ||
+		!strings.Contains(er.Message, "m-uuid-a-inventory-ip") {
+		t.Fatalf("err = %#v, want WaitingForIPAddress naming the claim, retry 3", err)
+	}
+	clk.Add(2500 * time.Millisecond)
+	_, err = handler(s).NetworkConfig(context.Background(), machine("uuid-a"))
+	if !errors.As(err, &er) || er.RetryAfterSeconds != 1 {
+		t.Fatalf("after 2.5s: %#v", err)
+	}
+	clk.Add(500 * time.Millisecond)
+	nc, err := handler(s).NetworkConfig(context.Background(), machine("uuid-a"))
+	if err != nil || nc.IPAddresses["inventory-ip"] != "192.168.122.150" {
+		t.Fatalf("after the delay: %+v, %v", nc, err)
+	}
+}
+
+// With a wait longer than the delay, MsgGet itself waits and embeds the
+// address, so unmodified upstream clients get it in MsgConfig.
+func TestGetWaitsForDelayedAddress(t *testing.T) {
+	s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.200"), memStore(t), func(o *Options) {
+		o.AllocationDelay = 300 * time.Millisecond
+		o.NetworkWait = 5 * time.Second
+	})
+	if got := ip(t, register(t, s, "uuid-a")); got != "192.168.122.150" {
+		t.Fatalf("got %s", got)
+	}
+	// A client below version 12 is answered at once (no wait upstream).
+	sess := machine("uuid-b")
+	sess.Version = 11
+	r, err := handler(s).Get(context.Background(), sess)
+	if err != nil || r.Network != nil {
+		t.Fatalf("v11 client: network %+v, err %v", r.Network, err)
+	}
+}
+
+func TestConcurrentClaimsDistinct(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "regserver.json")
+	st, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, "192.168.122.0/24")
+	s := newServer(t, cfg, st, nil)
+	const n = 200
+	got := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			r, err := handler(s).Get(context.Background(), machine(fmt.Sprintf("uuid-%03d", i)))
+			if err == nil && r.Network != nil {
+				got[i] = r.Network.IPAddresses["inventory-ip"]
+			}
+			errs[i] = err
+		}(i)
+	}
+	wg.Wait()
+	seen := map[string]int{}
+	for i, a := range got {
+		if errs[i] != nil || a == "" {
+			t.Fatalf("machine %d: address %q, err %v", i, a, errs[i])
+		}
+		if j, dup := seen[a]; dup {
+			t.Fatalf("machines %d and %d both got %s", j, i, a)
+		}
+		seen[a] = i
+		if a == "192.168.122.0" || a == "192.168.122.1" || a == "192.168.122.255" {
+			t.Fatalf("reserved address %s allocated", a)
+		}
+	}
+	// Lowest free: exactly .2 … .201 are taken.
+	for k := 2; k < 2+n; k++ {
+		if _, ok := seen[fmt.Sprintf("192.168.122.%d", k)]; !ok {
+			t.Fatalf("192.168.122.%d unused, allocation skipped an address", k)
+		}
+	}
+	// What was handed out is what is on disk.
+	st2, err := store.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st2.View(func(state *store.State) {
+		for _, c := range state.Claims {
+			i, ok := seen[c.Address]
+			if !ok || c.Inventory != protocol.PlainHash(fmt.Sprintf("uuid-%03d", i)) {
+				t.Fatalf("claim on disk %s/%s does not match what was handed out", c.Name, c.Address)
+			}
+		}
+	})
+}
+
+func TestAdminViews(t *testing.T) {
+	s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.200"), memStore(t), nil)
+	register(t, s, "uuid-a")
+	get := func(path string, into any) int {
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code == http.StatusOK {
+			if err := json.Unmarshal(rec.Body.Bytes(), into); err != nil {
+				t.Fatalf("%s: %v", path, err)
+			}
+		}
+		return rec.Code
+	}
+	var invs []InventoryView
+	if code := get("/admin/inventories", &invs); code != 200 || len(invs) != 1 || invs[0].Name != "m-uuid-a" ||
+		len(invs[0].Claims) != 1 || invs[0].Claims[0].Address != "192.168.122.150" || invs[0].Labels["manufacturer"] != "QEMU" {
+		t.Fatalf("inventories = %d %+v", code, invs)
+	}
+	if invs[0].SMBIOS != nil {
+		t.Error("list view carries SMBIOS")
+	}
+	var one InventoryView
+	if code := get("/admin/inventories/m-uuid-a", &one); code != 200 || one.SMBIOS == nil {
+		t.Fatalf("single view = %d %+v", code, one)
+	}
+	var claims []store.Claim
+	if code := get("/admin/claims", &claims); code != 200 || len(claims) != 1 || claims[0].Name != "m-uuid-a-inventory-ip" ||
+		claims[0].Prefix != 24 || claims[0].Gateway != "192.168.122.1" {
+		t.Fatalf("claims = %d %+v", code, claims)
+	}
+	var pools []PoolView
+	if code := get("/admin/pools", &pools); code != 200 || len(pools) != 1 || pools[0].Total != 51 || pools[0].Used != 1 || pools[0].Free != 50 {
+		t.Fatalf("pools = %d %+v", code, pools)
+	}
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/admin/claims", nil))
+	if rec.Code != http.StatusMethodNotAllowed {
+		t.Fatalf("POST /admin/claims = %d", rec.Code)
+	}
+}
+
+func TestRouting(t *testing.T) {
+	s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.200"), memStore(t), func(o *Options) { o.CACert = "PEM" })
+	cases := []struct {
+		path string
+		code int
+		body string
+	}{
+		{"/elemental/registration/demo-token", 200, "        url: http://example.com/elemental/registration/demo-token\n"},
+		{"/elemental/registration/demo-token", 200, "        auth: tpm\n"},
+		{"/elemental/registration/demo-token", 200, "        ca-cert: PEM\n"},
+		{"/elemental/registration/wrong", 404, "failed to find machine registration with registration token wrong"},
+		{"/elemental/other/x", 400, "api: other"},
+		{"/x", 404, ""},
+	}
+	for _, c := range cases {
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, c.path, nil))
+		if rec.Code != c.code || !strings.Contains(rec.Body.String(), c.body) {
+			t.Errorf("GET %s = %d %q, want %d containing %q", c.path, rec.Code, rec.Body, c.code, c.body)
+		}
+	}
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/elemental/registration/demo-token", nil))
+	if strings.Contains(rec.Body.String(), "install") || strings.Contains(rec.Body.String(), "cloud-config") {
+		t.Errorf("plain GET leaks more than the registration block:\n%s", rec.Body)
+	}
+}
+
+func TestExampleConfigServes(t *testing.T) {
+	if _, err := os.Stat("../cmd/regserver/example.yaml"); err != nil {
+		t.Skip("example config not present")
+	}
+	cfg, err := regconfig.Load("../cmd/regserver/example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newServer(t, cfg, memStore(t), nil)
+	if got := ip(t, register(t, s, "uuid-a")); got != "192.168.122.150" {
+		t.Fatalf("got %s", got)
+	}
+}
+
+func BenchmarkRegister(b *testing.B) {
+	cfg, err := regconfig.Parse([]byte(`
+registrations:
+- name: demo
+  token: demo-token
+  network:
+    configurator: nmstate
+    ipAddresses: {ip: p}
+    config: {interfaces: [{name: eth0}]}
+pools:
+- {name: p, addresses: [10.0.0.0/8], prefix: 8}
+`))
+	if err != nil {
+		b.Fatal(err)
+	}
+	st, _ := store.Open(filepath.Join(b.TempDir(), "s.json"))
+	s := newServer(b, cfg, st, nil)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := handler(s).Get(context.Background(), machine(fmt.Sprint("m", i))); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

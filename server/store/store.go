@@ -1,0 +1,175 @@
+// Package store keeps the reference server's inventories and address claims
+// in one JSON file. Every change is written atomically before the caller
+// acts on it, so a restart neither loses nor reassigns an address.
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nodereg/nodereg/protocol"
+)
+
+// FormatVersion is written into the file so a later format can migrate.
+const FormatVersion = 1
+
+// State is the whole persisted content.
+type State struct {
+	Version int `json:"version"`
+	// Inventories by identity hash.
+	Inventories map[string]*Inventory `json:"inventories"`
+	// Claims in creation order, which is also the order pending claims are
+	// served in (the in-cluster provider reconciles one claim at a time).
+	Claims []*Claim `json:"claims"`
+}
+
+// Inventory is one registered machine, a MachineInventory in miniature.
+type Inventory struct {
+	Name         string            `json:"name"`
+	Hash         string            `json:"hash"`
+	AuthKind     string            `json:"authKind"`
+	Registration string            `json:"registration"`
+	CreatedAt    time.Time         `json:"createdAt"`
+	UpdatedAt    time.Time         `json:"updatedAt"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	Annotations  map[string]string `json:"annotations,omitempty"`
+	SMBIOS       map[string]any    `json:"smbios,omitempty"`
+	SystemData   map[string]any    `json:"systemData,omitempty"`
+	// Network is the registration's template as copied at the last
+	// registration: ipAddresses maps a placeholder name to a pool name.
+	Network *NetworkTemplate `json:"network,omitempty"`
+}
+
+// NetworkTemplate is a network config whose ipAddresses name pools.
+type NetworkTemplate struct {
+	Configurator string                       `json:"configurator,omitempty" yaml:"configurator,omitempty"`
+	IPAddresses  map[string]string            `json:"ipAddresses,omitempty" yaml:"ipAddresses,omitempty"`
+	Config       map[string]protocol.RawValue `json:"config,omitempty" yaml:"config,omitempty"`
+}
+
+// Claim is one (machine, placeholder name) address claim, an
+// IPAddressClaim and its IPAddress together.
+type Claim struct {
+	// Name is <inventory name>-<placeholder name>, as elemental-operator
+	// names its IPAddressClaims.
+	Name      string    `json:"name"`
+	Inventory string    `json:"inventory"` // identity hash
+	IPName    string    `json:"ipName"`
+	Pool      string    `json:"pool"`
+	CreatedAt time.Time `json:"createdAt"`
+	// NotBefore is when the claim may get its address (allocation delay).
+	NotBefore time.Time `json:"notBefore"`
+	Address   string    `json:"address,omitempty"`
+	Prefix    int       `json:"prefix,omitempty"`
+	Gateway   string    `json:"gateway,omitempty"`
+	// Reason and Message describe a claim without address (CAPI's Ready
+	// condition reasons plus WaitingForIPAddress).
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// Store is the file-backed state; the zero value is not usable, use Open.
+type Store struct {
+	path string
+
+	mu       sync.Mutex
+	state    *State
+	lastGood []byte // the file's content, to roll back a failed change
+}
+
+// Open loads path, or starts empty when it does not exist. An empty path
+// keeps the state in memory only (tests, throw-away demos).
+func Open(path string) (*Store, error) {
+	s := &Store{path: path}
+	var data []byte
+	if path != "" {
+		b, err := os.ReadFile(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return nil, fmt.Errorf("store %s: reading: %w", path, err)
+		default:
+			data = b
+		}
+	}
+	st, err := decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", path, err)
+	}
+	s.state = st
+	s.lastGood = data
+	return s, nil
+}
+
+func decode(data []byte) (*State, error) {
+	st := &State{Version: FormatVersion}
+	if len(data) > 0 {
+		if err := json.Unmarshal(data, st); err != nil {
+			return nil, fmt.Errorf("decoding: %w", err)
+		}
+		if st.Version != FormatVersion {
+			return nil, fmt.Errorf("format version %d, this server reads %d", st.Version, FormatVersion)
+		}
+	}
+	if st.Inventories == nil {
+		st.Inventories = map[string]*Inventory{}
+	}
+	for h, inv := range st.Inventories {
+		if inv == nil || inv.Hash != h {
+			return nil, fmt.Errorf("inventory under key %q has hash mismatch", h)
+		}
+	}
+	return st, nil
+}
+
+// Path is the file the store writes.
+func (s *Store) Path() string { return s.path }
+
+// View runs fn with the current state under the lock; fn must not keep
+// references past its return nor modify the state.
+func (s *Store) View(fn func(*State)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fn(s.state)
+}
+
+// Update runs fn under the lock. When fn reports a change, the new state is
+// written to the file before Update returns; if fn or the write fails the
+// in-memory state is rolled back to the file's content, so nobody ever acts
+// on a state that is not on disk.
+func (s *Store) Update(fn func(*State) (changed bool, err error)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed, err := fn(s.state)
+	if err == nil && changed {
+		err = s.persist()
+	}
+	if err != nil {
+		if st, derr := decode(s.lastGood); derr == nil {
+			s.state = st
+		} else {
+			err = errors.Join(err, fmt.Errorf("store %s: rolling back: %w", s.path, derr))
+		}
+	}
+	return err
+}
+
+func (s *Store) persist() error {
+	data, err := json.MarshalIndent(s.state, "", "  ")
+	if err != nil {
+		return fmt.Errorf("store %s: encoding: %w", s.path, err)
+	}
+	data = append(data, '\n')
+	if s.path != "" {
+		if err := WriteFileAtomic(s.path, data, 0o600); err != nil {
+			return fmt.Errorf("store %s: %w", s.path, err)
+		}
+	}
+	s.lastGood = data
+	return nil
+}

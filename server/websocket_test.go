@@ -1,0 +1,189 @@
+package server
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/nodereg/nodereg/protocol"
+	"github.com/nodereg/nodereg/server/store"
+)
+
+// rawClient speaks the wire by hand, so the test checks bytes rather than
+// our own client code.
+type rawClient struct {
+	t  *testing.T
+	ws *websocket.Conn
+}
+
+func dialPlain(t *testing.T, url, id string) *rawClient {
+	t.Helper()
+	h := http.Header{}
+	h.Set("Authorization", "Bearer PLAIN"+id)
+	ws, resp, err := websocket.DefaultDialer.Dial(url, h)
+	if err != nil {
+		t.Fatalf("dial: %v (%v)", err, resp)
+	}
+	t.Cleanup(func() { ws.Close() })
+	c := &rawClient{t, ws}
+	c.expect(0x01, "") // authenticated
+	c.send(0x05, "\x0c")
+	c.expect(0x05, "\x0c")
+	return c
+}
+
+func (c *rawClient) send(typ byte, payload string) {
+	c.t.Helper()
+	if err := c.ws.WriteMessage(websocket.BinaryMessage, append([]byte{typ}, payload...)); err != nil {
+		c.t.Fatalf("send 0x%02x: %v", typ, err)
+	}
+}
+
+func (c *rawClient) read() (byte, []byte) {
+	c.t.Helper()
+	mt, b, err := c.ws.ReadMessage()
+	if err != nil {
+		c.t.Fatalf("read: %v", err)
+	}
+	if mt != websocket.BinaryMessage || len(b) == 0 {
+		c.t.Fatalf("read: message type %d, %d bytes", mt, len(b))
+	}
+	return b[0], b[1:]
+}
+
+func (c *rawClient) expect(typ byte, payload string) {
+	c.t.Helper()
+	got, p := c.read()
+	if got != typ || string(p) != payload {
+		c.t.Fatalf("got 0x%02x %q, want 0x%02x %q", got, p, typ, payload)
+	}
+}
+
+func vector(t *testing.T, name string) string {
+	b, err := os.ReadFile("../../shared/vectors/" + name)
+	if err != nil {
+		t.Skipf("shared vectors not present: %v", err)
+	}
+	return strings.TrimSpace(string(b)) + "\n"
+}
+
+func TestWebsocketPlainRegistration(t *testing.T) {
+	s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.200"), memStore(t), nil)
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	url := "ws" + strings.TrimPrefix(ts.URL, "http") + "/elemental/registration/demo-token"
+
+	// First registration, payloads as captured from upstream.
+	c := dialPlain(t, url, "4c4c4544-0042-3010-8058-b4c04f4e4e32")
+	c.send(0x02, vector(t, "upstream-smbios.json"))
+	c.expect(0x01, "")
+	c.send(0x0B, vector(t, "upstream-systemdatav2.json"))
+	c.expect(0x01, "")
+	c.send(0x09, vector(t, "upstream-annotations.json"))
+	c.expect(0x01, "")
+	c.send(0x04, "")
+	typ, p := c.read()
+	if typ != 0x07 {
+		t.Fatalf("reply type 0x%02x: %s", typ, p)
+	}
+	// Upstream's byte-list encoding of schemaless values, network appended
+	// to the same document.
+	for _, want := range []string{"cloud-config:\n    users:\n        raw:\n            - 91\n", "\nconfigurator: nmstate\nipAddresses:\n    inventory-ip: 192.168.122.150\nconfig:\n", "\nexplicitNetworkConfig: true\n"} {
+		if !strings.Contains(string(p), want) {
+			t.Errorf("MsgConfig lacks %q:\n%s", want, p)
+		}
+	}
+	if strings.Contains(string(p), "\n---") {
+		t.Error("MsgConfig holds a second YAML document")
+	}
+	var cfg protocol.Config
+	reply, err := protocol.DecodeConfigReply(p, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reply.Network == nil || reply.Network.IPAddresses["inventory-ip"] != "192.168.122.150" || !reply.ExplicitNetworkConfig {
+		t.Fatalf("decoded reply: %+v", reply)
+	}
+	if cfg.Elemental.Registration.URL != "http"+strings.TrimPrefix(url, "ws") {
+		t.Errorf("registration.url = %q", cfg.Elemental.Registration.URL)
+	}
+	var inv store.Inventory
+	s.store.View(func(st *store.State) {
+		inv = *st.Inventories[protocol.PlainHash("4c4c4544-0042-3010-8058-b4c04f4e4e32")]
+	})
+	if inv.Name != "m-4c4c4544-0042-3010-8058-b4c04f4e4e32" || inv.Annotations["elemental.cattle.io/auth"] != "emulated-tpm" {
+		t.Errorf("inventory %q, annotations %v", inv.Name, inv.Annotations)
+	}
+
+	// Second connection: the explicit ask (DESIGN.md).
+	c = dialPlain(t, url, "4c4c4544-0042-3010-8058-b4c04f4e4e32")
+	c.send(0x0C, "")
+	typ, p = c.read()
+	if typ != 0x0C || !strings.Contains(string(p), `"ipAddresses":{"inventory-ip":"192.168.122.150"}`) ||
+		!strings.Contains(string(p), `"ip":"{inventory-ip}"`) {
+		t.Fatalf("MsgNetworkConfig reply 0x%02x %s", typ, p)
+	}
+
+	// An update from a machine the server does not know.
+	c = dialPlain(t, url, "stranger")
+	c.send(0x0A, "")
+	c.expect(0x08, "message: MachineInventory not found\nreason: InventoryNotFound\n")
+}
+
+func TestWebsocketUnknownTokenIsHTTP404(t *testing.T) {
+	s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.200"), memStore(t), nil)
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	h := http.Header{}
+	h.Set("Authorization", "Bearer PLAINx")
+	_, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(ts.URL, "http")+"/elemental/registration/nope", h)
+	if err == nil || resp == nil || resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("err %v, resp %v", err, resp)
+	}
+}
+
+// The reply's cloud-config and network sections must equal, byte for byte,
+// what elemental-operator sent for the same template (vectors/).
+func TestMsgConfigMatchesUpstreamVector(t *testing.T) {
+	golden := vector(t, "upstream-msgconfig-network.yaml")
+	cfg := testConfig(t, "192.168.122.150-192.168.122.200")
+	reg, _ := cfg.ByToken("demo-token")
+	// The template of the captured registration.
+	tmpl, err := regconfigParseNetwork(`
+configurator: nmstate
+ipAddresses: {inventory-ip: pool-a}
+config:
+  interfaces:
+  - {name: enp1s0, type: ethernet, state: up, ipv4: {enabled: true, dhcp: false, address: [{ip: "{inventory-ip}", prefix-length: 24}]}, ipv6: {enabled: false}}
+  routes:
+    config:
+    - {destination: 0.0.0.0/0, next-hop-interface: enp1s0, next-hop-address: 192.168.122.1, metric: 150, table-id: 254}
+  dns-resolver:
+    config: {server: [192.168.122.1], search: []}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.Network = tmpl
+	reg.MachineName = ""
+	s := newServer(t, cfg, memStore(t), nil)
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	c := dialPlain(t, "ws"+strings.TrimPrefix(ts.URL, "http")+"/elemental/registration/demo-token", "golden")
+	c.send(0x04, "")
+	typ, p := c.read()
+	if typ != 0x07 {
+		t.Fatalf("reply 0x%02x %s", typ, p)
+	}
+	got := string(p)
+	got = got[strings.Index(got, "cloud-config:"):]
+	got = strings.TrimSuffix(got, "explicitNetworkConfig: true\n")
+	want := golden[strings.Index(golden, "cloud-config:"):]
+	if got != want {
+		t.Fatalf("cloud-config+network differ from upstream\n--- got\n%s\n--- want\n%s", got, want)
+	}
+}
