@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"gopkg.in/yaml.v3"
 )
@@ -235,4 +236,10 @@ func (e *ErrorReply) Error() string {
 		return e.Reason + ": " + e.Message
 	}
 	return e.Message
+}
+
+// RetryAfter is the server's hint of when to ask again (agent/retry reads
+// it through errors.As).
+func (e *ErrorReply) RetryAfter() time.Duration {
+	return time.Duration(e.RetryAfterSeconds) * time.Second
 }

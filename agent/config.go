@@ -1,0 +1,137 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/nodereg/nodereg/protocol"
+)
+
+// Default paths, upstream's (PROTOCOL.md 8.1), so existing images and units
+// keep working when the binary is swapped.
+const (
+	DefaultConfigPath     = "/oem/registration/config.yaml"
+	DefaultStatePath      = "/oem/registration/state.yaml"
+	DefaultLabelsFile     = "/etc/elemental/labels.yaml"
+	installConfigPath     = "/run/initramfs/live/livecd-cloud-config.yaml"
+	installStatePath      = "/tmp/registration/state.yaml"
+	defaultEmulatedSeed   = 1
+	networkModeAuto       = "auto"
+	networkModeEmbedded   = "embedded"
+	networkModeExplicit   = "explicit"
+	authTPM, authMAC      = "tpm", "mac"
+	authSysUUID           = "sys-uuid"
+	maxConfigFileBytes    = 1 << 20
+	maxLabelsFileBytes    = 1 << 20
+	defaultNetworkTimeout = 0 // no deadline of its own: the run's deadline applies
+)
+
+// Overrides are registration settings given on the command line: they win
+// over the config file, which wins over defaults (PROTOCOL.md 8.2).
+type Overrides struct {
+	URL             *string
+	CACert          *string
+	EmulateTPM      *bool
+	EmulatedTPMSeed *int64
+	NoSMBIOS        *bool
+	Auth            *string
+	NoToolkit       *bool
+	TPMDevice       *string
+	NetworkConfig   *string
+}
+
+// HostPath joins a host path to the root prefix.
+func HostPath(root, p string) string {
+	if root == "" || root == "/" {
+		return p
+	}
+	return filepath.Join(root, p)
+}
+
+// LoadConfig reads the elemental config file (a missing file is an error, as
+// upstream) and applies the overrides. Errors name the file and the key.
+func LoadConfig(path string, o Overrides) (*protocol.Config, error) {
+	b, err := readLimited(path, maxConfigFileBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, configErr("config file %s does not exist", path)
+	}
+	if err != nil {
+		return nil, configErr("reading config file: %w", err)
+	}
+	cfg := &protocol.Config{}
+	if err := yaml.Unmarshal(b, cfg); err != nil {
+		return nil, configErr("config file %s: %w", path, err)
+	}
+	r := &cfg.Elemental.Registration
+	set(&r.URL, o.URL)
+	set(&r.CACert, o.CACert)
+	set(&r.EmulateTPM, o.EmulateTPM)
+	set(&r.EmulatedTPMSeed, o.EmulatedTPMSeed)
+	set(&r.NoSMBIOS, o.NoSMBIOS)
+	set(&r.Auth, o.Auth)
+	set(&r.NoToolkit, o.NoToolkit)
+	set(&r.TPMDevice, o.TPMDevice)
+	set(&r.NetworkConfig, o.NetworkConfig)
+	if r.Auth == "" {
+		r.Auth = authTPM
+	}
+	if r.EmulateTPM && r.EmulatedTPMSeed == 0 && o.EmulatedTPMSeed == nil {
+		r.EmulatedTPMSeed = defaultEmulatedSeed
+	}
+	if r.NetworkConfig == "" {
+		r.NetworkConfig = networkModeAuto
+	}
+	return cfg, validate(path, r)
+}
+
+func set[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
+func validate(path string, r *protocol.Registration) error {
+	if r.URL == "" {
+		return configErr("%s: elemental.registration.url: registration URL is empty", path)
+	}
+	if _, err := protocol.WebSocketURL(r.URL); err != nil {
+		return configErr("%s: elemental.registration.url: %w", path, err)
+	}
+	switch r.Auth {
+	case authTPM, authMAC, authSysUUID:
+	default:
+		return configErr("%s: elemental.registration.auth: unsupported authentication: %s (want tpm, mac or sys-uuid)", path, r.Auth)
+	}
+	switch r.NetworkConfig {
+	case networkModeAuto, networkModeEmbedded, networkModeExplicit:
+	default:
+		return configErr("%s: elemental.registration.network-config: %q is not auto, embedded or explicit", path, r.NetworkConfig)
+	}
+	if r.TPMDevice != "" && !strings.HasPrefix(r.TPMDevice, "/") && !strings.HasPrefix(r.TPMDevice, "unix://") {
+		return configErr("%s: elemental.registration.tpm-device: %q is neither a device path nor unix:///socket", path, r.TPMDevice)
+	}
+	return nil
+}
+
+func readLimited(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s is larger than the %d bytes allowed", path, limit)
+	}
+	return b, nil
+}

@@ -1,0 +1,524 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/nodereg/nodereg/agent/inventory"
+	"github.com/nodereg/nodereg/agent/retry"
+	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/protocol"
+	"github.com/nodereg/nodereg/tpm"
+)
+
+// Phase names: in every log line and in the systemd STATUS.
+const (
+	PhaseConfig   = "config"
+	PhaseState    = "state"
+	PhaseIdentity = "identity"
+	PhaseInv      = "inventory"
+	PhaseRegister = "register"
+	PhaseNetwork  = "network-config"
+	PhaseRender   = "render"
+	PhasePersist  = "persist"
+	PhaseApply    = "apply"
+	PhaseFinish   = "finish"
+)
+
+// Notifier receives progress for the service manager (package systemd).
+type Notifier interface {
+	Status(phase, detail string)
+	Extend(d time.Duration)
+	Ready()
+}
+
+type nopNotifier struct{}
+
+func (nopNotifier) Status(string, string) {}
+func (nopNotifier) Extend(time.Duration)  {}
+func (nopNotifier) Ready()                {}
+
+// Options are everything a run needs; cmd/agent fills them from flags.
+type Options struct {
+	Root       string
+	ConfigPath string
+	StatePath  string
+	Overrides  Overrides
+	Labels     []string
+	LabelsFile string
+	// DryRun: the whole conversation and rendering, printed to Out;
+	// nothing written or applied.
+	DryRun bool
+	// Deadline bounds the registration retries; NetworkTimeout bounds the
+	// wait for addresses after registration. 0: no bound of their own.
+	Deadline       time.Duration
+	NetworkTimeout time.Duration
+	// SessionDeadline bounds one websocket conversation (default 10 s).
+	SessionDeadline time.Duration
+	Version         string
+	Out             io.Writer
+	Log             *logrus.Entry
+	Notifier        Notifier
+	Clock           retry.Clock
+	Runner          apply.Runner
+}
+
+type run struct {
+	o        Options
+	log      *logrus.Entry
+	notify   Notifier
+	cfg      *protocol.Config
+	state    *State
+	tpm      *tpm.TPM
+	auth     protocol.Authenticator
+	inv      *inventory.Inventory
+	invDone  chan struct{}
+	reply    *protocol.Reply
+	network  *protocol.NetworkConfig
+	rendered *apply.Rendered
+	result   Result
+}
+
+// Result is what a run did, for the caller's summary and for tests.
+type Result struct {
+	// Updated: the run was a registration update (MsgUpdate).
+	Updated bool
+	// Configurator and Addresses of the network config; empty when the
+	// server has none for this machine.
+	Configurator string
+	Addresses    map[string]string
+	// Digest identifies the rendered network config.
+	Digest string
+	// Applied: the config was persisted and applied in this run (false
+	// when unchanged since the last run, or in a dry run).
+	Applied bool
+}
+
+// Run is one boot run: register or update, get the network config, render
+// it, persist and apply it, save the state.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	r := newRun(o)
+	defer r.close()
+	phases := []struct {
+		name string
+		fn   func(context.Context) error
+	}{
+		{PhaseConfig, r.loadConfig},
+		{PhaseState, r.loadState},
+		{PhaseIdentity, r.identity},
+		{PhaseInv, r.awaitInventory},
+		{PhaseRegister, r.register},
+		{PhaseNetwork, r.networkConfig},
+		{PhaseRender, r.render},
+		{PhasePersist, r.persist},
+		{PhaseFinish, r.finish},
+	}
+	for _, p := range phases {
+		if err := r.phase(ctx, p.name, p.fn); err != nil {
+			return &r.result, err
+		}
+	}
+	return &r.result, nil
+}
+
+func newRun(o Options) *run {
+	if o.Log == nil {
+		l := logrus.New()
+		l.Out = io.Discard
+		o.Log = logrus.NewEntry(l)
+	}
+	if o.Notifier == nil {
+		o.Notifier = nopNotifier{}
+	}
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+	if o.Root == "" {
+		o.Root = "/"
+	}
+	if o.ConfigPath == "" {
+		o.ConfigPath = DefaultConfigPath
+	}
+	if o.StatePath == "" {
+		o.StatePath = DefaultStatePath
+	}
+	if o.LabelsFile == "" {
+		o.LabelsFile = DefaultLabelsFile
+	}
+	return &run{o: o, log: o.Log, notify: o.Notifier}
+}
+
+func (r *run) close() {
+	if r.tpm != nil {
+		if err := r.tpm.Close(); err != nil {
+			r.log.WithError(err).Warn("closing the TPM")
+		}
+	}
+}
+
+// phase runs one phase with its start and end lines and STATUS.
+func (r *run) phase(ctx context.Context, name string, fn func(context.Context) error) error {
+	log := r.log.WithField("phase", name)
+	log.Debug("[started]")
+	r.notify.Status(name, "started")
+	start := time.Now()
+	err := fn(ctx)
+	d := time.Since(start).Round(time.Microsecond)
+	if err != nil {
+		log.WithField("duration", d).WithError(err).Error("[failed]")
+		r.notify.Status(name, "failed: "+err.Error())
+		return &PhaseError{Phase: name, Err: err}
+	}
+	log.WithField("duration", d).Info("[finished]")
+	if r.state != nil {
+		r.state.LastPhase = name
+	}
+	return nil
+}
+
+func (r *run) path(p string) string { return HostPath(r.o.Root, p) }
+
+func (r *run) loadConfig(ctx context.Context) error {
+	cfg, err := LoadConfig(r.path(r.o.ConfigPath), r.o.Overrides)
+	if err != nil {
+		return err
+	}
+	r.cfg = cfg
+	reg := cfg.Elemental.Registration
+	if !strings.HasPrefix(reg.URL, "https://") {
+		r.log.WithField("url", reg.URL).Warn("registration URL is plain http: the conversation is neither encrypted nor authenticated")
+	}
+	// The inventory needs nothing from the server: collect it while the
+	// TPM and the connection are being set up.
+	r.invDone = make(chan struct{})
+	go func() {
+		defer close(r.invDone)
+		inv, err := inventory.Collect(ctx, inventory.Options{Root: r.o.Root, NoSMBIOS: reg.NoSMBIOS, Log: r.log.WithField("phase", PhaseInv)})
+		if err != nil {
+			r.log.WithError(err).Warn("hardware inventory unavailable: registering without it")
+			inv = &inventory.Inventory{}
+		}
+		r.inv = inv
+	}()
+	return nil
+}
+
+func (r *run) loadState(ctx context.Context) error {
+	st, note, err := LoadState(r.path(r.o.StatePath))
+	if err != nil {
+		return err
+	}
+	if note != "" {
+		r.log.Warn(note)
+	}
+	r.state = st
+	return nil
+}
+
+func (r *run) identity(ctx context.Context) error {
+	reg := r.cfg.Elemental.Registration
+	switch reg.Auth {
+	case authMAC:
+		mac, err := inventory.MACAddress(r.o.Root)
+		if err != nil {
+			return configErr("auth mac: %w", err)
+		}
+		r.auth = protocol.Plain{AuthKind: kind(reg, authMAC), ID: mac}
+	case authSysUUID:
+		id, err := inventory.SystemUUID(r.o.Root)
+		if err != nil {
+			return configErr("auth sys-uuid: %w", err)
+		}
+		r.auth = protocol.Plain{AuthKind: kind(reg, authSysUUID), ID: id}
+	case authTPM:
+		return r.openTPM()
+	}
+	return nil
+}
+
+// kind is the auth annotation: upstream says emulated-tpm whenever
+// emulation is on, whatever the auth (PROTOCOL.md 5.2).
+func kind(reg protocol.Registration, k string) string {
+	if reg.EmulateTPM {
+		return "emulated-tpm"
+	}
+	return k
+}
+
+func (r *run) openTPM() error {
+	reg := r.cfg.Elemental.Registration
+	opts := tpm.Options{Device: reg.TPMDevice, AKBlob: r.state.AKBlob(), Log: r.log.WithField("phase", PhaseIdentity)}
+	if reg.EmulateTPM {
+		uuid, _ := inventory.SystemUUID(r.o.Root)
+		opts.Emulate = true
+		opts.Seed = tpm.ResolveSeed(true, reg.EmulatedTPMSeed, r.state.EmulatedTPM, r.state.EmulatedTPMSeed, uuid)
+		r.state.EmulatedTPM, r.state.EmulatedTPMSeed = true, opts.Seed
+	} else {
+		r.state.EmulatedTPM = false
+	}
+	t, err := tpm.Open(opts)
+	if err != nil {
+		// A TPM that is missing, or an emulation this binary lacks, needs
+		// a person; a busy TPM may free up.
+		if errors.Is(err, tpm.ErrEmulationNotBuilt) || errors.Is(err, tpm.ErrNoDevice) || errors.Is(err, tpm.ErrBadSeed) {
+			return &ConfigError{Err: err}
+		}
+		return err
+	}
+	r.tpm = t
+	r.auth = t.Authenticator()
+	if h, err := t.Hash(); err == nil {
+		r.log.WithField("tpm-hash", h).Info("TPM identity")
+	}
+	return nil
+}
+
+func (r *run) awaitInventory(ctx context.Context) error {
+	select {
+	case <-r.invDone:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if len(r.inv.Degraded) > 0 {
+		r.log.WithField("families", strings.Join(r.inv.Degraded, ",")).Warn("inventory is partial")
+	}
+	return nil
+}
+
+func (r *run) dialOptions() protocol.DialOptions {
+	reg := r.cfg.Elemental.Registration
+	return protocol.DialOptions{URL: reg.URL, CACert: reg.CACert, SessionDeadline: r.o.SessionDeadline}
+}
+
+func (r *run) policy(deadline time.Duration, phase string) retry.Policy {
+	return retry.Policy{
+		Deadline: deadline,
+		Clock:    r.o.Clock,
+		Max:      30 * time.Second,
+		OnWait: func(attempt int, d time.Duration, err error) {
+			r.log.WithField("phase", phase).WithField("attempt", attempt).WithError(err).Warnf("retrying in %s", d.Round(time.Millisecond))
+			r.notify.Status(phase, fmt.Sprintf("waiting %s after attempt %d: %v", d.Round(time.Second), attempt, err))
+			// Keep systemd from timing the start out while we wait on
+			// purpose; the margin covers the next attempt.
+			r.notify.Extend(d + protocol.DefaultSessionDeadline + 5*time.Second)
+		},
+	}
+}
+
+// register runs the registration conversation with retries.
+func (r *run) register(ctx context.Context) error {
+	return r.policy(r.o.Deadline, PhaseRegister).Do(ctx, "registration", func(ctx context.Context, attempt int) error {
+		reply, err := r.registerOnce(ctx)
+		if err != nil {
+			return classifyRegister(err)
+		}
+		r.reply = reply
+		return nil
+	})
+}
+
+func (r *run) registerOnce(ctx context.Context) (*protocol.Reply, error) {
+	reg := r.cfg.Elemental.Registration
+	cc, err := protocol.Dial(ctx, r.dialOptions(), r.auth)
+	if err != nil {
+		return nil, err
+	}
+	defer cc.Close()
+	labels, err := inventory.Labels(reg.Labels, r.path(r.o.LabelsFile), r.o.Labels)
+	if err != nil {
+		return nil, &ConfigError{Err: err}
+	}
+	r.result.Updated = r.state.Registered()
+	payloads := &protocol.Payloads{
+		Update:           r.state.Registered(),
+		NoSMBIOS:         reg.NoSMBIOS,
+		SMBIOS:           r.inv.SMBIOS,
+		SystemDataV2:     r.inv.SystemDataV2,
+		LegacySystemData: r.inv.LegacySystemData,
+		Annotations: inventory.Annotations(inventory.AnnotationOptions{
+			Root: r.o.Root, RegVersion: r.o.Version, Auth: r.auth.Kind(),
+			RegistrationIP: cc.RegistrationIP(), NoToolkit: reg.NoToolkit,
+		}),
+		Labels: labels,
+	}
+	if payloads.SMBIOS == nil {
+		payloads.SMBIOS = map[string]any{}
+	}
+	if payloads.SystemDataV2 == nil {
+		payloads.SystemDataV2 = map[string]any{}
+	}
+	// Decode onto a copy: a failed attempt must not half-change the config.
+	cfg := *r.cfg
+	reply, err := cc.Register(ctx, payloads, &cfg)
+	if err != nil {
+		return nil, err
+	}
+	r.cfg = &cfg
+	if r.state.InitialRegistration.IsZero() {
+		r.state.InitialRegistration = time.Now().UTC()
+	}
+	return reply, nil
+}
+
+// classifyRegister marks failures no retry can fix as terminal.
+func classifyRegister(err error) error {
+	var ce *ConfigError
+	if errors.As(err, &ce) {
+		return retry.Terminal(err)
+	}
+	var er *protocol.ErrorReply
+	if errors.As(err, &er) && strings.Contains(er.Message, "MachineInventory not found") {
+		return retry.Terminal(&ConfigError{Err: fmt.Errorf("the server has no inventory for this machine any more: re-provisioning needed (run `agent --reset` from recovery): %w", err)})
+	}
+	if errors.Is(err, protocol.ErrUpdateUnsupported) {
+		return retry.Terminal(&ConfigError{Err: err})
+	}
+	// Any other MsgError is the server refusing on purpose (inventory
+	// creation failed, template error): asking again gives the same
+	// answer, so an operator must act. Pending addresses are not refused
+	// this way: they come as a missing or unresolved network config.
+	if errors.As(err, &er) && er.Reason != protocol.ReasonWaitingForIPAddress {
+		return retry.Terminal(&ConfigError{Err: fmt.Errorf("the server refused the registration: %w", err)})
+	}
+	return err
+}
+
+// networkConfig gets a network config that carries real addresses: from the
+// registration reply, or by asking explicitly when the server announced it
+// or the admin configured it (DESIGN.md "Asking for the network config").
+func (r *run) networkConfig(ctx context.Context) error {
+	mode := r.cfg.Elemental.Registration.NetworkConfig
+	explicit := mode == networkModeExplicit || (mode == networkModeAuto && r.reply.ExplicitNetworkConfig)
+	// A server that announced the explicit exchange only embeds a config
+	// whose claims all hold addresses: an unresolved placeholder is then a
+	// template error, not a pending claim.
+	authoritative := r.reply.ExplicitNetworkConfig
+	if !explicit && !r.reply.Network.IsReal() {
+		r.log.WithField("phase", PhaseNetwork).Info("no network config for this machine (configurator none)")
+		return nil
+	}
+	first := r.reply.Network
+	return r.policy(r.o.NetworkTimeout, PhaseNetwork).Do(ctx, "network config", func(ctx context.Context, attempt int) error {
+		nc := first
+		first = nil
+		var err error
+		switch {
+		case nc != nil:
+		case explicit:
+			nc, err = r.explicitOnce(ctx)
+		default:
+			// Upstream servers: registering again is the only way to ask.
+			var reply *protocol.Reply
+			if reply, err = r.registerOnce(ctx); err == nil {
+				nc = reply.Network
+			}
+			if err != nil {
+				err = classifyRegister(err)
+			}
+		}
+		if err != nil {
+			return classifyNetwork(err)
+		}
+		if !nc.IsReal() {
+			r.network = nc
+			return nil
+		}
+		rendered, err := apply.Render(nc)
+		var ue *apply.UnresolvedError
+		var fe *apply.FieldError
+		switch {
+		case errors.As(err, &ue) && (authoritative || explicit):
+			return retry.Terminal(&ConfigError{Err: fmt.Errorf("the server's network template uses a placeholder no address pool provides: %w", err)})
+		case errors.As(err, &ue):
+			return fmt.Errorf("addresses not ready yet: %w", err)
+		case errors.As(err, &fe):
+			return retry.Terminal(&ConfigError{Err: err})
+		case err != nil:
+			return retry.Terminal(&ConfigError{Err: err})
+		}
+		r.network, r.rendered = nc, rendered
+		r.result.Configurator, r.result.Addresses = rendered.Configurator, nc.IPAddresses
+		return nil
+	})
+}
+
+func (r *run) explicitOnce(ctx context.Context) (*protocol.NetworkConfig, error) {
+	cc, err := protocol.Dial(ctx, r.dialOptions(), r.auth)
+	if err != nil {
+		return nil, err
+	}
+	defer cc.Close()
+	return cc.ExplicitNetworkConfig(ctx)
+}
+
+// classifyNetwork: pending addresses are retried (honouring the server's
+// retry-after); an exhausted pool or a failed claim ends the run with the
+// server's reason, retryable later by systemd (exit 75).
+func classifyNetwork(err error) error {
+	var er *protocol.ErrorReply
+	if errors.As(err, &er) {
+		switch er.Reason {
+		case protocol.ReasonPoolExhausted, protocol.ReasonAllocationFailed:
+			return retry.Terminal(err)
+		}
+	}
+	return err
+}
+
+func (r *run) render(ctx context.Context) error {
+	if r.rendered == nil {
+		return nil
+	}
+	if r.o.DryRun {
+		printRendered(r.o.Out, r.network, r.rendered)
+	}
+	return nil
+}
+
+func (r *run) persist(ctx context.Context) error {
+	return nil
+}
+
+func (r *run) finish(ctx context.Context) error {
+	if r.tpm != nil {
+		r.state.SetAKBlob(r.tpm.AKBlob())
+	}
+	if r.o.DryRun {
+		fmt.Fprintln(r.o.Out, "# dry run: nothing written, nothing applied")
+		return nil
+	}
+	r.state.LastPhase = PhaseFinish
+	if err := r.state.Save(r.path(r.o.StatePath)); err != nil {
+		return err
+	}
+	r.notify.Ready()
+	return nil
+}
+
+func printRendered(w io.Writer, nc *protocol.NetworkConfig, rd *apply.Rendered) {
+	fmt.Fprintf(w, "# network config: configurator %s\n", rd.Configurator)
+	for _, name := range sortedKeys(nc.IPAddresses) {
+		fmt.Fprintf(w, "# address %s = %s\n", name, nc.IPAddresses[name])
+	}
+	fmt.Fprintf(w, "--- digested config\n%s", rd.Digested)
+	for _, k := range rd.Keyfiles {
+		fmt.Fprintf(w, "--- keyfile %s\n%s", k.Name, k.Content)
+	}
+}
+
+// PrintRender renders nc offline and prints what a dry run would print.
+func PrintRender(w io.Writer, nc *protocol.NetworkConfig) error {
+	rd, err := apply.Render(nc)
+	if err != nil {
+		return err
+	}
+	printRendered(w, nc, rd)
+	return nil
+}

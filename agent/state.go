@@ -1,0 +1,89 @@
+package agent
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/nodereg/nodereg/internal/atomicfile"
+)
+
+// State is the state file: elemental-register's keys (PROTOCOL.md 8.4), so
+// an existing node keeps its registration when the binary is swapped, plus
+// nodereg's own, which upstream readers ignore.
+type State struct {
+	InitialRegistration time.Time `yaml:"initialRegistration,omitempty"`
+	EmulatedTPM         bool      `yaml:"emulatedTPM,omitempty"`
+	EmulatedTPMSeed     int64     `yaml:"emulatedTPMSeed,omitempty"`
+
+	// AK is the cached attestation key blob (base64), reused across boots
+	// so no key is created twice.
+	AK string `yaml:"nodereg-ak,omitempty"`
+	// NetworkDigest identifies the network config last persisted and
+	// applied: an unchanged config is not applied again.
+	NetworkDigest string `yaml:"nodereg-network-digest,omitempty"`
+	// LastPhase is the last phase the previous run completed.
+	LastPhase string `yaml:"nodereg-last-phase,omitempty"`
+}
+
+// Registered reports whether a registration succeeded before.
+func (s *State) Registered() bool { return !s.InitialRegistration.IsZero() }
+
+// AKBlob decodes the cached AK; a broken value is dropped (a new AK is made).
+func (s *State) AKBlob() []byte {
+	b, err := base64.StdEncoding.DecodeString(s.AK)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// SetAKBlob stores the AK blob.
+func (s *State) SetAKBlob(b []byte) {
+	if len(b) == 0 {
+		s.AK = ""
+		return
+	}
+	s.AK = base64.StdEncoding.EncodeToString(b)
+}
+
+// LoadState reads the state file. Missing means first registration. A
+// corrupt file is kept aside as <path>.corrupt-<unix time>, and the run
+// starts fresh; note says what happened.
+func LoadState(path string) (st *State, note string, err error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &State{}, "no state file: first registration", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("reading state file %s: %w", path, err)
+	}
+	st = &State{}
+	if uErr := yaml.Unmarshal(b, st); uErr != nil {
+		aside := fmt.Sprintf("%s.corrupt-%d", path, time.Now().Unix())
+		if rErr := os.Rename(path, aside); rErr != nil {
+			return nil, "", fmt.Errorf("state file %s is corrupt (%v) and could not be kept aside: %w", path, uErr, rErr)
+		}
+		return &State{}, fmt.Sprintf("state file %s is corrupt (%v): kept as %s, registering as new", path, uErr, aside), nil
+	}
+	return st, "", nil
+}
+
+// Save writes the state atomically, creating its directory with 0700 as
+// upstream does.
+func (s *State) Save(path string) error {
+	b, err := yaml.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("encoding state: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("creating state directory: %w", err)
+	}
+	return atomicfile.Write(path, b, 0o600)
+}
