@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -83,6 +84,7 @@ type run struct {
 	reply    *protocol.Reply
 	network  *protocol.NetworkConfig
 	rendered *apply.Rendered
+	plan     *apply.Plan
 	result   Result
 }
 
@@ -472,17 +474,112 @@ func classifyNetwork(err error) error {
 	return err
 }
 
+func (r *run) applier() *apply.Applier {
+	a := &apply.Applier{
+		Root:   r.o.Root,
+		Runner: r.o.Runner,
+		Tools:  apply.ToolsFromEnv(os.Getenv),
+		Log:    r.log.WithField("phase", PhaseApply),
+	}
+	if a.Runner == nil {
+		a.Runner = apply.ExecRunner{}
+	}
+	if r.o.DryRun {
+		a.DryRun = r.o.Out
+	}
+	return a
+}
+
+// render turns the rendered config into a plan: keyfiles (nmstatectl gc for
+// nmstate), the yip applicator, the commands. Dry runs print it.
 func (r *run) render(ctx context.Context) error {
 	if r.rendered == nil {
 		return nil
 	}
-	if r.o.DryRun {
+	r.result.Digest = r.rendered.Digest()
+	if !r.o.DryRun && r.result.Digest == r.state.NetworkDigest && r.applicatorPresent() {
+		r.log.WithField("phase", PhaseRender).WithField("digest", r.result.Digest).Info("network config unchanged since the last run: nothing to render or apply")
+		return nil
+	}
+	plan, err := r.applier().Plan(ctx, r.rendered)
+	var tm *apply.ToolMissingError
+	switch {
+	case errors.As(err, &tm) && r.o.DryRun:
+		// A dry run on an admin's workstation still shows what it can.
 		printRendered(r.o.Out, r.network, r.rendered)
+		fmt.Fprintf(r.o.Out, "# keyfiles and applicator not shown: %v\n", err)
+		return nil
+	case errors.As(err, &tm):
+		return &ConfigError{Err: err}
+	case err != nil:
+		var fe *apply.FieldError
+		if errors.As(err, &fe) {
+			return &ConfigError{Err: err}
+		}
+		return err
+	}
+	r.plan = plan
+	if r.o.DryRun {
+		for _, name := range sortedKeys(r.network.IPAddresses) {
+			fmt.Fprintf(r.o.Out, "# address %s = %s\n", name, r.network.IPAddresses[name])
+		}
+		plan.Print(r.o.Out)
 	}
 	return nil
 }
 
+// persist writes and applies the plan when it differs from what the last
+// run applied: an unchanged config costs nothing at boot.
 func (r *run) persist(ctx context.Context) error {
+	if r.plan == nil || r.o.DryRun {
+		return nil
+	}
+	if err := r.applier().ApplyLive(ctx, r.plan, r.serverReachable); err != nil {
+		return err
+	}
+	r.state.NetworkDigest = r.plan.Digest()
+	r.result.Applied = true
+	return nil
+}
+
+// applicatorPresent guards the unchanged-digest shortcut: if someone removed
+// the applicator the config is written again.
+func (r *run) applicatorPresent() bool {
+	if r.rendered.Configurator == protocol.ConfiguratorNone {
+		return true
+	}
+	_, err := os.Stat(r.path(apply.DefaultPaths().Applicator))
+	return err == nil
+}
+
+// serverReachable is the check between a live apply and its commit: the
+// registration server must still answer over the new network. A plain GET
+// of the registration URL is answered by every elemental-operator without
+// authentication (PROTOCOL.md 2.3).
+func (r *run) serverReachable(ctx context.Context) error {
+	reg := r.cfg.Elemental.Registration
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	client := &http.Client{}
+	if strings.HasPrefix(reg.URL, "https://") {
+		tc, err := protocol.TLSConfig(reg.CACert, false)
+		if err != nil {
+			return err
+		}
+		client.Transport = &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, reg.URL, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("registration server unreachable after applying the network config: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 500 {
+		return fmt.Errorf("registration server answers %s after applying the network config", resp.Status)
+	}
 	return nil
 }
 

@@ -117,7 +117,8 @@ type Plan struct {
 	// Live are the ones ApplyLive would run.
 	Ran, Live []Command
 
-	paths Paths
+	paths  Paths
+	digest string
 }
 
 func (a *Applier) paths() Paths {
@@ -201,7 +202,7 @@ func (a *Applier) run(ctx context.Context, c Command) ([]byte, error) {
 // nmstatectl gc (offline, touches nothing); a tool the configurator needs
 // and cannot find is reported before anything else happens.
 func (a *Applier) Plan(ctx context.Context, r *Rendered) (*Plan, error) {
-	p := &Plan{Configurator: r.Configurator, Digested: r.Digested, paths: a.paths()}
+	p := &Plan{Configurator: r.Configurator, Digested: r.Digested, paths: a.paths(), digest: r.Digest()}
 	tools := a.tools()
 	var err error
 	switch r.Configurator {
@@ -337,21 +338,7 @@ func (a *Applier) nmcGenerate(ctx context.Context, nmc string, digested []byte) 
 
 // Digest is a stable hash of what would be persisted and applied, for the
 // state file's "last applied" and for skipping a no-op apply.
-func (p *Plan) Digest() string {
-	h := sha256.New()
-	field := func(b []byte) {
-		fmt.Fprintf(h, "%d:", len(b))
-		h.Write(b)
-	}
-	field([]byte(p.Configurator))
-	field(p.Digested)
-	for _, kf := range p.Keyfiles {
-		field([]byte(kf.Name))
-		field(kf.Content)
-	}
-	field(p.Applicator)
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))
-}
+func (p *Plan) Digest() string { return p.digest }
 
 // Manifest lists the files the agent owns, as host paths (without Root).
 type Manifest struct {

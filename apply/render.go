@@ -2,6 +2,8 @@ package apply
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"regexp"
@@ -415,4 +417,23 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// Digest identifies the rendered config: the same server answer gives the
+// same digest, so the agent can skip planning (nmstatectl gc) and applying
+// at a boot where nothing changed. Keyfiles generated from it (gc) are a
+// function of it and need not be hashed.
+func (r *Rendered) Digest() string {
+	h := sha256.New()
+	field := func(b []byte) {
+		fmt.Fprintf(h, "%d:", len(b))
+		h.Write(b)
+	}
+	field([]byte(r.Configurator))
+	field(r.Digested)
+	for _, kf := range r.Keyfiles {
+		field([]byte(kf.Name))
+		field(kf.Content)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }

@@ -152,6 +152,7 @@ func (h *fixedHandler) NetworkConfig(context.Context, *protocol.ServerSession) (
 }
 
 func startFixed(t *testing.T, h protocol.SessionHandler) string {
+	useStubNmstatectl(t)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = protocol.Accept(w, r, protocol.ServerOptions{Auth: []protocol.ServerAuthenticator{protocol.PlainServer{}}}, h)
 	}))

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -26,6 +27,7 @@ import (
 	"github.com/nodereg/nodereg/server"
 	"github.com/nodereg/nodereg/server/regconfig"
 	"github.com/nodereg/nodereg/server/store"
+	"github.com/nodereg/nodereg/tests/internal/testbin"
 )
 
 // nmstateTemplate is the template of the foundation issue.
@@ -80,6 +82,7 @@ type regServer struct {
 
 func startRegServer(t *testing.T, cfg string, delay time.Duration) *regServer {
 	t.Helper()
+	useStubNmstatectl(t)
 	rs := &regServer{t: t, cfg: cfg, storePath: filepath.Join(t.TempDir(), "store.json"), delay: delay}
 	rs.start()
 	t.Cleanup(func() { rs.http.Close() })
@@ -101,7 +104,18 @@ func (rs *regServer) start() {
 		rs.t.Fatal(err)
 	}
 	rs.srv = srv
-	rs.http = httptest.NewServer(srv)
+	if rs.http == nil {
+		rs.http = httptest.NewServer(srv)
+		return
+	}
+	// A restart keeps the address, so machines keep their config.
+	addr := rs.http.Listener.Addr().String()
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		rs.t.Fatalf("restarting regserver on %s: %v", addr, err)
+	}
+	rs.http = &httptest.Server{Listener: l, Config: &http.Server{Handler: srv}}
+	rs.http.Start()
 }
 
 // restart stops the server and starts a new one on the same store file.
@@ -124,6 +138,12 @@ func (rs *regServer) claims() []store.Claim {
 		rs.t.Fatal(err)
 	}
 	return out
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Cleanup()
+	os.Exit(code)
 }
 
 // machine is a node: a scratch root with a NIC identity and a config file.
@@ -153,6 +173,35 @@ func (m *machine) writeConfig(text string) {
 	p := filepath.Join(m.root, "oem/registration/config.yaml")
 	must(m.t, os.MkdirAll(filepath.Dir(p), 0o700))
 	must(m.t, os.WriteFile(p, []byte(text), 0o600))
+}
+
+// useStubNmstatectl puts the strict nmstatectl stand-in behind the agent's
+// tool table and records its calls; it returns the call log's path.
+func useStubNmstatectl(t *testing.T) string {
+	t.Helper()
+	stub := testbin.Build(t, "./tests/stubs/nmstatectl")
+	dir := t.TempDir()
+	t.Setenv("NODEREG_NMSTATECTL", stub)
+	t.Setenv("NMSTATECTL_STUB_LOG", filepath.Join(dir, "calls.jsonl"))
+	t.Setenv("NMSTATECTL_STUB_STATE", filepath.Join(dir, "checkpoint"))
+	return filepath.Join(dir, "calls.jsonl")
+}
+
+// stubCalls returns the subcommands the stand-in was called with, in order.
+func stubCalls(t *testing.T, log string) []string {
+	t.Helper()
+	b, err := os.ReadFile(log)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	must(t, err)
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var call struct{ Args []string }
+		must(t, json.Unmarshal([]byte(line), &call))
+		out = append(out, strings.Join(call.Args, " "))
+	}
+	return out
 }
 
 func (m *machine) options(out io.Writer) agent.Options {

@@ -1,0 +1,108 @@
+package e2e
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/nodereg/nodereg/agent"
+)
+
+const applicator = "oem/elemental-network.yaml"
+
+func count(calls []string, prefix string) int {
+	n := 0
+	for _, c := range calls {
+		if strings.HasPrefix(c, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+func readFile(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	must(t, err)
+	return b
+}
+
+// First boot persists and applies; a second boot with the same config from
+// the server runs no nmstatectl at all; a changed template is applied once.
+func TestBootAppliesOnlyWhenTheConfigChanged(t *testing.T) {
+	rs := startRegServer(t, serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), 0)
+	calls := useStubNmstatectl(t)
+	m := newMachine(t, "52:54:00:00:10:01", rs.url())
+
+	res, err := m.run(nil)
+	if err != nil || !res.Applied {
+		t.Fatalf("first boot: %+v %v", res, err)
+	}
+	got := stubCalls(t, calls)
+	if count(got, "gc") != 1 || count(got, "apply --no-commit") != 1 || count(got, "commit") != 1 || count(got, "rollback") != 0 {
+		t.Errorf("first boot nmstatectl calls: %q", got)
+	}
+	st, err := os.Stat(filepath.Join(m.root, applicator))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("applicator: %v %v", st, err)
+	}
+	if !bytes.Contains(readFile(t, filepath.Join(m.root, applicator)), []byte("192.168.122.150/24")) {
+		t.Error("applicator does not carry the pool address")
+	}
+
+	res, err = m.run(nil)
+	if err != nil || res.Applied || !res.Updated {
+		t.Fatalf("second boot: %+v %v", res, err)
+	}
+	if after := stubCalls(t, calls); len(after) != len(got) {
+		t.Errorf("second boot with an unchanged config ran nmstatectl: %q", after[len(got):])
+	}
+
+	rs.cfg = strings.Replace(rs.cfg, "metric: 150", "metric: 90", 1)
+	rs.restart()
+	res, err = m.run(nil)
+	if err != nil || !res.Applied {
+		t.Fatalf("changed config: %+v %v", res, err)
+	}
+	changed := stubCalls(t, calls)[len(got):]
+	if count(changed, "apply --no-commit") != 1 || count(changed, "commit") != 1 {
+		t.Errorf("changed config nmstatectl calls: %q", changed)
+	}
+	if !bytes.Contains(readFile(t, filepath.Join(m.root, "oem/nodereg/network-config.nmstate")), []byte("metric: 90")) {
+		t.Error("digested config not updated")
+	}
+}
+
+// A live apply that fails is rolled back: the previous applicator and state
+// stay byte for byte, exit 75.
+func TestFailedApplyRollsBack(t *testing.T) {
+	rs := startRegServer(t, serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), 0)
+	calls := useStubNmstatectl(t)
+	m := newMachine(t, "52:54:00:00:11:01", rs.url())
+	if _, err := m.run(nil); err != nil {
+		t.Fatal(err)
+	}
+	oldApplicator := readFile(t, filepath.Join(m.root, applicator))
+	oldState := readFile(t, filepath.Join(m.root, agent.DefaultStatePath))
+	before := len(stubCalls(t, calls))
+
+	rs.cfg = strings.Replace(rs.cfg, "metric: 150", "metric: 90", 1)
+	rs.restart()
+	t.Setenv("NMSTATECTL_STUB_FAIL", "commit")
+	_, err := m.run(nil)
+	if code := agent.ExitCode(err); code != agent.ExitTempFail {
+		t.Fatalf("failed apply: exit %d (%v), want 75", code, err)
+	}
+	after := stubCalls(t, calls)[before:]
+	if count(after, "rollback") != 1 {
+		t.Errorf("rollback not called once: %q", after)
+	}
+	if !bytes.Equal(readFile(t, filepath.Join(m.root, applicator)), oldApplicator) {
+		t.Error("applicator changed by a rolled-back apply")
+	}
+	if !bytes.Equal(readFile(t, filepath.Join(m.root, agent.DefaultStatePath)), oldState) {
+		t.Error("state changed by a rolled-back apply")
+	}
+}
