@@ -101,6 +101,10 @@ type Result struct {
 	// Applied: the config was persisted and applied in this run (false
 	// when unchanged since the last run, or in a dry run).
 	Applied bool
+	// TPMHash is the identity with auth tpm; TPM counts this run's TPM
+	// commands and key creations.
+	TPMHash string
+	TPM     tpm.Counts
 }
 
 // Run is one boot run: register or update, get the network config, render
@@ -159,6 +163,7 @@ func newRun(o Options) *run {
 
 func (r *run) close() {
 	if r.tpm != nil {
+		r.result.TPM = r.tpm.Counts()
 		if err := r.tpm.Close(); err != nil {
 			r.log.WithError(err).Warn("closing the TPM")
 		}
@@ -276,9 +281,12 @@ func (r *run) openTPM() error {
 	}
 	r.tpm = t
 	r.auth = t.Authenticator()
-	if h, err := t.Hash(); err == nil {
-		r.log.WithField("tpm-hash", h).Info("TPM identity")
+	h, err := t.Hash()
+	if err != nil {
+		return err
 	}
+	r.result.TPMHash = h
+	r.log.WithField("tpm-hash", h).Info("TPM identity")
 	return nil
 }
 

@@ -1,55 +1,75 @@
 #!/usr/bin/env bash
 # The main job: start the reference server with the example config on a free
-# loopback port, run the agent against it with --dry-run, show what the
-# machine got, stop the server. Writes only under a temp dir.
+# loopback port, register two machines against it with the agent in
+# --dry-run mode (one with a real software TPM, one with its MAC), show what
+# each got, stop everything. Writes only under a temp dir.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 work=$(mktemp -d /tmp/nodereg-demo.XXXXXX)
-srv_pid=""
+pids=()
 cleanup() {
-  [ -n "$srv_pid" ] && kill "$srv_pid" 2>/dev/null && wait "$srv_pid" 2>/dev/null
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   rm -rf "$work"
 }
 trap cleanup EXIT
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
+if ! command -v swtpm >/dev/null 2>&1; then
+  say "installing Debian's swtpm (software TPM)"
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends swtpm swtpm-tools >/dev/null
+fi
+
 say "starting regserver (cmd/regserver/example.yaml) on a free loopback port"
 ./bin/regserver --config cmd/regserver/example.yaml --store "$work/store.json" \
   --listen 127.0.0.1:0 >"$work/regserver.out" 2>"$work/regserver.log" &
-srv_pid=$!
+pids+=($!)
 base=""
 for _ in $(seq 100); do
   base=$(sed -n 's/.*listening on \(http:\/\/[0-9.:]*\).*/\1/p' "$work/regserver.out" | head -1)
   [ -n "$base" ] && break
-  kill -0 "$srv_pid" 2>/dev/null || { cat "$work/regserver.log"; exit 1; }
+  kill -0 "${pids[0]}" 2>/dev/null || { cat "$work/regserver.log"; exit 1; }
   sleep 0.1
 done
 [ -n "$base" ] || { echo "regserver did not start"; cat "$work/regserver.log"; exit 1; }
 echo "regserver at $base"
 
-# The node: a scratch root made from the inventory fixture of a q35 VM (its
+say "starting swtpm, a software TPM 2.0, on a unix socket"
+mkdir -p "$work/tpm"
+swtpm socket --tpm2 --tpmstate dir="$work/tpm" --server type=unixio,path="$work/tpm/sock" \
+  --ctrl type=unixio,path="$work/tpm/ctrl" --flags not-need-init,startup-clear >"$work/swtpm.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 50); do [ -S "$work/tpm/sock" ] && break; sleep 0.1; done
+
+# A node is a scratch root made from the inventory fixture of a q35 VM (its
 # /sys, /proc and os-release), so the demo shows the same machine on every
-# host. Identity: its MAC (auth: mac). Nothing under it is written (--dry-run).
-root="$work/node"
-cp -a agent/inventory/testdata/vm1 "$root"
-mkdir -p "$root/oem/registration"
-cat >"$root/oem/registration/config.yaml" <<YAML
+# host. Nothing under it is written (--dry-run).
+node() {
+  local root=$1 token=$2 auth=$3
+  cp -a agent/inventory/testdata/vm1 "$root"
+  mkdir -p "$root/oem/registration"
+  cat >"$root/oem/registration/config.yaml" <<YAML
 elemental:
   registration:
-    url: $base/elemental/registration/demo-token
-    auth: mac
+    url: $base/elemental/registration/$token
+    auth: $auth
+    tpm-device: unix://$work/tpm/sock
 YAML
+}
 
-say "agent --dry-run"
-./bin/agent --root "$root" --dry-run --deadline 60s --network-timeout 60s
+say "machine 1: auth tpm (swtpm), nmstate template: agent --dry-run"
+node "$work/node1" demo-token tpm
+./bin/agent --root "$work/node1" --dry-run --deadline 60s --network-timeout 60s
 
-say "what regserver recorded (admin view)"
+say "machine 2: auth mac, nmconnections template (keyfile and yip applicator): agent --dry-run"
+node "$work/node2" demo-keyfile-token mac
+./bin/agent --root "$work/node2" --dry-run --deadline 60s --network-timeout 60s
+
+say "what regserver recorded: claims"
 if command -v curl >/dev/null 2>&1; then
   curl -fsS "$base/admin/claims"; echo
 else
-  ./bin/regserver --help >/dev/null 2>&1 || true
   echo "(install curl to see $base/admin/claims)"
 fi
 

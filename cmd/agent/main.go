@@ -176,6 +176,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	summary := log.WithField("updated", res.Updated)
+	if res.TPMHash != "" {
+		summary = summary.WithField("tpm-hash", res.TPMHash)
+	}
 	if res.Configurator != "" {
 		summary = summary.WithField("configurator", res.Configurator)
 	}

@@ -24,9 +24,11 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/nodereg/nodereg/agent"
+	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/server"
 	"github.com/nodereg/nodereg/server/regconfig"
 	"github.com/nodereg/nodereg/server/store"
+	"github.com/nodereg/nodereg/server/tpmauth"
 	"github.com/nodereg/nodereg/tests/internal/testbin"
 )
 
@@ -76,6 +78,7 @@ type regServer struct {
 	cfg       string
 	storePath string
 	delay     time.Duration
+	auth      []protocol.ServerAuthenticator // nil: TPM, then PLAIN, as regserver
 	http      *httptest.Server
 	srv       *server.Server
 }
@@ -99,7 +102,11 @@ func (rs *regServer) start() {
 	if err != nil {
 		rs.t.Fatal(err)
 	}
-	srv, err := server.New(server.Options{Config: cfg, Store: st, AllocationDelay: rs.delay, Log: testLog(rs.t)})
+	auth := []protocol.ServerAuthenticator{tpmauth.New(tpmauth.Options{}), protocol.PlainServer{}}
+	if rs.auth != nil {
+		auth = rs.auth
+	}
+	srv, err := server.New(server.Options{Config: cfg, Store: st, AllocationDelay: rs.delay, Auth: auth, Log: testLog(rs.t)})
 	if err != nil {
 		rs.t.Fatal(err)
 	}
@@ -125,6 +132,14 @@ func (rs *regServer) restart() {
 }
 
 func (rs *regServer) url() string { return rs.http.URL + "/elemental/registration/lab-token" }
+
+func getJSON(t *testing.T, url string, into any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	must(t, err)
+	defer resp.Body.Close()
+	must(t, json.NewDecoder(resp.Body).Decode(into))
+}
 
 func (rs *regServer) claims() []store.Claim {
 	rs.t.Helper()

@@ -1,0 +1,186 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nodereg/nodereg/agent"
+	"github.com/nodereg/nodereg/protocol"
+	"github.com/nodereg/nodereg/server/tpmauth"
+	"github.com/nodereg/nodereg/tpm"
+	"github.com/nodereg/nodereg/tpm/tpmtest"
+	"github.com/nodereg/nodereg/tpm/wire"
+)
+
+// recordingAuth wraps the real TPM verifier; mutate may change the header
+// on its way in (a tampering proxy).
+type recordingAuth struct {
+	mu      sync.Mutex
+	inner   protocol.ServerAuthenticator
+	mutate  func(string) string
+	headers []string
+	errs    []error
+}
+
+func (a *recordingAuth) Accepts(h string) bool { return a.inner.Accepts(h) }
+
+func (a *recordingAuth) Authenticate(ctx context.Context, h string, c protocol.RawConn) (protocol.Identity, error) {
+	if a.mutate != nil {
+		h = a.mutate(h)
+	}
+	id, err := a.inner.Authenticate(ctx, h, c)
+	a.mu.Lock()
+	a.headers = append(a.headers, h)
+	a.errs = append(a.errs, err)
+	a.mu.Unlock()
+	return id, err
+}
+
+func tpmMachine(t *testing.T, mac, url, device string) *machine {
+	m := newMachine(t, mac, url)
+	m.writeConfig("elemental:\n  registration:\n    url: " + url + "\n    auth: tpm\n    tpm-device: " + device + "\n")
+	return m
+}
+
+func ekPEM(t *testing.T, header string) string {
+	t.Helper()
+	ad, err := wire.DecodeToken(header)
+	must(t, err)
+	return string(ad.EK)
+}
+
+// A full registration with auth: tpm against regserver with swtpm, without
+// and with an EK certificate; the second run reuses the cached AK and
+// creates no key.
+func TestSwtpmRegistration(t *testing.T) {
+	for _, withCert := range []bool{false, true} {
+		name := map[bool]string{false: "bare EK", true: "EK certificate"}[withCert]
+		t.Run(name, func(t *testing.T) {
+			sw := tpmtest.StartSwtpm(t, withCert)
+			rec := &recordingAuth{inner: tpmauth.New(tpmauth.Options{})}
+			rs := &regServer{t: t, cfg: serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), storePath: t.TempDir() + "/store.json", auth: []protocol.ServerAuthenticator{rec, protocol.PlainServer{}}}
+			useStubNmstatectl(t)
+			rs.start()
+			t.Cleanup(func() { rs.http.Close() })
+			m := tpmMachine(t, "52:54:00:00:20:01", rs.url(), sw.Device())
+
+			res, err := m.run(nil)
+			if got := address(t, res, err); got != "192.168.122.150" {
+				t.Fatalf("address %s", got)
+			}
+			if len(res.TPMHash) != 64 || res.TPM.Create != 1 {
+				t.Errorf("cold run: hash %q, counts %+v (want one AK creation)", res.TPMHash, res.TPM)
+			}
+			t.Logf("cold: %d TPM commands, %d CreatePrimary, %d Create", res.TPM.Commands, res.TPM.CreatePrimary, res.TPM.Create)
+			if res.TPM.Commands > 17 {
+				t.Errorf("cold registration used %d TPM commands, more than 17", res.TPM.Commands)
+			}
+			pemText := ekPEM(t, rec.headers[0])
+			wantBlock := map[bool]string{false: "-----BEGIN PUBLIC KEY-----", true: "-----BEGIN CERTIFICATE-----"}[withCert]
+			if !strings.HasPrefix(pemText, wantBlock) {
+				t.Errorf("token EK is %q..., want %s", pemText[:30], wantBlock)
+			}
+			var inv []struct{ Hash string }
+			getJSON(t, rs.http.URL+"/admin/inventories", &inv)
+			if len(inv) != 1 || inv[0].Hash != res.TPMHash {
+				t.Errorf("server inventories %+v, agent hash %s", inv, res.TPMHash)
+			}
+
+			res2, err := m.run(nil)
+			if err != nil || !res2.Updated || res2.TPMHash != res.TPMHash {
+				t.Fatalf("warm run: %+v %v", res2, err)
+			}
+			if res2.TPM.KeyCreations() != 0 {
+				t.Errorf("warm run created keys: %+v", res2.TPM)
+			}
+			t.Logf("warm: %d TPM commands, %d key creations", res2.TPM.Commands, res2.TPM.KeyCreations())
+		})
+	}
+}
+
+// anotherEKChallenger answers every token with a challenge encrypted to a
+// different EK: what a man in the middle would have to do.
+type anotherEKChallenger struct{ key *rsa.PrivateKey }
+
+func (anotherEKChallenger) Accepts(h string) bool { return strings.HasPrefix(h, protocol.PrefixTPM) }
+
+func (a anotherEKChallenger) Authenticate(ctx context.Context, h string, c protocol.RawConn) (protocol.Identity, error) {
+	ad, err := wire.DecodeToken(h)
+	if err != nil {
+		return protocol.Identity{}, err
+	}
+	akName, err := tpmauth.VerifyAK(ad.AK)
+	if err != nil {
+		return protocol.Identity{}, err
+	}
+	msg, _, err := tpmauth.MakeChallenge(rand.Reader, &a.key.PublicKey, akName)
+	if err != nil {
+		return protocol.Identity{}, err
+	}
+	if err := c.WriteRaw(msg); err != nil {
+		return protocol.Identity{}, err
+	}
+	_, err = c.ReadRaw()
+	return protocol.Identity{}, errors.Join(protocol.ErrAuth, err, errors.New("challenge was for another EK"))
+}
+
+func TestChallengeForAnotherEKFails(t *testing.T) {
+	sw := tpmtest.StartSwtpm(t, false)
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	must(t, err)
+	rs := &regServer{t: t, cfg: serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), storePath: t.TempDir() + "/store.json", auth: []protocol.ServerAuthenticator{anotherEKChallenger{key}}}
+	useStubNmstatectl(t)
+	rs.start()
+	t.Cleanup(func() { rs.http.Close() })
+	m := tpmMachine(t, "52:54:00:00:21:01", rs.url(), sw.Device())
+	before := treeHash(t, m.root)
+	_, err = m.run(func(o *agent.Options) { o.Deadline = 2 * time.Second })
+	if !errors.Is(err, tpm.ErrActivation) {
+		t.Errorf("challenge for another EK: %v, want the activation error", err)
+	}
+	if !strings.Contains(err.Error(), "another TPM") {
+		t.Errorf("error does not tell the operator what happened: %v", err)
+	}
+	if after := treeHash(t, m.root); after != before {
+		t.Error("failed authentication changed the root")
+	}
+}
+
+func TestTamperedTokenIsRejectedByRegserver(t *testing.T) {
+	sw := tpmtest.StartSwtpm(t, false)
+	rec := &recordingAuth{inner: tpmauth.New(tpmauth.Options{}), mutate: func(h string) string {
+		ad, err := wire.DecodeToken(h)
+		if err != nil {
+			return h
+		}
+		ad.AK.CreateAttestation[len(ad.AK.CreateAttestation)-1] ^= 1
+		tok, err := wire.EncodeToken(*ad)
+		if err != nil {
+			return h
+		}
+		return tok
+	}}
+	rs := &regServer{t: t, cfg: serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), storePath: t.TempDir() + "/store.json", auth: []protocol.ServerAuthenticator{rec}}
+	useStubNmstatectl(t)
+	rs.start()
+	t.Cleanup(func() { rs.http.Close() })
+	m := tpmMachine(t, "52:54:00:00:22:01", rs.url(), sw.Device())
+	_, err := m.run(func(o *agent.Options) { o.Deadline = time.Second })
+	if err == nil {
+		t.Fatal("tampered token accepted")
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.errs) == 0 || !errors.Is(rec.errs[0], protocol.ErrAuth) || !errors.Is(rec.errs[0], tpmauth.ErrInvalidAK) {
+		t.Errorf("server verdicts %v, want an invalid-AK rejection", rec.errs)
+	}
+	if !errors.Is(err, protocol.ErrAuth) {
+		t.Errorf("agent error %v does not say authentication failed", err)
+	}
+}
