@@ -20,8 +20,8 @@ const (
 	DefaultConfigPath     = "/oem/registration/config.yaml"
 	DefaultStatePath      = "/oem/registration/state.yaml"
 	DefaultLabelsFile     = "/etc/elemental/labels.yaml"
-	installConfigPath     = "/run/initramfs/live/livecd-cloud-config.yaml"
-	installStatePath      = "/tmp/registration/state.yaml"
+	InstallConfigPath     = "/run/initramfs/live/livecd-cloud-config.yaml"
+	InstallStatePath      = "/tmp/registration/state.yaml"
 	defaultEmulatedSeed   = 1
 	networkModeAuto       = "auto"
 	networkModeEmbedded   = "embedded"

@@ -48,7 +48,11 @@ func (nopNotifier) Ready()                {}
 
 // Options are everything a run needs; cmd/agent fills them from flags.
 type Options struct {
-	Root       string
+	// Mode: boot (default), reset or install.
+	Mode             Mode
+	Debug            bool // passed on to the toolkit
+	DisableBootEntry bool
+	Root             string
 	ConfigPath string
 	StatePath  string
 	Overrides  Overrides
@@ -86,6 +90,8 @@ type run struct {
 	rendered *apply.Rendered
 	plan     *apply.Plan
 	result   Result
+	// waiting: the run is asking again for addresses still pending.
+	waiting bool
 }
 
 // Result is what a run did, for the caller's summary and for tests.
@@ -123,9 +129,22 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		{PhaseRegister, r.register},
 		{PhaseNetwork, r.networkConfig},
 		{PhaseRender, r.render},
-		{PhasePersist, r.persist},
-		{PhaseFinish, r.finish},
 	}
+	if o.Mode == ModeBoot {
+		phases = append(phases, struct {
+			name string
+			fn   func(context.Context) error
+		}{PhasePersist, r.persist})
+	} else {
+		phases = append(phases, struct {
+			name string
+			fn   func(context.Context) error
+		}{PhaseHandOver, r.handOver})
+	}
+	phases = append(phases, struct {
+		name string
+		fn   func(context.Context) error
+	}{PhaseFinish, r.finish})
 	for _, p := range phases {
 		if err := r.phase(ctx, p.name, p.fn); err != nil {
 			return &r.result, err
@@ -224,6 +243,12 @@ func (r *run) loadState(ctx context.Context) error {
 	}
 	if note != "" {
 		r.log.Warn(note)
+	}
+	if r.o.Mode != ModeBoot {
+		// Install and reset register as new (upstream starts from an empty
+		// state); the TPM's cached AK and emulated seed are identity, kept.
+		st.InitialRegistration = time.Time{}
+		st.NetworkDigest, st.NetworkState, st.NetworkAddresses = "", "", ""
 	}
 	r.state = st
 	return nil
@@ -346,17 +371,19 @@ func (r *run) registerOnce(ctx context.Context) (*protocol.Reply, error) {
 		return nil, &ConfigError{Err: err}
 	}
 	r.result.Updated = r.state.Registered()
+	annotations := inventory.Annotations(inventory.AnnotationOptions{
+		Root: r.o.Root, RegVersion: r.o.Version, Auth: r.auth.Kind(),
+		RegistrationIP: cc.RegistrationIP(), NoToolkit: reg.NoToolkit,
+	})
+	r.reportBack(annotations)
 	payloads := &protocol.Payloads{
 		Update:           r.state.Registered(),
 		NoSMBIOS:         reg.NoSMBIOS,
 		SMBIOS:           r.inv.SMBIOS,
 		SystemDataV2:     r.inv.SystemDataV2,
 		LegacySystemData: r.inv.LegacySystemData,
-		Annotations: inventory.Annotations(inventory.AnnotationOptions{
-			Root: r.o.Root, RegVersion: r.o.Version, Auth: r.auth.Kind(),
-			RegistrationIP: cc.RegistrationIP(), NoToolkit: reg.NoToolkit,
-		}),
-		Labels: labels,
+		Annotations:      annotations,
+		Labels:           labels,
 	}
 	if payloads.SMBIOS == nil {
 		payloads.SMBIOS = map[string]any{}
@@ -415,9 +442,11 @@ func (r *run) networkConfig(ctx context.Context) error {
 		return nil
 	}
 	first := r.reply.Network
+	defer func() { r.waiting = false }()
 	return r.policy(r.o.NetworkTimeout, PhaseNetwork).Do(ctx, "network config", func(ctx context.Context, attempt int) error {
 		nc := first
 		first = nil
+		r.waiting = attempt > 1
 		var err error
 		switch {
 		case nc != nil:
@@ -546,8 +575,27 @@ func (r *run) persist(ctx context.Context) error {
 		return err
 	}
 	r.state.NetworkDigest = r.plan.Digest()
+	r.state.NetworkState = netStateApplied
+	r.state.NetworkAddresses = formatAddresses(apply.InterfaceAddresses(r.rendered))
 	r.result.Applied = true
 	return nil
+}
+
+// reportBack tells the server what this node did with its network config
+// (ironcore's "node reports its NIC addresses" idea), as annotations that
+// upstream servers store like any other: the state (pending, ready,
+// applied) and the addresses per interface.
+func (r *run) reportBack(a map[string]string) {
+	st := r.state.NetworkState
+	if r.waiting {
+		st = netStatePending
+	}
+	if st != "" {
+		a["network-config.state"] = st
+	}
+	if r.state.NetworkAddresses != "" {
+		a["network-config.addresses"] = r.state.NetworkAddresses
+	}
 }
 
 // applicatorPresent guards the unchanged-digest shortcut: if someone removed

@@ -28,6 +28,11 @@ type State struct {
 	// NetworkDigest identifies the network config last persisted and
 	// applied: an unchanged config is not applied again.
 	NetworkDigest string `yaml:"nodereg-network-digest,omitempty"`
+	// NetworkState and NetworkAddresses are reported back to the server
+	// as annotations at the next registration: what this node did with
+	// its network config.
+	NetworkState     string `yaml:"nodereg-network-state,omitempty"`
+	NetworkAddresses string `yaml:"nodereg-network-addresses,omitempty"`
 	// LastPhase is the last phase the previous run completed.
 	LastPhase string `yaml:"nodereg-last-phase,omitempty"`
 }

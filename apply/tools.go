@@ -14,6 +14,7 @@ type Tools struct {
 	Nmcli      string // NODEREG_NMCLI
 	Nmc        string // NODEREG_NMC (nm-configurator)
 	Systemctl  string // NODEREG_SYSTEMCTL
+	Elemental  string // NODEREG_ELEMENTAL (the toolkit's installer, for install/reset)
 }
 
 // Environment variables that override the tool table.
@@ -22,11 +23,12 @@ const (
 	EnvNmcli      = "NODEREG_NMCLI"
 	EnvNmc        = "NODEREG_NMC"
 	EnvSystemctl  = "NODEREG_SYSTEMCTL"
+	EnvElemental  = "NODEREG_ELEMENTAL"
 )
 
 // DefaultTools are the names upstream's client runs.
 func DefaultTools() Tools {
-	return Tools{Nmstatectl: "nmstatectl", Nmcli: "nmcli", Nmc: "nmc", Systemctl: "systemctl"}
+	return Tools{Nmstatectl: "nmstatectl", Nmcli: "nmcli", Nmc: "nmc", Systemctl: "systemctl", Elemental: "elemental"}
 }
 
 // ToolsFromEnv starts from DefaultTools and applies the NODEREG_* overrides
@@ -36,7 +38,7 @@ func ToolsFromEnv(getenv func(string) string) Tools {
 	for _, o := range []struct {
 		env string
 		dst *string
-	}{{EnvNmstatectl, &t.Nmstatectl}, {EnvNmcli, &t.Nmcli}, {EnvNmc, &t.Nmc}, {EnvSystemctl, &t.Systemctl}} {
+	}{{EnvNmstatectl, &t.Nmstatectl}, {EnvNmcli, &t.Nmcli}, {EnvNmc, &t.Nmc}, {EnvSystemctl, &t.Systemctl}, {EnvElemental, &t.Elemental}} {
 		if v := getenv(o.env); v != "" {
 			*o.dst = v
 		}
@@ -71,3 +73,7 @@ func resolve(tool, value string) (string, error) {
 	}
 	return p, nil
 }
+
+// Lookup finds a tool of the table (value as in Tools, "" for the default
+// name) or returns a *ToolMissingError naming it.
+func Lookup(tool, value string) (string, error) { return resolve(tool, value) }

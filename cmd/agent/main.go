@@ -19,6 +19,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/agent"
+	"github.com/nodereg/nodereg/systemd"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -127,10 +128,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return agent.ExitOK
 		case "render":
 			return runRender(args[1:], stdout, stderr)
+		case "inventory", "dumpdata", "dump":
+			return runInventory(args[1:], stdout, stderr)
 		case "register":
 			args = args[1:]
 		default:
-			fmt.Fprintf(stderr, "unknown command %q (commands: register, render, version)\n", args[0])
+			fmt.Fprintf(stderr, "unknown command %q (commands: register, render, inventory, version)\n", args[0])
 			return agent.ExitUsageFlag
 		}
 	}
@@ -150,13 +153,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return agent.ExitUsageFlag
 	}
 	log := newLogger(stderr, f.debug)
-	if f.install || f.reset || f.resetNetwork {
-		log.Error("--install, --reset and --reset-network are not available in this build yet")
-		return agent.ExitConfig
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	res, err := agent.Run(ctx, agent.Options{
+	notifier := systemd.New(log)
+	notifier.StartWatchdog(ctx)
+	mode := agent.ModeBoot
+	switch {
+	case f.install:
+		mode = agent.ModeInstall
+		// Upstream reads the seed image's config at install unless the node
+		// is not a toolkit image (PROTOCOL.md 8.2).
+		if !f.noToolkit {
+			f.configPath, f.statePath = agent.InstallConfigPath, agent.InstallStatePath
+		}
+	case f.reset:
+		mode = agent.ModeReset
+	}
+	opts := agent.Options{
+		Mode:             mode,
+		Debug:            f.debug,
+		DisableBootEntry: f.disableBootEntry,
+		Notifier:         notifier,
 		Root:           f.root,
 		ConfigPath:     f.configPath,
 		StatePath:      f.statePath,
@@ -169,7 +186,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Version:        version,
 		Out:            stdout,
 		Log:            log,
-	})
+	}
+	if f.resetNetwork {
+		err := agent.ResetNetwork(ctx, opts)
+		if err != nil {
+			log.WithField("exit", agent.ExitCode(err)).Error(err)
+		}
+		return agent.ExitCode(err)
+	}
+	res, err := agent.Run(ctx, opts)
 	code := agent.ExitCode(err)
 	if err != nil {
 		log.WithField("exit", code).Error(err)
@@ -223,4 +248,35 @@ func sortedKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// runInventory prints what the agent would send about this machine:
+// SMBIOS, system data, labels, annotations (upstream's dumpdata).
+func runInventory(args []string, stdout, stderr io.Writer) int {
+	f := newFlags("inventory", stderr)
+	// Upstream's dumpdata takes a positional kind and -r/-f flags; the
+	// agent prints one JSON document for all of them.
+	var rest []string
+	for _, a := range args {
+		switch a {
+		case "hostinfo", "legacy", "smbios", "-r", "--raw":
+			continue
+		}
+		rest = append(rest, a)
+	}
+	format := f.fs.String("format", "json", "output format (json)")
+	f.fs.StringVar(format, "f", "json", "shorthand for --format")
+	if err := f.fs.Parse(rest); err != nil {
+		return agent.ExitUsageFlag
+	}
+	b, err := agent.DumpInventory(context.Background(), agent.Options{
+		Root: f.root, ConfigPath: f.configPath, LabelsFile: f.labelsFile, Labels: f.labels,
+		Overrides: f.overrides(), Version: version, Log: newLogger(stderr, f.debug),
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "inventory: %v\n", err)
+		return agent.ExitCode(err)
+	}
+	stdout.Write(append(b, '\n'))
+	return agent.ExitOK
 }

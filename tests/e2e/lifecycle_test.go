@@ -1,0 +1,341 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/nodereg/nodereg/agent"
+	"github.com/nodereg/nodereg/systemd"
+	"github.com/nodereg/nodereg/tests/internal/testbin"
+)
+
+// notifyListener is a unixgram NOTIFY_SOCKET, as systemd gives a Type=notify
+// service.
+func notifyListener(t *testing.T) (*[]string, func() []string) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
+	must(t, err)
+	t.Setenv("NOTIFY_SOCKET", sock)
+	var mu sync.Mutex
+	var msgs []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 4096)
+		for {
+			n, err := conn.Read(buf)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			msgs = append(msgs, string(buf[:n]))
+			mu.Unlock()
+		}
+	}()
+	return &msgs, func() []string {
+		time.Sleep(50 * time.Millisecond)
+		conn.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), msgs...)
+	}
+}
+
+func TestNotifySocketSeesPhasesWaitAndReady(t *testing.T) {
+	rs := startRegServer(t, serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), 2*time.Second)
+	m := newMachine(t, "52:54:00:00:40:01", rs.url())
+	_, stop := notifyListener(t)
+	res, err := m.run(func(o *agent.Options) { o.Notifier = systemd.New(testLog(t)) })
+	msgs := stop()
+	if err != nil || !res.Applied {
+		t.Fatalf("run: %+v %v", res, err)
+	}
+	joined := strings.Join(msgs, "\n")
+	for _, phase := range []string{agent.PhaseConfig, agent.PhaseIdentity, agent.PhaseRegister, agent.PhaseNetwork, agent.PhaseRender, agent.PhasePersist} {
+		if !strings.Contains(joined, "STATUS="+phase+": ") {
+			t.Errorf("no STATUS for phase %s in %q", phase, msgs)
+		}
+	}
+	if !strings.Contains(joined, "EXTEND_TIMEOUT_USEC=") {
+		t.Errorf("no EXTEND_TIMEOUT_USEC while addresses were pending: %q", msgs)
+	}
+	if len(msgs) == 0 || !strings.HasPrefix(msgs[len(msgs)-1], "READY=1") {
+		t.Errorf("READY=1 is not the last message: %q", msgs)
+	}
+}
+
+// An inventory deleted on the server: the update fails with a clear
+// re-provisioning error, exit 78, after one attempt.
+func TestDeletedInventoryNeedsReprovisioning(t *testing.T) {
+	rs := startRegServer(t, serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), 0)
+	m := newMachine(t, "52:54:00:00:41:01", rs.url())
+	res, err := m.run(nil)
+	must(t, err)
+	deleteInventory(t, rs, res)
+	_, err = m.run(nil)
+	if code := agent.ExitCode(err); code != agent.ExitConfig {
+		t.Fatalf("exit %d (%v), want 78", code, err)
+	}
+	if !strings.Contains(err.Error(), "re-provisioning needed") || !strings.Contains(err.Error(), "attempt 1 failed, not retrying") {
+		t.Errorf("error: %v", err)
+	}
+}
+
+func deleteInventory(t *testing.T, rs *regServer, _ *agent.Result) {
+	t.Helper()
+	var inv []struct{ Name string }
+	getJSON(t, rs.http.URL+"/admin/inventories", &inv)
+	if len(inv) == 0 {
+		t.Fatal("no inventory to delete")
+	}
+	req, _ := http.NewRequest(http.MethodDelete, rs.http.URL+"/admin/inventories/"+inv[0].Name, nil)
+	resp, err := http.DefaultClient.Do(req)
+	must(t, err)
+	resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		t.Fatalf("delete inventory: %s", resp.Status)
+	}
+}
+
+// The addresses the node applied reach the server's admin view with the
+// next update.
+func TestAppliedAddressesAreReportedBack(t *testing.T) {
+	rs := startRegServer(t, serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), 0)
+	m := newMachine(t, "52:54:00:00:42:01", rs.url())
+	for i := 0; i < 2; i++ {
+		if _, err := m.run(nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var inv []struct{ Annotations map[string]string }
+	getJSON(t, rs.http.URL+"/admin/inventories", &inv)
+	if len(inv) != 1 {
+		t.Fatalf("inventories: %+v", inv)
+	}
+	a := inv[0].Annotations
+	if a["elemental.cattle.io/network-config.addresses"] != "enp1s0=192.168.122.150/24" || a["elemental.cattle.io/network-config.state"] != "applied" {
+		t.Errorf("admin view annotations: %v", a)
+	}
+}
+
+type elementalCall struct {
+	Args  []string
+	Verb  string
+	Env   map[string]string
+	Hooks map[string]string
+}
+
+func useStubElemental(t *testing.T, root string) func() []elementalCall {
+	t.Helper()
+	log := filepath.Join(t.TempDir(), "elemental.jsonl")
+	t.Setenv("NODEREG_ELEMENTAL", testbin.Build(t, "./tests/stubs/elemental"))
+	t.Setenv("ELEMENTAL_STUB_LOG", log)
+	t.Setenv("ELEMENTAL_STUB_ROOT", root)
+	return func() []elementalCall {
+		b, err := os.ReadFile(log)
+		if os.IsNotExist(err) {
+			return nil
+		}
+		must(t, err)
+		var out []elementalCall
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var c elementalCall
+			must(t, json.Unmarshal([]byte(line), &c))
+			out = append(out, c)
+		}
+		return out
+	}
+}
+
+// hookFiles decodes a finalize hook into OEM path -> content.
+func hookFiles(t *testing.T, hook, stage string) map[string]string {
+	t.Helper()
+	var cfg struct {
+		Name   string
+		Stages map[string][]struct {
+			Files []struct {
+				Path        string
+				Content     string
+				Permissions int
+			}
+		}
+	}
+	must(t, yaml.Unmarshal([]byte(hook), &cfg))
+	if cfg.Name != "Elemental Finalize System" {
+		t.Errorf("hook name %q", cfg.Name)
+	}
+	out := map[string]string{}
+	for _, st := range cfg.Stages[stage] {
+		for _, f := range st.Files {
+			if f.Permissions != 0o600 {
+				t.Errorf("%s: permissions %o", f.Path, f.Permissions)
+			}
+			out[f.Path] = f.Content
+		}
+	}
+	return out
+}
+
+// Reset from recovery: the inventory was deleted, another machine took the
+// freed address, `agent --reset` registers as new, gets what regserver now
+// assigns, and the before-reset hook carries applicator, config and state.
+func TestResetRegistersAsNewAndHandsOverThroughTheHook(t *testing.T) {
+	rs := startRegServer(t, serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), 0)
+	a := newMachine(t, "52:54:00:00:43:01", rs.url())
+	res, err := a.run(nil)
+	if got := address(t, res, err); got != "192.168.122.150" {
+		t.Fatalf("first address %s", got)
+	}
+	deleteInventory(t, rs, res)
+	b := newMachine(t, "52:54:00:00:43:02", rs.url())
+	res, err = b.run(nil)
+	if got := address(t, res, err); got != "192.168.122.150" {
+		t.Fatalf("freed address not reused: %s", got)
+	}
+	calls := useStubElemental(t, a.root)
+	res, err = a.run(func(o *agent.Options) { o.Mode = agent.ModeReset })
+	if got := address(t, res, err); got != "192.168.122.151" || res.Updated {
+		t.Fatalf("reset: %s updated=%v, want a new registration with 192.168.122.151", got, res.Updated)
+	}
+	cs := calls()
+	if len(cs) != 1 || cs[0].Verb != "reset" {
+		t.Fatalf("elemental calls: %+v", cs)
+	}
+	env := cs[0].Env
+	for k, want := range map[string]string{
+		"ELEMENTAL_CLOUD_INIT_PATHS": "/tmp/elemental/cloud-init", "ELEMENTAL_RESET_PERSISTENT": "true",
+		"ELEMENTAL_RESET_OEM": "true", "ELEMENTAL_REBOOT": "true", "ELEMENTAL_POWEROFF": "false",
+		"ELEMENTAL_RESET_DISABLE_BOOT_ENTRY": "false",
+	} {
+		if env[k] != want {
+			t.Errorf("%s=%q, want %q", k, env[k], want)
+		}
+	}
+	hook := cs[0].Hooks["/tmp/elemental/cloud-init/elemental-before-hook.yaml"]
+	files := hookFiles(t, hook, "before-reset")
+	if !strings.Contains(files["/oem/elemental-network.yaml"], "192.168.122.151/24") {
+		t.Errorf("hook applicator lacks the new address:\n%s", files["/oem/elemental-network.yaml"])
+	}
+	if !strings.Contains(files["/oem/elemental-registration.yaml"], rs.url()) {
+		t.Errorf("hook registration config:\n%s", files["/oem/elemental-registration.yaml"])
+	}
+	if st := files["/oem/elemental-state.yaml"]; !strings.Contains(st, "initialRegistration") || !strings.Contains(st, "nodereg-network-digest") {
+		t.Errorf("hook state:\n%s", st)
+	}
+	if _, ok := files["/oem/nodereg/network-manifest.json"]; !ok {
+		t.Errorf("hook lacks the manifest: %v", keys(files))
+	}
+	var claims = rs.claims()
+	owners := map[string]int{}
+	for _, c := range claims {
+		owners[c.Address]++
+	}
+	if owners["192.168.122.150"] != 1 || owners["192.168.122.151"] != 1 {
+		t.Errorf("server claims after reset: %+v", claims)
+	}
+}
+
+func keys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// elemental-register's own command line, from an existing image, works
+// unchanged: install without the toolkit writes the system agent's files.
+func TestUpstreamCommandLineInstallNoToolkit(t *testing.T) {
+	rs := startRegServer(t, serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), 0)
+	m := newMachine(t, "52:54:00:00:44:01", rs.url())
+	cfg := filepath.Join(m.root, "etc/elemental/config.yaml")
+	must(t, os.MkdirAll(filepath.Dir(cfg), 0o755))
+	must(t, os.WriteFile(cfg, []byte("elemental:\n  registration:\n    url: "+rs.url()+"\n    auth: mac\n"), 0o600))
+	bin := testbin.Build(t, "./cmd/agent")
+	link := filepath.Join(t.TempDir(), "elemental-register")
+	must(t, os.Symlink(bin, link))
+	cmd := exec.Command(link, "--debug", "--config-path", "/etc/elemental/config.yaml", "--state-path", "/etc/elemental/state.yaml", "--install", "--no-toolkit", "--root", m.root)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("upstream command line: %v\n%s", err, out)
+	}
+	for _, p := range []string{"etc/elemental/state.yaml", "var/lib/elemental/agent/elemental_connection.json", "etc/rancher/elemental/agent/envs", "etc/rancher/elemental/agent/config.yaml"} {
+		st, err := os.Stat(filepath.Join(m.root, p))
+		if err != nil {
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		if p != "etc/elemental/state.yaml" && st.Mode().Perm() != 0o600 {
+			t.Errorf("%s mode %v", p, st.Mode())
+		}
+	}
+	if strings.Contains(string(out), "level=debug") == false {
+		t.Error("--debug did not enable debug logging")
+	}
+}
+
+// --reset-network removes only what the agent wrote, and the next boot
+// applies the config again.
+func TestResetNetworkRemovesOnlyOwnFiles(t *testing.T) {
+	rs := startRegServer(t, serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), 0)
+	m := newMachine(t, "52:54:00:00:45:01", rs.url())
+	if _, err := m.run(nil); err != nil {
+		t.Fatal(err)
+	}
+	foreignKeyfile := filepath.Join(m.root, "etc/NetworkManager/system-connections/foreign.nmconnection")
+	foreignOEM := filepath.Join(m.root, "oem/90_custom.yaml")
+	must(t, os.MkdirAll(filepath.Dir(foreignKeyfile), 0o755))
+	must(t, os.WriteFile(foreignKeyfile, []byte("[connection]\nid=foreign\n"), 0o600))
+	must(t, os.WriteFile(foreignOEM, []byte("name: custom\n"), 0o644))
+	t.Setenv("NODEREG_NMCLI", "/bin/true")
+	if err := agent.ResetNetwork(t.Context(), m.options(nil)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(m.root, applicator)); !os.IsNotExist(err) {
+		t.Errorf("applicator still there: %v", err)
+	}
+	for _, p := range []string{foreignKeyfile, foreignOEM} {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("foreign file removed: %s", p)
+		}
+	}
+	res, err := m.run(nil)
+	if err != nil || !res.Applied {
+		t.Errorf("boot after reset-network: %+v %v, want the config applied again", res, err)
+	}
+}
+
+func TestResetDryRunPrintsHookAndCommand(t *testing.T) {
+	rs := startRegServer(t, serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), 0)
+	m := newMachine(t, "52:54:00:00:46:01", rs.url())
+	calls := useStubElemental(t, m.root)
+	before := treeHash(t, m.root)
+	var out strings.Builder
+	_, err := m.run(func(o *agent.Options) { o.Mode = agent.ModeReset; o.DryRun = true; o.Out = &out })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after := treeHash(t, m.root); after != before {
+		t.Error("reset dry run changed the root")
+	}
+	if len(calls()) != 0 {
+		t.Error("reset dry run ran elemental")
+	}
+	for _, want := range []string{"elemental-before-hook.yaml", "Elemental Finalize System", "ELEMENTAL_RESET_OEM=true", " reset"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("dry-run output lacks %q", want)
+		}
+	}
+}
