@@ -129,4 +129,3 @@ func parseQuantity(s string) (*big.Int, error) {
 	exp := map[string]uint{"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}[m[2]]
 	return n.Lsh(n, exp), nil
 }
-

@@ -53,11 +53,11 @@ type Options struct {
 	Debug            bool // passed on to the toolkit
 	DisableBootEntry bool
 	Root             string
-	ConfigPath string
-	StatePath  string
-	Overrides  Overrides
-	Labels     []string
-	LabelsFile string
+	ConfigPath       string
+	StatePath        string
+	Overrides        Overrides
+	Labels           []string
+	LabelsFile       string
 	// DryRun: the whole conversation and rendering, printed to Out;
 	// nothing written or applied.
 	DryRun bool

@@ -556,9 +556,9 @@ func TestExecRunner(t *testing.T) {
 }
 
 func TestToolsFromEnv(t *testing.T) {
-	env := map[string]string{EnvNmstatectl: "/opt/nmstatectl", EnvSystemctl: "/bin/sc"}
+	env := map[string]string{EnvNmstatectl: "/opt/nmstatectl", EnvSystemctl: "/bin/sc", EnvElemental: "/usr/bin/elemental-test"}
 	got := ToolsFromEnv(func(k string) string { return env[k] })
-	want := Tools{Nmstatectl: "/opt/nmstatectl", Nmcli: "nmcli", Nmc: "nmc", Systemctl: "/bin/sc"}
+	want := Tools{Nmstatectl: "/opt/nmstatectl", Nmcli: "nmcli", Nmc: "nmc", Systemctl: "/bin/sc", Elemental: "/usr/bin/elemental-test"}
 	if got != want {
 		t.Errorf("ToolsFromEnv = %+v, want %+v", got, want)
 	}

@@ -2,7 +2,6 @@ package protocol
 
 import (
 	"maps"
-	"os"
 	"strings"
 	"testing"
 )
@@ -12,9 +11,7 @@ import (
 // survive our own encoding: what we would hand to an upstream client decodes
 // to the same network config.
 func FuzzDecodeConfigReply(f *testing.F) {
-	if b, err := os.ReadFile("../../shared/vectors/upstream-msgconfig-network.yaml"); err == nil {
-		f.Add(b)
-	}
+	// testdata/fuzz holds the captured upstream payloads (shared/vectors).
 	f.Add([]byte("elemental: {registration: {url: http://x/}}\nconfigurator: nmstate\nipAddresses: {a: 10.0.0.1}\nconfig: {interfaces: {raw: [91, 93], object: null}}\nexplicitNetworkConfig: true\n"))
 	f.Add([]byte("config: {x: {raw: [300], object: null}}\n"))
 	f.Add([]byte("config: {x: {raw: null}}\n"))

@@ -19,8 +19,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/agent"
-	"github.com/nodereg/nodereg/systemd"
 	"github.com/nodereg/nodereg/protocol"
+	"github.com/nodereg/nodereg/systemd"
 )
 
 // version is set by the Makefile with -ldflags.
@@ -174,18 +174,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		Debug:            f.debug,
 		DisableBootEntry: f.disableBootEntry,
 		Notifier:         notifier,
-		Root:           f.root,
-		ConfigPath:     f.configPath,
-		StatePath:      f.statePath,
-		Overrides:      f.overrides(),
-		Labels:         f.labels,
-		LabelsFile:     f.labelsFile,
-		DryRun:         f.dryRun,
-		Deadline:       f.deadline,
-		NetworkTimeout: f.networkTimeout,
-		Version:        version,
-		Out:            stdout,
-		Log:            log,
+		Root:             f.root,
+		ConfigPath:       f.configPath,
+		StatePath:        f.statePath,
+		Overrides:        f.overrides(),
+		Labels:           f.labels,
+		LabelsFile:       f.labelsFile,
+		DryRun:           f.dryRun,
+		Deadline:         f.deadline,
+		NetworkTimeout:   f.networkTimeout,
+		Version:          version,
+		Out:              stdout,
+		Log:              log,
 	}
 	if f.resetNetwork {
 		err := agent.ResetNetwork(ctx, opts)
