@@ -3,8 +3,7 @@ package apply
 import (
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
+	"github.com/nodereg/nodereg/internal/vectors"
 	"reflect"
 	"strings"
 	"testing"
@@ -14,19 +13,11 @@ import (
 	"github.com/nodereg/nodereg/protocol"
 )
 
-const vectorsDir = "../../shared/vectors"
-
 // loadVector decodes the MsgConfig captured from a real elemental-operator
 // the way the agent does: one YAML document into the network shape.
 func loadVector(t testing.TB) *protocol.NetworkConfig {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(vectorsDir, "upstream-msgconfig-network.yaml"))
-	if os.IsNotExist(err) {
-		b, err = os.ReadFile("/work/shared/vectors/upstream-msgconfig-network.yaml")
-	}
-	if err != nil {
-		t.Fatalf("reading vector: %v", err)
-	}
+	b := vectors.Read(t, "upstream-msgconfig-network.yaml")
 	var nc protocol.NetworkConfig
 	if err := yaml.Unmarshal(b, &nc); err != nil {
 		t.Fatalf("decoding vector: %v", err)

@@ -3,7 +3,7 @@ package protocol
 import (
 	"bytes"
 	"encoding/hex"
-	"os"
+	"github.com/nodereg/nodereg/internal/vectors"
 	"reflect"
 	"strings"
 	"testing"
@@ -144,10 +144,7 @@ func TestRawEncodingRejectsBadBytes(t *testing.T) {
 }
 
 func TestDecodeUpstreamConfigReply(t *testing.T) {
-	b, err := os.ReadFile("../../shared/vectors/upstream-msgconfig-network.yaml")
-	if err != nil {
-		t.Skipf("shared vectors not found: %v", err)
-	}
+	b := vectors.Read(t, "upstream-msgconfig-network.yaml")
 	cfg := Config{Elemental: Elemental{Registration: Registration{NoToolkit: true, Labels: map[string]string{"rack": "r1"}}}}
 	r, err := DecodeConfigReply(b, &cfg)
 	if err != nil {

@@ -2,7 +2,7 @@ package inventory
 
 import (
 	"encoding/json"
-	"os"
+	"github.com/nodereg/nodereg/internal/vectors"
 	"reflect"
 	"testing"
 )
@@ -124,10 +124,7 @@ func keys(m map[string]any) []string {
 // parser must produce; check that parsing dmidecode text shaped like it gives
 // keys the vector has, with the trailing-colon quirk.
 func TestParseDmidecodeMatchesUpstreamVectorKeys(t *testing.T) {
-	raw, err := os.ReadFile("/work/shared/vectors/upstream-smbios.json")
-	if err != nil {
-		t.Skipf("shared vectors not present: %v", err)
-	}
+	raw := vectors.Read(t, "upstream-smbios.json")
 	var vec map[string]any
 	if err := json.Unmarshal(raw, &vec); err != nil {
 		t.Fatal(err)

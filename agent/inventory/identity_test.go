@@ -3,6 +3,7 @@ package inventory
 import (
 	"encoding/json"
 	"errors"
+	"github.com/nodereg/nodereg/internal/vectors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -77,10 +78,7 @@ BUG_REPORT_URL="https://bugs.debian.org/"
 `
 
 func TestAnnotationsMatchUpstreamVector(t *testing.T) {
-	raw, err := os.ReadFile("/work/shared/vectors/upstream-annotations.json")
-	if err != nil {
-		t.Skipf("shared vectors not present: %v", err)
-	}
+	raw := vectors.Read(t, "upstream-annotations.json")
 	root := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
 		t.Fatal(err)

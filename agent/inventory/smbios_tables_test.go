@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"encoding/json"
+	"github.com/nodereg/nodereg/internal/vectors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -79,10 +80,7 @@ func writeTables(t *testing.T, structs [][]byte) string {
 // Decoding the raw tables must give exactly what dmidecode gave upstream on
 // the same machine.
 func TestDMITablesMatchUpstreamDmidecode(t *testing.T) {
-	raw, err := os.ReadFile("/work/shared/vectors/upstream-smbios.json")
-	if err != nil {
-		t.Skipf("shared vectors not present: %v", err)
-	}
+	raw := vectors.Read(t, "upstream-smbios.json")
 	got, err := sysfsSMBIOS(writeTables(t, vectorMachineTable()))
 	if err != nil {
 		t.Fatal(err)
