@@ -44,3 +44,4 @@ clean: ## remove build output
 	rm -rf $(BIN)
 
 -include systemd/install.mk
+install: build

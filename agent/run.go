@@ -666,12 +666,15 @@ func printRendered(w io.Writer, nc *protocol.NetworkConfig, rd *apply.Rendered) 
 	}
 }
 
-// PrintRender renders nc offline and prints what a dry run would print.
-func PrintRender(w io.Writer, nc *protocol.NetworkConfig) error {
+// PrintRender renders nc offline and prints what a dry run would print:
+// the digested config, the keyfiles, the yip applicator and the commands.
+func PrintRender(ctx context.Context, w io.Writer, nc *protocol.NetworkConfig) error {
 	rd, err := apply.Render(nc)
 	if err != nil {
 		return err
 	}
-	printRendered(w, nc, rd)
-	return nil
+	r := newRun(Options{DryRun: true, Out: w})
+	r.network, r.rendered = nc, rd
+	r.state = &State{}
+	return r.render(ctx)
 }

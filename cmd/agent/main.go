@@ -234,7 +234,7 @@ func runRender(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "render: %s: %v\n", *file, err)
 		return agent.ExitConfig
 	}
-	if err := agent.PrintRender(stdout, &nc); err != nil {
+	if err := agent.PrintRender(context.Background(), stdout, &nc); err != nil {
 		fmt.Fprintf(stderr, "render: %v\n", err)
 		return agent.ExitConfig
 	}

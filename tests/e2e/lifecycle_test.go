@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -339,3 +340,40 @@ func TestResetDryRunPrintsHookAndCommand(t *testing.T) {
 		}
 	}
 }
+
+// Install from live media: the install device is chosen by the selector,
+// deterministically (first match by name), and the before-install hook
+// writes into the OEM partition mounted at /run/elemental/oem.
+func TestInstallPicksTheDiskDeterministically(t *testing.T) {
+	cfg := strings.Replace(serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate),
+		"    elemental:\n      registration:\n        auth: mac\n",
+		"    elemental:\n      registration:\n        auth: mac\n      install:\n        device-selector:\n        - {key: Size, operator: Gt, values: [10Gi]}\n        - {key: Name, operator: NotIn, values: [/dev/vdc]}\n        reboot: true\n", 1)
+	rs := startRegServer(t, cfg, 0)
+	m := newMachine(t, "52:54:00:00:47:01", rs.url())
+	for name, gib := range map[string]int{"sda": 5, "vdc": 40, "vdb": 20, "vda": 8, "loop0": 100} {
+		d := filepath.Join(m.root, "sys/block", name)
+		must(t, os.MkdirAll(d, 0o755))
+		must(t, os.WriteFile(filepath.Join(d, "size"), []byte(strconvItoa(gib<<21)+"\n"), 0o644))
+	}
+	calls := useStubElemental(t, m.root)
+	res, err := m.run(func(o *agent.Options) { o.Mode = agent.ModeInstall })
+	if got := address(t, res, err); got != "192.168.122.150" {
+		t.Fatalf("install: %s", got)
+	}
+	cs := calls()
+	if len(cs) != 1 || cs[0].Verb != "install" {
+		t.Fatalf("elemental calls %+v", cs)
+	}
+	if got := cs[0].Env["ELEMENTAL_INSTALL_TARGET"]; got != "/dev/vdb" {
+		t.Errorf("install target %q, want /dev/vdb (the only disk > 10Gi not excluded)", got)
+	}
+	if cs[0].Env["ELEMENTAL_REBOOT"] != "true" {
+		t.Errorf("ELEMENTAL_REBOOT=%q", cs[0].Env["ELEMENTAL_REBOOT"])
+	}
+	files := hookFiles(t, cs[0].Hooks["/tmp/elemental/cloud-init/elemental-before-hook.yaml"], "before-install")
+	if !strings.Contains(files["/run/elemental/oem/elemental-network.yaml"], "192.168.122.150/24") {
+		t.Errorf("before-install hook lacks the applicator: %v", keys(files))
+	}
+}
+
+func strconvItoa(n int) string { return fmt.Sprint(n) }
