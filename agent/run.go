@@ -192,7 +192,7 @@ func (r *run) close() {
 // phase runs one phase with its start and end lines and STATUS.
 func (r *run) phase(ctx context.Context, name string, fn func(context.Context) error) error {
 	log := r.log.WithField("phase", name)
-	log.Debug("[started]")
+	log.Info("[started]")
 	r.notify.Status(name, "started")
 	start := time.Now()
 	err := fn(ctx)

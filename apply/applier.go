@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nodereg/nodereg/internal/atomicfile"
 	"io"
 	"io/fs"
 	"os"
@@ -435,10 +436,10 @@ func (a *Applier) Persist(p *Plan) error {
 	if err := a.writeManifest(&union); err != nil {
 		return fmt.Errorf("persist network: %w", err)
 	}
-	if err := writeFileAtomic(a.host(files[len(files)-2].Path), p.Digested, 0o600); err != nil {
+	if err := atomicfile.Write(a.host(files[len(files)-2].Path), p.Digested, 0o600); err != nil {
 		return fmt.Errorf("persist network: digested config: %w", err)
 	}
-	if err := writeFileAtomic(a.host(p.paths.Applicator), p.Applicator, 0o600); err != nil {
+	if err := atomicfile.Write(a.host(p.paths.Applicator), p.Applicator, 0o600); err != nil {
 		return fmt.Errorf("persist network: yip applicator: %w", err)
 	}
 	if err := a.writeManifest(&m); err != nil {
@@ -453,7 +454,7 @@ func (a *Applier) writeManifest(m *Manifest) error {
 	if err != nil {
 		return fmt.Errorf("encoding network manifest: %w", err)
 	}
-	return writeFileAtomic(a.manifestPath(), append(b, '\n'), 0o600)
+	return atomicfile.Write(a.manifestPath(), append(b, '\n'), 0o600)
 }
 
 func mergeFiles(a, b []ManifestFile) []ManifestFile {
@@ -634,12 +635,12 @@ func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(con
 		return fmt.Errorf("apply network live (%s): %w", p.Configurator, err)
 	}
 	for i, t := range targets {
-		if err := writeFileAtomic(t, p.Keyfiles[i].Content, 0o600); err != nil {
+		if err := atomicfile.Write(t, p.Keyfiles[i].Content, 0o600); err != nil {
 			return back("installing keyfiles", err)
 		}
 	}
 	for _, s := range stale {
-		if err := removeFile(s); err != nil {
+		if err := atomicfile.Remove(s); err != nil {
 			return back("removing stale keyfiles", err)
 		}
 	}
@@ -704,7 +705,7 @@ func (a *Applier) ResetNetwork(ctx context.Context) error {
 	for _, r := range remove {
 		if !seen[r] {
 			seen[r] = true
-			errs = append(errs, removeFile(r))
+			errs = append(errs, atomicfile.Remove(r))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -3,22 +3,24 @@
 package atomicfile
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
 
-// TempPrefix starts every temp name: a dot file whose name does not end in
-// .yaml, so neither yip (which loads every *.yaml under /oem) nor a keyfile
-// loader picks up a half-written file.
-const TempPrefix = ".nodereg-tmp-"
+// TempPattern names temp files: hidden and ending in .tmp, so neither yip
+// (which loads every *.yaml and *.yml under /oem) nor NetworkManager (which
+// ignores hidden files) ever loads a half-written file.
+const TempPattern = ".nodereg-*.tmp"
 
 // Write replaces path with data and mode perm: temp file in the same
 // directory, fsync, rename, fsync of the directory. On error path is left as
 // it was and the temp file is removed.
 func Write(path string, data []byte, perm os.FileMode) (err error) {
 	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, TempPrefix+filepath.Base(path)+"-*")
+	f, err := os.CreateTemp(dir, TempPattern)
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
@@ -58,4 +60,19 @@ func SyncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// Remove removes path if it exists and makes the removal durable.
+func Remove(path string) error {
+	err := os.Remove(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("removing %s: %w", path, err)
+	}
+	if err := SyncDir(filepath.Dir(path)); err != nil {
+		return fmt.Errorf("removing %s: %w", path, err)
+	}
+	return nil
 }

@@ -45,7 +45,7 @@ func TestWriteFailureKeepsOld(t *testing.T) {
 	}
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
-		if len(e.Name()) > len(TempPrefix) && e.Name()[:len(TempPrefix)] == TempPrefix {
+		if ok, _ := filepath.Match(TempPattern, e.Name()); ok {
 			t.Errorf("temp file left: %s", e.Name())
 		}
 	}

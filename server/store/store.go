@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nodereg/nodereg/internal/atomicfile"
 	"io/fs"
 	"os"
 	"sync"
@@ -166,7 +167,7 @@ func (s *Store) persist() error {
 	}
 	data = append(data, '\n')
 	if s.path != "" {
-		if err := WriteFileAtomic(s.path, data, 0o600); err != nil {
+		if err := atomicfile.Write(s.path, data, 0o600); err != nil {
 			return fmt.Errorf("store %s: %w", s.path, err)
 		}
 	}
