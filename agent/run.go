@@ -329,7 +329,14 @@ func (r *run) awaitInventory(ctx context.Context) error {
 
 func (r *run) dialOptions() protocol.DialOptions {
 	reg := r.cfg.Elemental.Registration
-	return protocol.DialOptions{URL: reg.URL, CACert: reg.CACert, SessionDeadline: r.o.SessionDeadline}
+	// The upgrade gets no more time than a whole session: a server that
+	// accepts TCP and never answers must not hold the run for gorilla's
+	// default 45 s.
+	session := r.o.SessionDeadline
+	if session == 0 {
+		session = protocol.DefaultSessionDeadline
+	}
+	return protocol.DialOptions{URL: reg.URL, CACert: reg.CACert, SessionDeadline: session, HandshakeTimeout: session}
 }
 
 func (r *run) policy(deadline time.Duration, phase string) retry.Policy {
@@ -347,8 +354,19 @@ func (r *run) policy(deadline time.Duration, phase string) retry.Policy {
 	}
 }
 
+// bound cuts an attempt still running past the retry deadline after at most
+// one more session.
+func (r *run) bound(ctx context.Context, deadline time.Duration) (context.Context, context.CancelFunc) {
+	if deadline <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, deadline+r.dialOptions().SessionDeadline)
+}
+
 // register runs the registration conversation with retries.
 func (r *run) register(ctx context.Context) error {
+	ctx, cancel := r.bound(ctx, r.o.Deadline)
+	defer cancel()
 	return r.policy(r.o.Deadline, PhaseRegister).Do(ctx, "registration", func(ctx context.Context, attempt int) error {
 		reply, err := r.registerOnce(ctx)
 		if err != nil {
@@ -443,6 +461,8 @@ func (r *run) networkConfig(ctx context.Context) error {
 	}
 	first := r.reply.Network
 	defer func() { r.waiting = false }()
+	ctx, cancel := r.bound(ctx, r.o.NetworkTimeout)
+	defer cancel()
 	return r.policy(r.o.NetworkTimeout, PhaseNetwork).Do(ctx, "network config", func(ctx context.Context, attempt int) error {
 		nc := first
 		first = nil
@@ -613,8 +633,19 @@ func (r *run) applicatorPresent() bool {
 // of the registration URL is answered by every elemental-operator without
 // authentication (PROTOCOL.md 2.3).
 func (r *run) serverReachable(ctx context.Context) error {
+	// A server restarting at this very moment must not roll back a good
+	// network: ask a few times, well inside the checkpoint's timeout.
+	p := retry.Policy{Initial: time.Second, Max: 4 * time.Second, Deadline: reachabilityWindow, Clock: r.o.Clock}
+	return p.Do(ctx, "reachability check", func(ctx context.Context, _ int) error { return r.reachableOnce(ctx) })
+}
+
+// reachabilityWindow is how long the check after a live apply may take;
+// nmstate's checkpoint (60 s by default) rolls back on its own after that.
+const reachabilityWindow = 15 * time.Second
+
+func (r *run) reachableOnce(ctx context.Context) error {
 	reg := r.cfg.Elemental.Registration
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	client := &http.Client{}
 	if strings.HasPrefix(reg.URL, "https://") {

@@ -61,6 +61,11 @@ type Rendered struct {
 
 const keyfileSuffix = ".nmconnection"
 
+// MaxConnections bounds the interfaces or keyfiles of one network config:
+// far above any real node (a few NICs, bonds and VLANs), far below what
+// would make every boot write thousands of files.
+const MaxConnections = 1024
+
 var (
 	// placeholderRE finds {name} the way upstream writes them; names are what
 	// a Kubernetes map key allows.
@@ -90,6 +95,12 @@ func Render(nc *protocol.NetworkConfig) (*Rendered, error) {
 	}
 	if len(nc.Config) == 0 {
 		return nil, &FieldError{Path: "config", Reason: "empty for configurator " + conf}
+	}
+	if conf == protocol.ConfiguratorNmconnections && len(nc.Config) > MaxConnections {
+		return nil, &FieldError{Path: "config", Reason: fmt.Sprintf("%d keyfiles, more than the %d allowed", len(nc.Config), MaxConnections)}
+	}
+	if ifaces, ok := nc.Config["interfaces"].Value.([]any); ok && len(ifaces) > MaxConnections {
+		return nil, &FieldError{Path: "config.interfaces", Reason: fmt.Sprintf("%d interfaces, more than the %d allowed", len(ifaces), MaxConnections)}
 	}
 	r := &renderer{addrs: map[string]string{}}
 	for _, name := range sortedKeys(nc.IPAddresses) {

@@ -1,0 +1,265 @@
+// Package faults runs the agent against a server that breaks the
+// registration conversation at every step, in every way a network or a
+// broken server can, and checks the machine is never left half-configured.
+package faults
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nodereg/nodereg/agent"
+	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/tests/internal/node"
+	"github.com/nodereg/nodereg/tests/internal/testbin"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Cleanup()
+	os.Exit(code)
+}
+
+// A state file from an earlier, unfinished run: it must come out of a
+// failed run byte for byte.
+const oldState = "emulatedTPMSeed: 5\nnodereg-last-phase: register\n"
+
+// expectedStep is what the agent's error must name for a fault at step.
+// A fault right after MsgGet reaches the client while it reads the config.
+var expectedStep = map[string]string{
+	stepUpgrade: "dial", stepAuth: "auth", stepVersion: "version", stepSmbios: "smbios",
+	stepSystemData: "system-data", stepAnnotations: "annotations", stepLabels: "labels",
+	stepGet: "config", stepConfig: "config", stepNetwork: "network-config",
+}
+
+type faultCase struct {
+	step  string
+	fault fault
+	once  bool
+	// previous: the machine registered and applied a config in an earlier
+	// run; the faulted run must leave all of it byte for byte.
+	previous bool
+}
+
+func (c faultCase) name() string {
+	mode := "always"
+	if c.once {
+		mode = "once"
+	}
+	if c.previous {
+		mode += "-after-good-run"
+	}
+	return c.step + "/" + string(c.fault) + "/" + mode
+}
+
+// terminal: a config no retry can fix (an unknown configurator) ends the
+// run at once with EX_CONFIG, even if the next answer would be fine.
+func (c faultCase) terminal() bool { return c.step == stepConfig && c.fault == faultUnknown }
+
+type outcome struct {
+	faultCase
+	err     error
+	res     *agent.Result
+	hits    int
+	before  map[string][]byte
+	after   map[string][]byte
+	elapsed time.Duration
+}
+
+func runCase(t *testing.T, c faultCase) outcome {
+	fs := newFaultServer(c.step, c.fault, c.once)
+	hs := httptest.NewServer(fs)
+	defer hs.Close()
+	defer fs.close()
+	m := node.New(t, "52:54:00:00:00:01", hs.URL+"/elemental/registration/faults", "    labels: {rack: r1}\n")
+	m.WriteState(t, oldState)
+	run := func() (*agent.Result, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+		defer cancel()
+		var log node.Log
+		return agent.Run(ctx, agent.Options{
+			Root:            m.Root,
+			Deadline:        2500 * time.Millisecond,
+			NetworkTimeout:  2500 * time.Millisecond,
+			SessionDeadline: 600 * time.Millisecond,
+			Version:         "faults",
+			Out:             &log,
+			Log:             log.Entry(),
+			Runner:          m.Runner(),
+		})
+	}
+	if c.previous {
+		fs.arm(false)
+		if _, err := run(); err != nil {
+			t.Errorf("%s: the good run before the fault failed: %v", c.name(), err)
+		}
+		fs.arm(true)
+	}
+	o := outcome{faultCase: c, before: node.Files(t, m.Root)}
+	start := time.Now()
+	o.res, o.err = run()
+	o.elapsed = time.Since(start)
+	o.hits = fs.Hits()
+	o.after = node.Files(t, m.Root)
+	return o
+}
+
+// TestFaultInjection: 10 steps x 5 faults x (once on a new machine, always
+// on a new machine, always after a good run) = 150 cases.
+func TestFaultInjection(t *testing.T) {
+	stub := testbin.Build(t, "./tests/stubs/nmstatectl")
+	// Set once for the whole process before any run starts: the agent
+	// looks its tools up in the environment.
+	if err := os.Setenv(apply.EnvNmstatectl, stub); err != nil {
+		t.Fatal(err)
+	}
+	var cases []faultCase
+	for _, s := range allSteps {
+		for _, f := range allFaults {
+			cases = append(cases, faultCase{s, f, true, false}, faultCase{s, f, false, false}, faultCase{s, f, false, true})
+		}
+	}
+	if testing.Short() {
+		cases = cases[:20]
+	}
+	results := make([]outcome, len(cases))
+	// The runs mostly wait on deadlines: many at once keep the suite short
+	// on two cores.
+	sem := make(chan struct{}, 12)
+	var wg sync.WaitGroup
+	for i, c := range cases {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			results[i] = runCase(t, c)
+		}()
+	}
+	wg.Wait()
+
+	tally := map[string]int{}
+	var table strings.Builder
+	fmt.Fprintf(&table, "%-50s %-9s %-5s %4s %8s  %s\n", "case", "outcome", "exit", "hits", "elapsed", "error")
+	for _, o := range results {
+		outcomeName := "completed"
+		if o.err != nil {
+			outcomeName = "failed"
+		}
+		tally[outcomeName]++
+		msg := ""
+		if o.err != nil {
+			msg = o.err.Error()
+			if len(msg) > 160 {
+				msg = msg[:160] + "…"
+			}
+		}
+		fmt.Fprintf(&table, "%-50s %-9s %-5d %4d %8s  %s\n", o.name(), outcomeName, agent.ExitCode(o.err), o.hits, o.elapsed.Round(10*time.Millisecond), msg)
+		t.Run(o.name(), func(t *testing.T) { check(t, o) })
+	}
+	t.Logf("fault cases:\n%s", table.String())
+	var keys []string
+	for k := range tally {
+		keys = append(keys, fmt.Sprintf("%s=%d", k, tally[k]))
+	}
+	sort.Strings(keys)
+	t.Logf("SUMMARY: %d fault cases: %s", len(results), strings.Join(keys, " "))
+}
+
+func check(t *testing.T, o outcome) {
+	if o.hits == 0 {
+		t.Fatalf("the fault at %s never fired: the case tests nothing", o.step)
+	}
+	if l := node.Leftovers(o.after); len(l) > 0 {
+		t.Errorf("half-written files left behind: %v", l)
+	}
+	statePath := filepath.FromSlash(node.StatePath)
+	switch {
+	case o.once && !o.terminal():
+		if o.err != nil {
+			t.Fatalf("a transient fault was not retried to success: %v", o.err)
+		}
+		if got := o.res.Addresses["inventory-ip"]; got != "192.168.122.150" {
+			t.Errorf("result addresses %v, want inventory-ip 192.168.122.150", o.res.Addresses)
+		}
+		checkNewState(t, o.after[statePath])
+		checkApplicator(t, o)
+	default:
+		if o.err == nil {
+			t.Fatalf("run succeeded although the server broke every attempt at %s", o.step)
+		}
+		want := expectedStep[o.step]
+		if !strings.Contains(o.err.Error(), want+":") {
+			t.Errorf("error does not name the step %q: %v", want, o.err)
+		}
+		wantExit := agent.ExitTempFail
+		if o.terminal() {
+			wantExit = agent.ExitConfig
+		}
+		if got := agent.ExitCode(o.err); got != wantExit {
+			t.Errorf("exit code %d, want %d (%v)", got, wantExit, o.err)
+		}
+		for _, p := range node.Changed(o.before, o.after) {
+			if p != statePath {
+				t.Errorf("failed run changed %s", p)
+			}
+		}
+		if b, ok := o.after[statePath]; ok && !bytes.Equal(b, o.before[statePath]) {
+			// Allowed only as a complete new version.
+			checkNewState(t, b)
+		}
+	}
+}
+
+// checkNewState: the state file is a complete, valid new version.
+func checkNewState(t *testing.T, b []byte) {
+	t.Helper()
+	if b == nil {
+		t.Fatal("no state file after the run")
+	}
+	dir := t.TempDir()
+	p := filepath.Join(dir, "state.yaml")
+	node.Must(t, os.WriteFile(p, b, 0o600))
+	st, note, err := agent.LoadState(p)
+	if err != nil || strings.Contains(note, "corrupt") {
+		t.Fatalf("state file is not a valid version: %v %s\n%s", err, note, b)
+	}
+	if !st.Registered() {
+		t.Errorf("state after a successful run does not record the registration:\n%s", b)
+	}
+}
+
+// checkApplicator: what the run wrote besides the state is complete: every
+// changed file is non-empty and every YAML file parses.
+func checkApplicator(t *testing.T, o outcome) {
+	t.Helper()
+	var wrote []string
+	for _, p := range node.Changed(o.before, o.after) {
+		b, ok := o.after[p]
+		if !ok {
+			t.Errorf("run removed %s", p)
+			continue
+		}
+		wrote = append(wrote, p)
+		if len(b) == 0 {
+			t.Errorf("%s is empty", p)
+		}
+		if strings.HasSuffix(p, ".yaml") {
+			var v any
+			if err := yamlUnmarshal(b, &v); err != nil {
+				t.Errorf("%s is not YAML: %v", p, err)
+			}
+		}
+	}
+	if len(wrote) < 2 {
+		t.Errorf("a successful run wrote only %v: no applicator", wrote)
+	}
+}

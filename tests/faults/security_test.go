@@ -1,0 +1,281 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodereg/nodereg/agent"
+	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/protocol"
+	"github.com/nodereg/nodereg/tests/internal/node"
+	"github.com/nodereg/nodereg/tests/internal/testbin"
+)
+
+// Secret values the server hands out under elemental.system-agent: none of
+// them may reach a log line.
+const (
+	secretToken = "SECRET-TOKEN-7f3a9c"
+	secretName  = "SECRET-NAME-b41e"
+	secretURL   = "https://SECRET-URL-c0ffee.invalid/k8s"
+)
+
+func regserverConfig(dir string) string {
+	cfg := `registrations:
+- name: sec
+  token: sec-token
+  machineName: m-${System Information/UUID}
+  config:
+    elemental:
+      registration:
+        auth: mac
+      system-agent:
+        url: ` + secretURL + `
+        token: ` + secretToken + `
+        secret-name: ` + secretName + `
+        secret-namespace: fleet-default
+  network:
+    configurator: nmstate
+    ipAddresses:
+      inventory-ip: pool-a
+    config:
+      interfaces:
+      - name: enp1s0
+        type: ethernet
+        state: up
+        ipv4: {enabled: true, dhcp: false, address: [{ip: "{inventory-ip}", prefix-length: 24}]}
+pools:
+- name: pool-a
+  addresses: [192.168.122.150-192.168.122.160]
+  prefix: 24
+  gateway: 192.168.122.1
+`
+	p := filepath.Join(dir, "regserver.yaml")
+	_ = os.WriteFile(p, []byte(cfg), 0o600)
+	return p
+}
+
+// pki is a CA and a server certificate for 127.0.0.1 signed by it.
+type pki struct {
+	caPEM, certPEM, keyPEM []byte
+}
+
+func newPKI(t *testing.T, cn string) pki {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	node.Must(t, err)
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn + " CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	node.Must(t, err)
+	ca, err := x509.ParseCertificate(caDER)
+	node.Must(t, err)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	node.Must(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "regserver"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	node.Must(t, err)
+	kder, err := x509.MarshalECPrivateKey(key)
+	node.Must(t, err)
+	return pki{
+		caPEM:   pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}),
+	}
+}
+
+func useStub(t *testing.T) {
+	t.Helper()
+	node.Must(t, os.Setenv(apply.EnvNmstatectl, testbin.Build(t, "./tests/stubs/nmstatectl")))
+}
+
+// startTLSRegserver runs bin/regserver with --tls-cert/--tls-key.
+func startTLSRegserver(t *testing.T, p pki) *node.Regserver {
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	node.Must(t, os.WriteFile(cert, p.certPEM, 0o600))
+	node.Must(t, os.WriteFile(key, p.keyPEM, 0o600))
+	bin := testbin.Build(t, "./cmd/regserver")
+	return node.StartRegserver(t, nil, bin, "--config", regserverConfig(dir), "--listen", "127.0.0.1:0",
+		"--no-tpm", "--network-wait", "0", "--tls-cert", cert, "--tls-key", key, "--ca-cert", cert)
+}
+
+func runAgent(t *testing.T, m *node.Machine, log *node.Log) (*agent.Result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return agent.Run(ctx, agent.Options{
+		Root: m.Root, Deadline: 3 * time.Second, NetworkTimeout: 5 * time.Second, SessionDeadline: 2 * time.Second,
+		Version: "tls", Out: log, Log: log.Entry(), Runner: m.Runner(),
+	})
+}
+
+func TestTLS(t *testing.T) {
+	useStub(t)
+	good := newPKI(t, "good")
+	rs := startTLSRegserver(t, good)
+	url := rs.URL("sec-token")
+	if !strings.HasPrefix(url, "https://") {
+		t.Fatalf("regserver with --tls-cert serves %s", url)
+	}
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	node.Must(t, os.WriteFile(caFile, good.caPEM, 0o644))
+	indent := "      " + strings.ReplaceAll(strings.TrimSpace(string(good.caPEM)), "\n", "\n      ")
+
+	t.Run("ca-file", func(t *testing.T) {
+		var log node.Log
+		m := node.New(t, "52:54:00:00:01:01", url, "    ca-cert: "+caFile+"\n")
+		res, err := runAgent(t, m, &log)
+		if err != nil {
+			t.Fatalf("https registration with the CA as a file: %v\n%s", err, log.String())
+		}
+		if res.Addresses["inventory-ip"] == "" {
+			t.Errorf("no address over https: %+v", res)
+		}
+		if strings.Contains(log.String(), "plain http") {
+			t.Errorf("https run warned about plain http")
+		}
+	})
+	t.Run("ca-inline-pem", func(t *testing.T) {
+		var log node.Log
+		m := node.New(t, "52:54:00:00:01:02", url, "    ca-cert: |\n"+indent+"\n")
+		res, err := runAgent(t, m, &log)
+		if err != nil {
+			t.Fatalf("https registration with the CA inline: %v\n%s", err, log.String())
+		}
+		if res.Addresses["inventory-ip"] == "" {
+			t.Errorf("no address over https: %+v", res)
+		}
+	})
+	t.Run("other-ca", func(t *testing.T) {
+		other := newPKI(t, "other")
+		f := filepath.Join(t.TempDir(), "other.pem")
+		node.Must(t, os.WriteFile(f, other.caPEM, 0o644))
+		var log node.Log
+		m := node.New(t, "52:54:00:00:01:03", url, "    ca-cert: "+f+"\n")
+		before := node.Files(t, m.Root)
+		_, err := runAgent(t, m, &log)
+		if err == nil {
+			t.Fatal("registration succeeded with a server certificate from another CA")
+		}
+		if code := agent.ExitCode(err); code != agent.ExitTempFail {
+			t.Errorf("exit %d, want %d", code, agent.ExitTempFail)
+		}
+		t.Logf("other CA: %v", err)
+		if !strings.Contains(err.Error(), "certificate") || !strings.Contains(err.Error(), "dial") {
+			t.Errorf("error does not say certificate at dial: %v", err)
+		}
+		if ch := node.Changed(before, node.Files(t, m.Root)); len(ch) > 0 {
+			t.Errorf("failed run changed %v", ch)
+		}
+	})
+	t.Run("no-system-pool", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		auth := protocol.Plain{AuthKind: "mac", ID: "52:54:00:00:01:04"}
+		cc, err := protocol.Dial(ctx, protocol.DialOptions{URL: url, CACert: string(good.caPEM), NoSystemPool: true}, auth)
+		if err != nil {
+			t.Fatalf("dial with only the given CA: %v", err)
+		}
+		cc.Close()
+		other := newPKI(t, "other")
+		_, err = protocol.Dial(ctx, protocol.DialOptions{URL: url, CACert: string(other.caPEM), NoSystemPool: true}, auth)
+		if err == nil || !strings.Contains(err.Error(), "certificate") {
+			t.Errorf("dial trusting only another CA: %v", err)
+		}
+		_, err = protocol.Dial(ctx, protocol.DialOptions{URL: url, NoSystemPool: true}, auth)
+		if err == nil || !strings.Contains(err.Error(), "ca-cert") {
+			t.Errorf("dial with no CA and no system pool: %v", err)
+		}
+		// The system pool alone does not know our CA.
+		_, err = protocol.Dial(ctx, protocol.DialOptions{URL: url}, auth)
+		if err == nil || !strings.Contains(err.Error(), "certificate") {
+			t.Errorf("dial trusting only the system pool: %v", err)
+		}
+	})
+}
+
+func TestPlainHTTPWarns(t *testing.T) {
+	useStub(t)
+	dir := t.TempDir()
+	rs := node.StartRegserver(t, nil, testbin.Build(t, "./cmd/regserver"), "--config", regserverConfig(dir),
+		"--listen", "127.0.0.1:0", "--no-tpm", "--network-wait", "0")
+	var log node.Log
+	m := node.New(t, "52:54:00:00:02:01", rs.URL("sec-token"), "")
+	if _, err := runAgent(t, m, &log); err != nil {
+		t.Fatalf("plain http registration: %v\n%s", err, log.String())
+	}
+	var warn string
+	for _, l := range strings.Split(log.String(), "\n") {
+		if strings.Contains(l, "level=warning") && strings.Contains(l, "plain http") {
+			warn = l
+		}
+	}
+	if warn == "" {
+		t.Fatalf("no warning about plain http in the log:\n%s", log.String())
+	}
+	t.Logf("warning: %s", warn)
+}
+
+// TestSecretsNotLogged runs bin/agent --debug (the real binary, its real
+// logger) against a regserver whose config carries a system-agent token,
+// and greps everything the agent printed.
+func TestSecretsNotLogged(t *testing.T) {
+	stub := testbin.Build(t, "./tests/stubs/nmstatectl")
+	agentBin := testbin.Build(t, "./cmd/agent")
+	dir := t.TempDir()
+	rs := node.StartRegserver(t, nil, testbin.Build(t, "./cmd/regserver"), "--config", regserverConfig(dir),
+		"--listen", "127.0.0.1:0", "--no-tpm", "--network-wait", "0", "--debug")
+	m := node.New(t, "52:54:00:00:03:01", rs.URL("sec-token"), "")
+	for _, args := range [][]string{
+		{"--debug"},              // first registration
+		{"--debug"},              // update, config unchanged
+		{"--debug", "--dry-run"}, // prints the config it would apply
+	} {
+		cmd := exec.Command(agentBin, append([]string{"--root", m.Root, "--deadline", "10s", "--network-timeout", "10s"}, args...)...)
+		cmd.Env = append(os.Environ(), apply.EnvNmstatectl+"="+stub,
+			"NMSTATECTL_STUB_STATE="+filepath.Join(m.StubDir, "checkpoint"), "NMSTATECTL_STUB_LOG="+filepath.Join(m.StubDir, "calls.jsonl"))
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		text := out.String()
+		if err != nil {
+			t.Fatalf("agent %v: %v\n%s", args, err, text)
+		}
+		if !strings.Contains(text, "level=debug") {
+			t.Fatalf("agent %v logged nothing at debug level:\n%s", args, text)
+		}
+		for _, s := range []string{secretToken, secretName, "SECRET-URL"} {
+			if strings.Contains(text, s) {
+				t.Errorf("agent %v output contains %s:\n%s", args, s, text)
+			}
+		}
+		t.Logf("agent %v: %d bytes of output, %d lines, no secret", args, len(text), strings.Count(text, "\n"))
+	}
+	// The reference server runs with --debug too: its log must not show
+	// the token it hands out either.
+	if s := rs.Stderr.String(); strings.Contains(s, secretToken) {
+		t.Errorf("regserver --debug logged the system-agent token:\n%s", s)
+	}
+}

@@ -1,0 +1,245 @@
+// Package load puts the reference server under many registrations at once
+// and kills it in the middle of its address allocations.
+package load
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nodereg/nodereg/protocol"
+	"github.com/nodereg/nodereg/server"
+	"github.com/nodereg/nodereg/server/regconfig"
+	"github.com/nodereg/nodereg/server/store"
+	"github.com/nodereg/nodereg/tests/internal/node"
+	"github.com/nodereg/nodereg/tests/internal/testbin"
+)
+
+func TestMain(m *testing.M) {
+	raiseFDLimit()
+	code := m.Run()
+	testbin.Cleanup()
+	os.Exit(code)
+}
+
+// raiseFDLimit lifts the soft limit to the hard one: 1,000 clients and
+// their server ends need 2,000 descriptors in one process.
+func raiseFDLimit() {
+	var l syscall.Rlimit
+	if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l) == nil && l.Cur < l.Max {
+		l.Cur = l.Max
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+	}
+}
+
+// Pool data only: these addresses are never configured anywhere.
+const serverConfig = `registrations:
+- name: load
+  token: load-token
+  config:
+    elemental:
+      registration:
+        auth: mac
+  network:
+    configurator: nmstate
+    ipAddresses:
+      inventory-ip: pool-a
+    config:
+      interfaces:
+      - name: enp1s0
+        type: ethernet
+        state: up
+        ipv4: {enabled: true, dhcp: false, address: [{ip: "{inventory-ip}", prefix-length: 16}]}
+pools:
+- name: pool-a
+  addresses: [10.213.0.10-10.213.15.250]
+  prefix: 16
+  gateway: 10.213.0.1
+`
+
+func startServer(tb testing.TB, storePath string) *httptest.Server {
+	tb.Helper()
+	cfg, err := regconfig.Parse([]byte(serverConfig))
+	node.Must(tb, err)
+	st, err := store.Open(storePath)
+	node.Must(tb, err)
+	srv, err := server.New(server.Options{Config: cfg, Store: st, SessionDeadline: time.Minute})
+	node.Must(tb, err)
+	hs := httptest.NewServer(srv)
+	tb.Cleanup(hs.Close)
+	return hs
+}
+
+func mac(i int) string {
+	return fmt.Sprintf("52:54:%02x:%02x:%02x:%02x", (i>>24)&0xff, (i>>16)&0xff, (i>>8)&0xff, i&0xff)
+}
+
+// register is one agent's conversation: dial, PLAIN auth, version, the
+// payloads, MsgGet; it returns the address the config carries.
+func register(ctx context.Context, url, id string, deadline time.Duration) (string, error) {
+	cc, err := protocol.Dial(ctx, protocol.DialOptions{URL: url, SessionDeadline: deadline, HandshakeTimeout: deadline}, protocol.Plain{AuthKind: "mac", ID: id})
+	if err != nil {
+		return "", err
+	}
+	defer cc.Close()
+	var cfg protocol.Config
+	reply, err := cc.Register(ctx, &protocol.Payloads{
+		SMBIOS:       map[string]any{"System Information": map[string]any{"UUID": id}},
+		SystemDataV2: map[string]any{},
+		Annotations:  map[string]string{"auth": "mac"},
+	}, &cfg)
+	if err != nil {
+		return "", err
+	}
+	if reply.Network == nil || reply.Network.IPAddresses["inventory-ip"] == "" {
+		return "", fmt.Errorf("config of %s carries no address: %+v", id, reply.Network)
+	}
+	return reply.Network.IPAddresses["inventory-ip"], nil
+}
+
+type result struct {
+	id      string
+	addr    string
+	err     error
+	latency time.Duration
+}
+
+// herd registers n machines at once (all dial together) and returns each
+// one's outcome.
+func herd(ctx context.Context, url string, first, n int, deadline time.Duration) []result {
+	out := make([]result, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := mac(first + i)
+			<-start
+			t0 := time.Now()
+			addr, err := register(ctx, url, id, deadline)
+			out[i] = result{id: id, addr: addr, err: err, latency: time.Since(t0)}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return out
+}
+
+// Test1000Agents: 1,000 agents register at the same moment against one
+// file-backed reference server: no error, 1,000 distinct addresses, and
+// the store agrees with what every agent was told.
+func Test1000Agents(t *testing.T) {
+	n := 1000
+	if testing.Short() {
+		n = 200
+	}
+	storePath := filepath.Join(t.TempDir(), "store.json")
+	hs := startServer(t, storePath)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	res := herd(ctx, hs.URL+"/elemental/registration/load-token", 0, n, 2*time.Minute)
+	byAddr := map[string]string{}
+	errs := 0
+	for _, r := range res {
+		if r.err != nil {
+			errs++
+			if errs <= 5 {
+				t.Errorf("%s: %v", r.id, r.err)
+			}
+			continue
+		}
+		if other, dup := byAddr[r.addr]; dup {
+			t.Errorf("address %s given to %s and %s", r.addr, other, r.id)
+		}
+		byAddr[r.addr] = r.id
+	}
+	t.Logf("%d agents: %d errors, %d distinct addresses", n, errs, len(byAddr))
+	if errs != 0 || len(byAddr) != n {
+		t.Fatalf("want 0 errors and %d distinct addresses, got %d errors and %d", n, errs, len(byAddr))
+	}
+	claims := adminClaims(t, hs.URL)
+	checkClaims(t, claims, res)
+	if len(claims) != n {
+		t.Errorf("store holds %d claims for %d machines", len(claims), n)
+	}
+}
+
+func adminClaims(tb testing.TB, base string) []store.Claim {
+	tb.Helper()
+	resp, err := http.Get(base + "/admin/claims")
+	node.Must(tb, err)
+	defer resp.Body.Close()
+	var out []store.Claim
+	node.Must(tb, json.NewDecoder(resp.Body).Decode(&out))
+	return out
+}
+
+// checkClaims: no address held twice, and every address an agent got
+// (the server acknowledged the claim) is held by that machine's claim.
+func checkClaims(tb testing.TB, claims []store.Claim, acked []result) {
+	tb.Helper()
+	holder := map[string]string{}
+	byMachine := map[string]string{}
+	for _, c := range claims {
+		if c.Address == "" {
+			continue
+		}
+		if h, dup := holder[c.Address]; dup {
+			tb.Errorf("address %s held by two claims: %s and %s", c.Address, h, c.Name)
+		}
+		holder[c.Address] = c.Name
+		byMachine[c.Inventory] = c.Address
+	}
+	lost := 0
+	for _, r := range acked {
+		if r.err != nil {
+			continue
+		}
+		if got := byMachine[protocol.PlainHash(r.id)]; got != r.addr {
+			lost++
+			if lost <= 5 {
+				tb.Errorf("%s was told %s, the store says %q", r.id, r.addr, got)
+			}
+		}
+	}
+	if lost > 0 {
+		tb.Errorf("%d acknowledged claims lost", lost)
+	}
+}
+
+// BenchmarkRegister1000 registers 1,000 agents at once per iteration on a
+// fresh server and reports the latency percentiles of one registration.
+func BenchmarkRegister1000(b *testing.B) {
+	var all []time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		hs := startServer(b, filepath.Join(b.TempDir(), "store.json"))
+		b.StartTimer()
+		res := herd(context.Background(), hs.URL+"/elemental/registration/load-token", 0, 1000, 2*time.Minute)
+		for _, r := range res {
+			if r.err != nil {
+				b.Fatalf("%s: %v", r.id, r.err)
+			}
+			all = append(all, r.latency)
+		}
+		b.StopTimer()
+		hs.Close()
+		b.StartTimer()
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	p := func(q float64) time.Duration { return all[int(q*float64(len(all)-1))] }
+	b.ReportMetric(float64(p(0.50).Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(p(0.99).Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(p(1).Microseconds())/1000, "max-ms")
+	b.Logf("1000 concurrent registrations x %d: p50 %v p99 %v max %v", b.N, p(0.50), p(0.99), p(1))
+}
