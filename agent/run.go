@@ -75,6 +75,12 @@ type Options struct {
 	Runner          apply.Runner
 }
 
+// phase is one step of a run, named in logs and in the systemd STATUS.
+type phase struct {
+	name string
+	fn   func(context.Context) error
+}
+
 type run struct {
 	o        Options
 	log      *logrus.Entry
@@ -118,10 +124,11 @@ type Result struct {
 func Run(ctx context.Context, o Options) (*Result, error) {
 	r := newRun(o)
 	defer r.close()
-	phases := []struct {
-		name string
-		fn   func(context.Context) error
-	}{
+	last := phase{PhasePersist, r.persist}
+	if o.Mode != ModeBoot {
+		last = phase{PhaseHandOver, r.handOver}
+	}
+	phases := []phase{
 		{PhaseConfig, r.loadConfig},
 		{PhaseState, r.loadState},
 		{PhaseIdentity, r.identity},
@@ -129,22 +136,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		{PhaseRegister, r.register},
 		{PhaseNetwork, r.networkConfig},
 		{PhaseRender, r.render},
+		last,
+		{PhaseFinish, r.finish},
 	}
-	if o.Mode == ModeBoot {
-		phases = append(phases, struct {
-			name string
-			fn   func(context.Context) error
-		}{PhasePersist, r.persist})
-	} else {
-		phases = append(phases, struct {
-			name string
-			fn   func(context.Context) error
-		}{PhaseHandOver, r.handOver})
-	}
-	phases = append(phases, struct {
-		name string
-		fn   func(context.Context) error
-	}{PhaseFinish, r.finish})
 	for _, p := range phases {
 		if err := r.phase(ctx, p.name, p.fn); err != nil {
 			return &r.result, err
