@@ -9,7 +9,7 @@ LDFLAGS   := -s -w -X main.version=$(VERSION)
 STATIC    := CGO_ENABLED=0
 GOTEST    ?= $(GO) test -count=1
 
-.PHONY: help build build-emulated test test-unit test-emulated test-fuzz demo bench lint clean
+.PHONY: help build build-emulated test test-unit test-emulated test-fuzz test-boot demo bench lint clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -21,13 +21,17 @@ build: ## build bin/agent and bin/regserver (static, no cgo)
 build-emulated: ## build bin/agent-emulated with the in-process emulated TPM (cgo, OpenSSL; slow first time)
 	CGO_ENABLED=1 $(GO) build -trimpath -tags emulatedtpm -ldflags '$(LDFLAGS)' -o $(BIN)/agent-emulated ./cmd/agent
 
-test: lint test-unit test-emulated test-fuzz ## run every test (the README's test command)
+test: lint test-unit test-emulated test-fuzz test-boot ## run every test (the README's test command)
 
 test-unit: ## go test ./... (default build)
 	$(GOTEST) -timeout 20m ./...
 
 test-emulated: ## tests that need the emulated TPM (build tag emulatedtpm, cgo)
 	CGO_ENABLED=1 $(GOTEST) -timeout 20m -tags emulatedtpm ./tpm/... ./server/... ./agent/... ./tests/...
+
+test-boot: ## boot simulation: real NetworkManager, yip and agent in namespaces (root; docs/boot-simulation.md)
+	@mkdir -p $(BIN); rc=0; $(GOTEST) -tags bootsim -timeout 15m -v ./tests/boot/ >$(BIN)/test-boot.log 2>&1 || rc=$$?; \
+	  grep -E '^(bootsim:|--- |ok|FAIL)' $(BIN)/test-boot.log; [ $$rc = 0 ] || cat $(BIN)/test-boot.log; exit $$rc
 
 FUZZTIME ?= 3
 test-fuzz: ## run each fuzz target for FUZZTIME seconds (default 3)
@@ -36,8 +40,8 @@ test-fuzz: ## run each fuzz target for FUZZTIME seconds (default 3)
 demo: build ## reference server + agent end to end on loopback (the main job)
 	./tests/demo.sh
 
-bench: build ## benchmarks with budgets (prints a table)
-	$(GO) test -run '^$$' -bench . -benchtime 20x ./...
+bench: build build-emulated ## benchmarks with budgets: one table of medians, PASS/OVER per line (about a minute)
+	CGO_ENABLED=1 $(GO) run -tags emulatedtpm ./tests/bench -bin $(BIN)
 
 lint: ## gofmt and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -251,12 +251,59 @@ func (a *Applier) timeoutArg() string {
 	return strconv.Itoa(int((a.checkpointTimeout() + time.Second - 1) / time.Second))
 }
 
+// keyfileCommands are what a live keyfile apply runs, as printed by a dry
+// run. Profiles are activated by UUID, looked up by the keyfile's path: an
+// id may also name a profile NetworkManager made itself for an interface
+// that already had an address (then `up id` would activate that one).
 func (a *Applier) keyfileCommands(nmcli string, kfs []Keyfile) []Command {
-	cmds := []Command{{Name: nmcli, Args: []string{"connection", "reload"}}}
+	cmds := []Command{{Name: nmcli, Args: []string{"connection", "reload"}}, profilesCommand(nmcli)}
 	for _, kf := range kfs {
-		cmds = append(cmds, Command{Name: nmcli, Args: []string{"connection", "up", "id", connectionID(kf)}})
+		cmds = append(cmds, Command{Name: nmcli, Args: []string{"connection", "up", "uuid", "<UUID of " + path.Join(a.paths().KeyfileDir, kf.Name) + ">"}})
 	}
 	return cmds
+}
+
+func profilesCommand(nmcli string) Command {
+	return Command{Name: nmcli, Args: []string{"-t", "-f", "UUID,FILENAME", "connection", "show"}}
+}
+
+// activate reloads NetworkManager's profiles and brings up the ones stored
+// in files (host paths), by UUID.
+func (a *Applier) activate(ctx context.Context, nmcli string, files []string) (step string, err error) {
+	if _, err := a.run(ctx, Command{Name: nmcli, Args: []string{"connection", "reload"}}); err != nil {
+		return "connection reload", err
+	}
+	out, err := a.run(ctx, profilesCommand(nmcli))
+	if err != nil {
+		return "connection show", err
+	}
+	byFile := parseProfiles(out)
+	for _, f := range files {
+		uuid, ok := byFile[f]
+		if !ok {
+			return "connection up", fmt.Errorf("NetworkManager did not load %s (check its keyfile directory and the file's contents)", f)
+		}
+		if _, err := a.run(ctx, Command{Name: nmcli, Args: []string{"connection", "up", "uuid", uuid}}); err != nil {
+			return "connection up", err
+		}
+	}
+	return "", nil
+}
+
+// parseProfiles reads `nmcli -t -f UUID,FILENAME connection show`: one
+// profile a line, fields split at the first colon (a UUID has none), the
+// terse format's escapes (\: and \\) undone in the file name.
+func parseProfiles(out []byte) map[string]string {
+	m := map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		uuid, file, ok := strings.Cut(line, ":")
+		if !ok || file == "" {
+			continue
+		}
+		file = strings.NewReplacer(`\:`, ":", `\\`, `\`).Replace(file)
+		m[file] = uuid
+	}
+	return m
 }
 
 // parseGC reads nmstatectl gc's YAML: NetworkManager -> [[name, text], ...].
@@ -605,28 +652,18 @@ func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(con
 	if err != nil {
 		return fmt.Errorf("apply network live (%s): %w", p.Configurator, err)
 	}
-	var prevIDs []string
-	for _, s := range stale {
-		if b := prevKeyfiles[s]; b != nil {
-			prevIDs = append(prevIDs, connectionID(Keyfile{Name: filepath.Base(s), Content: b}))
-		}
-	}
-	for i, t := range targets {
-		if b := prevKeyfiles[t]; b != nil {
-			prevIDs = append(prevIDs, connectionID(Keyfile{Name: p.Keyfiles[i].Name, Content: b}))
+	var prevFilesUp []string
+	for _, f := range append(append([]string(nil), stale...), targets...) {
+		if prevKeyfiles[f] != nil {
+			prevFilesUp = append(prevFilesUp, f)
 		}
 	}
 	back := func(step string, cause error) error {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.checkpointTimeout())
 		defer cancel()
 		errs := []error{prevKeyfiles.restore(), prevFiles.restore()}
-		if _, err := a.run(rctx, Command{Name: nmcli, Args: []string{"connection", "reload"}}); err != nil {
+		if _, err := a.activate(rctx, nmcli, prevFilesUp); err != nil {
 			errs = append(errs, err)
-		}
-		for _, id := range prevIDs {
-			if _, err := a.run(rctx, Command{Name: nmcli, Args: []string{"connection", "up", "id", id}}); err != nil {
-				errs = append(errs, err)
-			}
 		}
 		log.WithError(cause).WithField("step", step).Warn("network change rolled back")
 		return &LiveApplyError{Step: step, Err: cause, RollbackErr: errors.Join(errs...)}
@@ -644,10 +681,8 @@ func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(con
 			return back("removing stale keyfiles", err)
 		}
 	}
-	for _, c := range cmds {
-		if _, err := a.run(ctx, c); err != nil {
-			return back(strings.Join(c.Args, " "), err)
-		}
+	if step, err := a.activate(ctx, nmcli, targets); err != nil {
+		return back(step, err)
 	}
 	if err := a.checkReachable(ctx, reachable); err != nil {
 		return back("reachability check", err)

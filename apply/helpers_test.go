@@ -207,3 +207,32 @@ func mustPlan(t testing.TB, a *Applier, r *Rendered) *Plan {
 func yamlUnmarshal(b []byte, v any) error { return yaml.Unmarshal(b, v) }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// connectionID is the id nmcli uses to bring a keyfile's connection up: the
+// [connection] id, else the file name without its suffix, as NetworkManager
+// does.
+func connectionID(kf Keyfile) string {
+	if secs, err := parseKeyfile(kf.Name, kf.Content); err == nil && secs["connection"]["id"] != "" {
+		return secs["connection"]["id"]
+	}
+	return strings.TrimSuffix(kf.Name, keyfileSuffix)
+}
+
+func TestParseProfiles(t *testing.T) {
+	out := []byte("1b0a6c38-5e2f-4a34-9d1c-3f2a0e7b1c11:/etc/NetworkManager/system-connections/eth0.nmconnection\n" +
+		"7f3e2d1c-0000-4000-8000-000000000001:/run/x/a\\:b.nmconnection\n" +
+		"2c1d0e9f-0000-4000-8000-000000000002:\n")
+	got := parseProfiles(out)
+	want := map[string]string{
+		"/etc/NetworkManager/system-connections/eth0.nmconnection": "1b0a6c38-5e2f-4a34-9d1c-3f2a0e7b1c11",
+		"/run/x/a:b.nmconnection":                                  "7f3e2d1c-0000-4000-8000-000000000001",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %v", got)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s -> %q, want %q", k, got[k], v)
+		}
+	}
+}

@@ -60,13 +60,3 @@ func parseKeyfile(path string, text []byte) (keyfileSections, error) {
 	}
 	return secs, nil
 }
-
-// connectionID is the id nmcli uses to bring a keyfile's connection up: the
-// [connection] id, else the file name without its suffix, as NetworkManager
-// does.
-func connectionID(kf Keyfile) string {
-	if secs, err := parseKeyfile(kf.Name, kf.Content); err == nil && secs["connection"]["id"] != "" {
-		return secs["connection"]["id"]
-	}
-	return strings.TrimSuffix(kf.Name, keyfileSuffix)
-}
