@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -91,6 +92,7 @@ type run struct {
 	auth     protocol.Authenticator
 	inv      *inventory.Inventory
 	invDone  chan struct{}
+	invOnce  sync.Once
 	reply    *protocol.Reply
 	network  *protocol.NetworkConfig
 	rendered *apply.Rendered
@@ -132,7 +134,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		{PhaseConfig, r.loadConfig},
 		{PhaseState, r.loadState},
 		{PhaseIdentity, r.identity},
-		{PhaseInv, r.awaitInventory},
 		{PhaseRegister, r.register},
 		{PhaseNetwork, r.networkConfig},
 		{PhaseRender, r.render},
@@ -176,10 +177,11 @@ func newRun(o Options) *run {
 
 func (r *run) close() {
 	if r.tpm != nil {
-		r.result.TPM = r.tpm.Counts()
 		if err := r.tpm.Close(); err != nil {
 			r.log.WithError(err).Warn("closing the TPM")
 		}
+		// After Close, so the final flushes are counted too.
+		r.result.TPM = r.tpm.Counts()
 	}
 }
 
@@ -220,7 +222,9 @@ func (r *run) loadConfig(ctx context.Context) error {
 	r.invDone = make(chan struct{})
 	go func() {
 		defer close(r.invDone)
-		inv, err := inventory.Collect(ctx, inventory.Options{Root: r.o.Root, NoSMBIOS: reg.NoSMBIOS, Log: r.log.WithField("phase", PhaseInv)})
+		// The wait for it happens inside a connection's session, so it gets
+		// half a session at most; a slow module is left out, not waited for.
+		inv, err := inventory.Collect(ctx, inventory.Options{Root: r.o.Root, NoSMBIOS: reg.NoSMBIOS, Deadline: protocol.DefaultSessionDeadline / 2, Log: r.log.WithField("phase", PhaseInv)})
 		if err != nil {
 			r.log.WithError(err).Warn("hardware inventory unavailable: registering without it")
 			inv = &inventory.Inventory{}
@@ -309,15 +313,20 @@ func (r *run) openTPM() error {
 	return nil
 }
 
+// awaitInventory waits for the collection started in the config phase.
+// It is called once the connection is up, so collection overlaps the TPM
+// work and the dial.
 func (r *run) awaitInventory(ctx context.Context) error {
 	select {
 	case <-r.invDone:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	if len(r.inv.Degraded) > 0 {
-		r.log.WithField("families", strings.Join(r.inv.Degraded, ",")).Warn("inventory is partial")
-	}
+	r.invOnce.Do(func() {
+		if len(r.inv.Degraded) > 0 {
+			r.log.WithField("phase", PhaseInv).WithField("families", strings.Join(r.inv.Degraded, ",")).Warn("inventory is partial")
+		}
+	})
 	return nil
 }
 
@@ -378,6 +387,9 @@ func (r *run) registerOnce(ctx context.Context) (*protocol.Reply, error) {
 		return nil, err
 	}
 	defer cc.Close()
+	if err := r.awaitInventory(ctx); err != nil {
+		return nil, err
+	}
 	labels, err := inventory.Labels(reg.Labels, r.path(r.o.LabelsFile), r.o.Labels)
 	if err != nil {
 		return nil, &ConfigError{Err: err}
