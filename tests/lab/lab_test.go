@@ -1,18 +1,24 @@
 // Package lab runs bin/regserver and bin/agent in two network namespaces
-// joined by a veth pair, with tc netem delay and loss on both ends: the
+// joined by a veth pair, with 100 ms delay and 5 % loss each way: the
 // registration, the network config and a server crash must all be lived
-// through on a bad network. It needs root (CI runs as root) and skips
-// where namespaces cannot be made.
+// through on a bad network. The impairment is tc netem on both ends of the
+// veth; where the kernel has no sch_netem it is the userspace relay in
+// ./relay, run in the server namespace, which gives the agent's TCP
+// connections the delay and the retransmission stalls netem would. It
+// needs root (CI runs as root) and skips where namespaces cannot be made.
 package lab
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,6 +39,17 @@ const (
 	serverIP = "10.213.0.1"
 	nodeIP   = "10.213.0.2"
 	port     = "18443"
+	// relayPort is where the userspace relay listens, next to the server.
+	relayPort = "18444"
+)
+
+// The impairment TestBadNetwork asks for, in both forms.
+const (
+	netemArgs  = "delay 100ms loss 5%"
+	relayDelay = "100ms" // one way, so 200 ms RTT
+	relayLoss  = "0.05"
+	relayRTO   = "200ms" // the Linux minimum RTO
+	relaySeed  = 1
 )
 
 const serverConfig = `registrations:
@@ -63,6 +80,7 @@ pools:
 type lab struct {
 	server, node string // namespace names
 	netem        bool   // the netem qdiscs are in place
+	noNetem      error  // why they are not, when they are not
 }
 
 func sh(t *testing.T, args ...string) error {
@@ -75,9 +93,10 @@ func sh(t *testing.T, args ...string) error {
 }
 
 // newLab makes the two namespaces, the veth and the netem qdiscs; it skips
-// the test when that is not possible here, and deletes the namespaces
-// (and with them the veth) when the test ends, whatever the outcome.
-func newLab(t *testing.T, netem string, netemRequired bool) *lab {
+// the test when the namespaces are not possible here, notes in l.noNetem
+// when netem is not, and deletes the namespaces (and with them the veth)
+// when the test ends, whatever the outcome.
+func newLab(t *testing.T, netem string) *lab {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to create network namespaces (CI runs as root)")
@@ -112,17 +131,15 @@ func newLab(t *testing.T, netem string, netemRequired bool) *lab {
 	}
 	if netem != "" {
 		if _, err := exec.LookPath("tc"); err != nil {
-			t.Skip("needs tc (apt-get install iproute2)")
+			l.noNetem = fmt.Errorf("needs tc (apt-get install iproute2): %w", err)
+			return l
 		}
 		for _, c := range [][]string{
 			append([]string{"ip", "netns", "exec", l.server, "tc", "qdisc", "add", "dev", vs, "root", "netem"}, strings.Fields(netem)...),
 			append([]string{"ip", "netns", "exec", l.node, "tc", "qdisc", "add", "dev", vn, "root", "netem"}, strings.Fields(netem)...),
 		} {
 			if err := sh(t, c...); err != nil {
-				if netemRequired {
-					t.Skipf("tc netem is not available here (kernel module sch_netem: apt-get install kmod, modprobe sch_netem): %v", err)
-				}
-				t.Logf("no tc netem here (%v): running on a clean link", err)
+				l.noNetem = err
 				return l
 			}
 		}
@@ -140,6 +157,98 @@ func (l *lab) startServer(t *testing.T, dir string, extra ...string) *node.Regse
 	node.Must(t, os.WriteFile(cfg, []byte(serverConfig), 0o600))
 	args := append([]string{"--config", cfg, "--store", filepath.Join(dir, "store.json"), "--listen", serverIP + ":" + port, "--no-tpm"}, extra...)
 	return node.StartRegserver(t, l.exec(l.server), testbin.Build(t, "./cmd/regserver"), args...)
+}
+
+// relay is the userspace impairment, a process in the server namespace.
+type relay struct {
+	cmd    *exec.Cmd
+	base   string // http://ADDR of the relay
+	stderr *node.Log
+	done   chan struct{}
+}
+
+// startRelay runs ./relay in the server namespace, in front of the server
+// on the veth address: the agent's connections cross the veth as they
+// would to the server, and the relay delays and stalls them. It is killed
+// when the test ends if stop has not run.
+func (l *lab) startRelay(t *testing.T) *relay {
+	t.Helper()
+	bin := testbin.Build(t, "./tests/lab/relay")
+	argv := append(l.exec(l.server), bin, "-listen", serverIP+":"+relayPort, "-to", serverIP+":"+port,
+		"-delay", relayDelay, "-loss", relayLoss, "-rto", relayRTO, "-seed", fmt.Sprint(relaySeed))
+	cmd := exec.Command(argv[0], argv[1:]...)
+	r := &relay{cmd: cmd, stderr: &node.Log{}, done: make(chan struct{})}
+	cmd.Stderr = r.stderr
+	out, err := cmd.StdoutPipe()
+	node.Must(t, err)
+	node.Must(t, cmd.Start())
+	go func() { _ = cmd.Wait(); close(r.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-r.done:
+		default:
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			<-r.done
+		}
+	})
+	line := make(chan string, 1)
+	go func() {
+		br := bufio.NewReader(out)
+		s, _ := br.ReadString('\n')
+		line <- s
+		_, _ = io.Copy(io.Discard, br)
+	}()
+	select {
+	case s := <-line:
+		addr, ok := strings.CutPrefix(strings.TrimSpace(s), "listening on ")
+		if !ok {
+			t.Fatalf("relay did not start: %q\n%s", s, r.stderr.String())
+		}
+		r.base = "http://" + addr
+	case <-time.After(30 * time.Second):
+		t.Fatalf("relay printed no address in 30 s\n%s", r.stderr.String())
+	}
+	return r
+}
+
+// stop ends the relay with SIGTERM (by PID) and returns its figures.
+func (r *relay) stop(t *testing.T) (conns, segments, lost int) {
+	t.Helper()
+	node.Must(t, r.cmd.Process.Signal(syscall.SIGTERM))
+	<-r.done
+	for _, l := range strings.Split(r.stderr.String(), "\n") {
+		if _, err := fmt.Sscanf(l, "relay: conns=%d segments=%d lost=%d", &conns, &segments, &lost); err == nil {
+			return conns, segments, lost
+		}
+	}
+	t.Fatalf("relay printed no summary:\n%s", r.stderr.String())
+	return 0, 0, 0
+}
+
+// impair puts the relay in front of rs when netem is not in place, and
+// returns the registration URL the agent is to use.
+func (l *lab) impair(t *testing.T, rs *node.Regserver) (string, *relay) {
+	t.Helper()
+	if l.netem {
+		return rs.URL("lab-token"), nil
+	}
+	t.Logf("no tc netem here (%v): using the userspace relay", l.noNetem)
+	r := l.startRelay(t)
+	return r.base + "/elemental/registration/lab-token", r
+}
+
+// impairment names what ran, for the one-line summary of a test, and checks
+// that the relay, when it ran, carried the agent's connections.
+func (l *lab) impairment(t *testing.T, r *relay) string {
+	if r == nil {
+		return "impairment=netem (" + netemArgs + ", both veth ends)"
+	}
+	conns, segs, lost := r.stop(t)
+	if conns == 0 || segs == 0 {
+		t.Errorf("the agent's traffic did not go through the relay (%d connections, %d segments)", conns, segs)
+	}
+	return fmt.Sprintf("impairment=userspace relay (delay %s each way, loss %s, rto %s, seed %d): %d connections, %d segments, %d lost",
+		relayDelay, relayLoss, relayRTO, relaySeed, conns, segs, lost)
 }
 
 type agentRun struct {
@@ -190,17 +299,19 @@ func checkRegistered(t *testing.T, m *node.Machine, r agentRun) {
 // TestBadNetwork: 100 ms delay each way (200 ms RTT) and 5 % loss on both
 // ends; registration and the network config complete.
 func TestBadNetwork(t *testing.T) {
-	l := newLab(t, "delay 100ms loss 5%", true)
+	l := newLab(t, netemArgs)
 	dir := t.TempDir()
 	rs := l.startServer(t, dir)
-	m := node.New(t, "52:54:00:0d:00:01", rs.URL("lab-token"), "")
+	url, rl := l.impair(t, rs)
+	m := node.New(t, "52:54:00:0d:00:01", url, "")
 	start := time.Now()
 	r := l.runAgent(t, m, nil)
+	took := time.Since(start).Round(time.Millisecond)
 	checkRegistered(t, m, r)
 	if !strings.Contains(r.out, "192.168.122.150") {
 		t.Errorf("agent output does not show the address it got:\n%s", r.out)
 	}
-	t.Logf("registration + network config over 200 ms RTT, 5 %% loss: %v, %d retries", time.Since(start).Round(time.Millisecond), strings.Count(r.out, "retrying in"))
+	t.Logf("bad network: registration + network config completed in %v, %d retries; %s", took, strings.Count(r.out, "retrying in"), l.impairment(t, rl))
 }
 
 // TestServerKilledMidRun: the server is SIGKILLed once it has registered
@@ -209,11 +320,13 @@ func TestBadNetwork(t *testing.T) {
 // the agent completes on retry within its deadline with the address the
 // server claimed before it died.
 func TestServerKilledMidRun(t *testing.T) {
-	l := newLab(t, "delay 100ms loss 5%", false)
+	l := newLab(t, netemArgs)
 	dir := t.TempDir()
 	const delay = "--allocation-delay=3s"
 	rs := l.startServer(t, dir, delay)
-	m := node.New(t, "52:54:00:0d:00:02", rs.URL("lab-token"), "")
+	url, rl := l.impair(t, rs)
+	m := node.New(t, "52:54:00:0d:00:02", url, "")
+	start := time.Now()
 	started := make(chan struct{})
 	done := make(chan agentRun, 1)
 	go func() { done <- l.runAgent(t, m, started) }()
@@ -223,6 +336,7 @@ func TestServerKilledMidRun(t *testing.T) {
 	time.Sleep(time.Second)
 	l.startServer(t, dir, delay)
 	r := <-done
+	took := time.Since(start).Round(time.Millisecond)
 	checkRegistered(t, m, r)
 	if !strings.Contains(r.out, "192.168.122.150") {
 		t.Errorf("agent did not get the first pool address:\n%s", r.out)
@@ -230,7 +344,7 @@ func TestServerKilledMidRun(t *testing.T) {
 	if !strings.Contains(r.out, "retrying in") {
 		t.Errorf("the kill did not cost the agent an attempt (no retry logged):\n%s", r.out)
 	}
-	t.Logf("completed after the server was killed (netem %v): %d retries", l.netem, strings.Count(r.out, "retrying in"))
+	t.Logf("server killed: completed in %v, %d retries; %s", took, strings.Count(r.out, "retrying in"), l.impairment(t, rl))
 }
 
 // waitFor polls the server's log until it shows one of the markers.
