@@ -12,28 +12,12 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/nodereg/nodereg/tests/internal/node"
 )
 
-// nmstateTemplate is the template of the foundation issue (regserver's
-// example), so the agent renders, runs nmstatectl gc and applies for real.
-const nmstateTemplate = `
-    configurator: nmstate
-    ipAddresses:
-      inventory-ip: pool-a
-    config:
-      interfaces:
-      - name: enp1s0
-        type: ethernet
-        description: Main-NIC
-        state: up
-        ipv4: {enabled: true, dhcp: false, address: [{ip: "{inventory-ip}", prefix-length: 24}]}
-        ipv6: {enabled: false}
-      routes:
-        config:
-        - {destination: 0.0.0.0/0, next-hop-interface: enp1s0, next-hop-address: 192.168.122.1, metric: 150, table-id: 254}
-      dns-resolver:
-        config: {server: [192.168.122.1], search: []}
-`
+// nmstateTemplate is the template of the foundation issue.
+const nmstateTemplate = node.NmstateTemplate
 
 // serverConfig has one registration and a pool large enough for every
 // machine the bench makes; pool addresses are data only.

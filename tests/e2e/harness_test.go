@@ -29,28 +29,12 @@ import (
 	"github.com/nodereg/nodereg/server/regconfig"
 	"github.com/nodereg/nodereg/server/store"
 	"github.com/nodereg/nodereg/server/tpmauth"
+	"github.com/nodereg/nodereg/tests/internal/node"
 	"github.com/nodereg/nodereg/tests/internal/testbin"
 )
 
 // nmstateTemplate is the template of the foundation issue.
-const nmstateTemplate = `
-    configurator: nmstate
-    ipAddresses:
-      inventory-ip: pool-a
-    config:
-      interfaces:
-      - name: enp1s0
-        type: ethernet
-        description: Main-NIC
-        state: up
-        ipv4: {enabled: true, dhcp: false, address: [{ip: "{inventory-ip}", prefix-length: 24}]}
-        ipv6: {enabled: false}
-      routes:
-        config:
-        - {destination: 0.0.0.0/0, next-hop-interface: enp1s0, next-hop-address: 192.168.122.1, metric: 150, table-id: 254}
-      dns-resolver:
-        config: {server: [192.168.122.1], search: []}
-`
+const nmstateTemplate = node.NmstateTemplate
 
 func serverConfig(poolRange, network string) string {
 	return `
