@@ -161,7 +161,9 @@ func (s *Store) Update(fn func(*State) (changed bool, err error)) error {
 }
 
 func (s *Store) persist() error {
-	data, err := json.MarshalIndent(s.state, "", "  ")
+	// Compact: the whole state is re-encoded on every change, and read by
+	// programs (the admin view shows it indented).
+	data, err := json.Marshal(s.state)
 	if err != nil {
 		return fmt.Errorf("store %s: encoding: %w", s.path, err)
 	}
