@@ -52,12 +52,7 @@ func (srv *Server) registerInventory(st *store.State, reg *regconfig.Registratio
 	inv.AuthKind = s.Identity.Kind
 	inv.Registration = reg.Name
 	inv.UpdatedAt = now
-	if s.SMBIOS != nil {
-		inv.SMBIOS = s.SMBIOS
-	}
-	if s.SystemData != nil {
-		inv.SystemData = s.SystemData
-	}
+	st.SetHardware(inv, s.SMBIOS, s.SystemData)
 
 	labels := map[string]string{}
 	for k, tmpl := range reg.MachineInventoryLabels {
@@ -252,7 +247,7 @@ func releaseInventory(st *store.State, key string) (*store.Inventory, []*store.C
 	if inv == nil {
 		return nil, nil
 	}
-	delete(st.Inventories, inv.Hash)
+	st.DeleteInventory(inv.Hash)
 	var released []*store.Claim
 	kept := st.Claims[:0]
 	for _, c := range st.Claims {

@@ -1,6 +1,9 @@
 // Package store keeps the reference server's inventories and address claims
 // in one JSON file. Every change is written atomically before the caller
-// acts on it, so a restart neither loses nor reassigns an address.
+// acts on it, so a restart neither loses nor reassigns an address. Each
+// machine's hardware data (SMBIOS, system data: most of the bytes) lives in
+// a file of its own beside it, written only when it changes, so the main
+// file that every registration rewrites stays small.
 package store
 
 import (
@@ -10,6 +13,7 @@ import (
 	"github.com/nodereg/nodereg/internal/atomicfile"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -27,6 +31,44 @@ type State struct {
 	// Claims in creation order, which is also the order pending claims are
 	// served in (the in-cluster provider reconciles one claim at a time).
 	Claims []*Claim `json:"claims"`
+
+	// hwDirty names the inventories whose hardware file must be written
+	// (or removed) with the next change.
+	hwDirty map[string]bool
+}
+
+// SetHardware records a machine's SMBIOS and system data; nil keeps what
+// was there.
+func (st *State) SetHardware(inv *Inventory, smbios, systemData map[string]any) {
+	if smbios != nil {
+		inv.SMBIOS = smbios
+	}
+	if systemData != nil {
+		inv.SystemData = systemData
+	}
+	if smbios != nil || systemData != nil {
+		st.markHW(inv.Hash)
+	}
+}
+
+// DeleteInventory removes an inventory and, with the next change, its
+// hardware file.
+func (st *State) DeleteInventory(hash string) {
+	delete(st.Inventories, hash)
+	st.markHW(hash)
+}
+
+func (st *State) markHW(hash string) {
+	if st.hwDirty == nil {
+		st.hwDirty = map[string]bool{}
+	}
+	st.hwDirty[hash] = true
+}
+
+// hardware is one machine's hardware file.
+type hardware struct {
+	SMBIOS     map[string]any `json:"smbios,omitempty"`
+	SystemData map[string]any `json:"systemData,omitempty"`
 }
 
 // Inventory is one registered machine, a MachineInventory in miniature.
@@ -39,8 +81,9 @@ type Inventory struct {
 	UpdatedAt    time.Time         `json:"updatedAt"`
 	Labels       map[string]string `json:"labels,omitempty"`
 	Annotations  map[string]string `json:"annotations,omitempty"`
-	SMBIOS       map[string]any    `json:"smbios,omitempty"`
-	SystemData   map[string]any    `json:"systemData,omitempty"`
+	// SMBIOS and SystemData are kept in the machine's hardware file.
+	SMBIOS     map[string]any `json:"-"`
+	SystemData map[string]any `json:"-"`
 	// Network is the registration's template as copied at the last
 	// registration: ipAddresses maps a placeholder name to a pool name.
 	Network *NetworkTemplate `json:"network,omitempty"`
@@ -98,13 +141,42 @@ func Open(path string) (*Store, error) {
 			data = b
 		}
 	}
-	st, err := decode(data)
+	st, err := s.load(data)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", path, err)
 	}
 	s.state = st
 	s.lastGood = data
 	return s, nil
+}
+
+// load decodes the main file and reads every machine's hardware file.
+func (s *Store) load(data []byte) (*State, error) {
+	st, err := decode(data)
+	if err != nil || s.path == "" {
+		return st, err
+	}
+	for h, inv := range st.Inventories {
+		b, err := os.ReadFile(s.hwPath(h))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		var hw hardware
+		if err := json.Unmarshal(b, &hw); err != nil {
+			return nil, fmt.Errorf("hardware of %s: %w", h, err)
+		}
+		inv.SMBIOS, inv.SystemData = hw.SMBIOS, hw.SystemData
+	}
+	return st, nil
+}
+
+// hwPath is the hardware file of a machine; hashes are hex, so the name is
+// safe.
+func (s *Store) hwPath(hash string) string {
+	return filepath.Join(s.path+".hw", hash+".json")
 }
 
 func decode(data []byte) (*State, error) {
@@ -151,7 +223,7 @@ func (s *Store) Update(fn func(*State) (changed bool, err error)) error {
 		err = s.persist()
 	}
 	if err != nil {
-		if st, derr := decode(s.lastGood); derr == nil {
+		if st, derr := s.load(s.lastGood); derr == nil {
 			s.state = st
 		} else {
 			err = errors.Join(err, fmt.Errorf("store %s: rolling back: %w", s.path, derr))
@@ -169,10 +241,43 @@ func (s *Store) persist() error {
 	}
 	data = append(data, '\n')
 	if s.path != "" {
+		// Hardware first: the main file never names a machine whose
+		// hardware file is older than what was acknowledged.
+		if err := s.persistHardware(); err != nil {
+			return fmt.Errorf("store %s: %w", s.path, err)
+		}
 		if err := atomicfile.Write(s.path, data, 0o600); err != nil {
 			return fmt.Errorf("store %s: %w", s.path, err)
 		}
 	}
+	s.state.hwDirty = nil
 	s.lastGood = data
+	return nil
+}
+
+func (s *Store) persistHardware() error {
+	if len(s.state.hwDirty) == 0 {
+		return nil
+	}
+	dir := s.path + ".hw"
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for h := range s.state.hwDirty {
+		inv, ok := s.state.Inventories[h]
+		if !ok {
+			if err := atomicfile.Remove(s.hwPath(h)); err != nil {
+				return err
+			}
+			continue
+		}
+		b, err := json.Marshal(hardware{inv.SMBIOS, inv.SystemData})
+		if err != nil {
+			return fmt.Errorf("encoding hardware of %s: %w", h, err)
+		}
+		if err := atomicfile.Write(s.hwPath(h), b, 0o600); err != nil {
+			return err
+		}
+	}
 	return nil
 }

@@ -198,3 +198,47 @@ func BenchmarkUpdate200Inventories(b *testing.B) {
 		}
 	}
 }
+
+// Hardware data lives in one file per machine, survives a reopen, stays out
+// of the main file every change rewrites, and goes with its inventory.
+func TestHardwareFilesBesideTheMainFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "store.json")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	smbios := map[string]any{"System Information": map[string]any{"UUID": "u-1"}}
+	err = s.Update(func(st *State) (bool, error) {
+		inv := &Inventory{Name: "m-1", Hash: "ab12"}
+		st.Inventories[inv.Hash] = inv
+		st.SetHardware(inv, smbios, map[string]any{"Runtime": map[string]any{"Hostname": "n1"}})
+		return true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	main, _ := os.ReadFile(path)
+	if strings.Contains(string(main), "u-1") || strings.Contains(string(main), "Hostname") {
+		t.Errorf("hardware data in the main file: %s", main)
+	}
+	hw, err := os.ReadFile(filepath.Join(path+".hw", "ab12.json"))
+	if err != nil || !strings.Contains(string(hw), "u-1") {
+		t.Fatalf("hardware file: %q %v", hw, err)
+	}
+	s2, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2.View(func(st *State) {
+		inv := st.Inventories["ab12"]
+		if inv == nil || inv.SMBIOS["System Information"].(map[string]any)["UUID"] != "u-1" || inv.SystemData["Runtime"] == nil {
+			t.Errorf("after reopen: %+v", inv)
+		}
+	})
+	if err := s2.Update(func(st *State) (bool, error) { st.DeleteInventory("ab12"); return true, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(path+".hw", "ab12.json")); !os.IsNotExist(err) {
+		t.Errorf("hardware file outlives its inventory: %v", err)
+	}
+}
