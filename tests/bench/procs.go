@@ -22,22 +22,7 @@ const nmstateTemplate = node.NmstateTemplate
 // serverConfig has one registration and a pool large enough for every
 // machine the bench makes; pool addresses are data only.
 func serverConfig() string {
-	return `
-registrations:
-- name: bench
-  token: bench-token
-  machineName: m-${System Information/UUID}
-  config:
-    elemental:
-      registration:
-        auth: mac
-  network:` + nmstateTemplate + `
-pools:
-- name: pool-a
-  addresses: [10.88.0.1-10.88.255.254]
-  prefix: 16
-  gateway: 10.88.0.1
-`
+	return node.ServerConfig{Name: "bench", Network: nmstateTemplate, Pool: "10.88.0.1-10.88.255.254", Prefix: 16, Gateway: "10.88.0.1"}.YAML()
 }
 
 // regserver is bin/regserver listening on a free loopback port.

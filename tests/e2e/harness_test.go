@@ -37,22 +37,7 @@ import (
 const nmstateTemplate = node.NmstateTemplate
 
 func serverConfig(poolRange, network string) string {
-	return `
-registrations:
-- name: lab
-  token: lab-token
-  machineName: m-${System Information/UUID}
-  config:
-    elemental:
-      registration:
-        auth: mac
-  network:` + network + `
-pools:
-- name: pool-a
-  addresses: [` + poolRange + `]
-  prefix: 24
-  gateway: 192.168.122.1
-`
+	return node.ServerConfig{Name: "lab", Network: network, Pool: poolRange, Prefix: 24, Gateway: "192.168.122.1"}.YAML()
 }
 
 // regServer is an in-process regserver on loopback whose store survives

@@ -34,35 +34,13 @@ const (
 )
 
 func regserverConfig(dir string) string {
-	cfg := `registrations:
-- name: sec
-  token: sec-token
-  machineName: m-${System Information/UUID}
-  config:
-    elemental:
-      registration:
-        auth: mac
-      system-agent:
-        url: ` + secretURL + `
-        token: ` + secretToken + `
-        secret-name: ` + secretName + `
-        secret-namespace: fleet-default
-  network:
-    configurator: nmstate
-    ipAddresses:
-      inventory-ip: pool-a
-    config:
-      interfaces:
-      - name: enp1s0
-        type: ethernet
-        state: up
-        ipv4: {enabled: true, dhcp: false, address: [{ip: "{inventory-ip}", prefix-length: 24}]}
-pools:
-- name: pool-a
-  addresses: [192.168.122.150-192.168.122.160]
-  prefix: 24
-  gateway: 192.168.122.1
-`
+	cfg := node.ServerConfig{
+		Name: "sec",
+		Elemental: "      system-agent:\n        url: " + secretURL + "\n        token: " + secretToken +
+			"\n        secret-name: " + secretName + "\n        secret-namespace: fleet-default\n",
+		Network: node.AddressOnlyTemplate(24),
+		Pool:    "192.168.122.150-192.168.122.160", Prefix: 24, Gateway: "192.168.122.1",
+	}.YAML()
 	p := filepath.Join(dir, "regserver.yaml")
 	_ = os.WriteFile(p, []byte(cfg), 0o600)
 	return p

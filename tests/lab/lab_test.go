@@ -52,30 +52,10 @@ const (
 	relaySeed  = 1
 )
 
-const serverConfig = `registrations:
-- name: lab
-  token: lab-token
-  machineName: m-${System Information/UUID}
-  config:
-    elemental:
-      registration:
-        auth: mac
-  network:
-    configurator: nmstate
-    ipAddresses:
-      inventory-ip: pool-a
-    config:
-      interfaces:
-      - name: enp1s0
-        type: ethernet
-        state: up
-        ipv4: {enabled: true, dhcp: false, address: [{ip: "{inventory-ip}", prefix-length: 24}]}
-pools:
-- name: pool-a
-  addresses: [192.168.122.150-192.168.122.160]
-  prefix: 24
-  gateway: 192.168.122.1
-`
+var serverConfig = node.ServerConfig{
+	Name: "lab", Network: node.AddressOnlyTemplate(24),
+	Pool: "192.168.122.150-192.168.122.160", Prefix: 24, Gateway: "192.168.122.1",
+}.YAML()
 
 type lab struct {
 	server, node string // namespace names

@@ -42,29 +42,10 @@ func raiseFDLimit() {
 }
 
 // Pool data only: these addresses are never configured anywhere.
-const serverConfig = `registrations:
-- name: load
-  token: load-token
-  config:
-    elemental:
-      registration:
-        auth: mac
-  network:
-    configurator: nmstate
-    ipAddresses:
-      inventory-ip: pool-a
-    config:
-      interfaces:
-      - name: enp1s0
-        type: ethernet
-        state: up
-        ipv4: {enabled: true, dhcp: false, address: [{ip: "{inventory-ip}", prefix-length: 16}]}
-pools:
-- name: pool-a
-  addresses: [10.213.0.10-10.213.15.250]
-  prefix: 16
-  gateway: 10.213.0.1
-`
+var serverConfig = node.ServerConfig{
+	Name: "load", MachineName: "-", Network: node.AddressOnlyTemplate(16),
+	Pool: "10.213.0.10-10.213.15.250", Prefix: 16, Gateway: "10.213.0.1",
+}.YAML()
 
 func startServer(tb testing.TB, storePath string) *httptest.Server {
 	tb.Helper()

@@ -1,5 +1,7 @@
 package node
 
+import "strconv"
+
 // NmstateTemplate is the network template of the foundation issue (and of
 // cmd/regserver/example.yaml), indented to sit under a registration's
 // `network:` key in a regserver config. Its address comes from pool-a.
@@ -21,3 +23,52 @@ const NmstateTemplate = `
       dns-resolver:
         config: {server: [192.168.122.1], search: []}
 `
+
+// AddressOnlyTemplate is a smaller nmstate template: one interface with the
+// pool address at the given prefix length, nothing else.
+func AddressOnlyTemplate(prefix int) string {
+	return `
+    configurator: nmstate
+    ipAddresses:
+      inventory-ip: pool-a
+    config:
+      interfaces:
+      - name: enp1s0
+        type: ethernet
+        state: up
+        ipv4: {enabled: true, dhcp: false, address: [{ip: "{inventory-ip}", prefix-length: ` + strconv.Itoa(prefix) + `}]}
+`
+}
+
+// ServerConfig is a regserver config with one registration (token
+// "<Name>-token", auth mac) and one pool, pool-a.
+type ServerConfig struct {
+	Name string
+	// MachineName is the name template; "" uses m-${System Information/UUID},
+	// "-" leaves it out (regserver then names machines m-<random UUID>).
+	MachineName string
+	// Elemental is more YAML under config.elemental, indented by 6.
+	Elemental string
+	// Network is the template under network:, as NmstateTemplate.
+	Network string
+	// Pool is the addresses entry of pool-a; Prefix and Gateway its others.
+	Pool    string
+	Prefix  int
+	Gateway string
+}
+
+// YAML renders the config file.
+func (c ServerConfig) YAML() string {
+	name := "  machineName: m-${System Information/UUID}\n"
+	switch c.MachineName {
+	case "":
+	case "-":
+		name = ""
+	default:
+		name = "  machineName: " + c.MachineName + "\n"
+	}
+	return "registrations:\n- name: " + c.Name + "\n  token: " + c.Name + "-token\n" + name +
+		"  config:\n    elemental:\n      registration:\n        auth: mac\n" + c.Elemental +
+		"  network:" + c.Network +
+		"pools:\n- name: pool-a\n  addresses: [" + c.Pool + "]\n  prefix: " + strconv.Itoa(c.Prefix) + "\n  gateway: " + c.Gateway + "\n"
+}
