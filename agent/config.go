@@ -17,20 +17,18 @@ import (
 // Default paths, upstream's (PROTOCOL.md 8.1), so existing images and units
 // keep working when the binary is swapped.
 const (
-	DefaultConfigPath     = "/oem/registration/config.yaml"
-	DefaultStatePath      = "/oem/registration/state.yaml"
-	DefaultLabelsFile     = "/etc/elemental/labels.yaml"
-	InstallConfigPath     = "/run/initramfs/live/livecd-cloud-config.yaml"
-	InstallStatePath      = "/tmp/registration/state.yaml"
-	defaultEmulatedSeed   = 1
-	networkModeAuto       = "auto"
-	networkModeEmbedded   = "embedded"
-	networkModeExplicit   = "explicit"
-	authTPM, authMAC      = "tpm", "mac"
-	authSysUUID           = "sys-uuid"
-	maxConfigFileBytes    = 1 << 20
-	maxLabelsFileBytes    = 1 << 20
-	defaultNetworkTimeout = 0 // no deadline of its own: the run's deadline applies
+	DefaultConfigPath   = "/oem/registration/config.yaml"
+	DefaultStatePath    = "/oem/registration/state.yaml"
+	DefaultLabelsFile   = "/etc/elemental/labels.yaml"
+	InstallConfigPath   = "/run/initramfs/live/livecd-cloud-config.yaml"
+	InstallStatePath    = "/tmp/registration/state.yaml"
+	defaultEmulatedSeed = 1
+	networkModeAuto     = "auto"
+	networkModeEmbedded = "embedded"
+	networkModeExplicit = "explicit"
+	authTPM, authMAC    = "tpm", "mac"
+	authSysUUID         = "sys-uuid"
+	maxConfigFileBytes  = 1 << 20
 )
 
 // Overrides are registration settings given on the command line: they win

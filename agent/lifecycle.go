@@ -404,10 +404,7 @@ func DumpInventory(ctx context.Context, o Options) ([]byte, error) {
 	if err != nil {
 		return nil, &ConfigError{Err: err}
 	}
-	auth := cfg.Elemental.Registration.Auth
-	if cfg.Elemental.Registration.EmulateTPM {
-		auth = "emulated-tpm"
-	}
-	ann := inventory.Annotations(inventory.AnnotationOptions{Root: r.o.Root, RegVersion: r.o.Version, Auth: auth, NoToolkit: cfg.Elemental.Registration.NoToolkit})
+	reg := cfg.Elemental.Registration
+	ann := inventory.Annotations(inventory.AnnotationOptions{Root: r.o.Root, RegVersion: r.o.Version, Auth: kind(reg, reg.Auth), NoToolkit: reg.NoToolkit})
 	return inventory.Dump(inv, labels, ann)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"strings"
@@ -98,6 +99,10 @@ type run struct {
 	rendered *apply.Rendered
 	plan     *apply.Plan
 	result   Result
+	// labels and annotations (but registration-ip) are what this run
+	// sends; read once.
+	labels      map[string]string
+	annotations map[string]string
 	// waiting: the run is asking again for addresses still pending.
 	waiting bool
 }
@@ -214,6 +219,14 @@ func (r *run) loadConfig(ctx context.Context) error {
 	}
 	r.cfg = cfg
 	reg := cfg.Elemental.Registration
+	// Labels and the annotations that do not depend on the connection are
+	// read once per run, not once per attempt.
+	if r.labels, err = inventory.Labels(reg.Labels, r.path(r.o.LabelsFile), r.o.Labels); err != nil {
+		return &ConfigError{Err: err}
+	}
+	r.annotations = inventory.Annotations(inventory.AnnotationOptions{
+		Root: r.o.Root, RegVersion: r.o.Version, Auth: kind(reg, reg.Auth), NoToolkit: reg.NoToolkit,
+	})
 	if !strings.HasPrefix(reg.URL, "https://") {
 		r.log.WithField("url", reg.URL).Warn("registration URL is plain http: the conversation is neither encrypted nor authenticated")
 	}
@@ -390,15 +403,11 @@ func (r *run) registerOnce(ctx context.Context) (*protocol.Reply, error) {
 	if err := r.awaitInventory(ctx); err != nil {
 		return nil, err
 	}
-	labels, err := inventory.Labels(reg.Labels, r.path(r.o.LabelsFile), r.o.Labels)
-	if err != nil {
-		return nil, &ConfigError{Err: err}
-	}
 	r.result.Updated = r.state.Registered()
-	annotations := inventory.Annotations(inventory.AnnotationOptions{
-		Root: r.o.Root, RegVersion: r.o.Version, Auth: r.auth.Kind(),
-		RegistrationIP: cc.RegistrationIP(), NoToolkit: reg.NoToolkit,
-	})
+	annotations := maps.Clone(r.annotations)
+	if ip := cc.RegistrationIP(); ip != "" {
+		annotations["registration-ip"] = ip
+	}
 	r.reportBack(annotations)
 	payloads := &protocol.Payloads{
 		Update:           r.state.Registered(),
@@ -407,7 +416,7 @@ func (r *run) registerOnce(ctx context.Context) (*protocol.Reply, error) {
 		SystemDataV2:     r.inv.SystemDataV2,
 		LegacySystemData: r.inv.LegacySystemData,
 		Annotations:      annotations,
-		Labels:           labels,
+		Labels:           r.labels,
 	}
 	if payloads.SMBIOS == nil {
 		payloads.SMBIOS = map[string]any{}

@@ -152,6 +152,9 @@ func (a *Applier) tools() Tools {
 	if t.Systemctl == "" {
 		t.Systemctl = d.Systemctl
 	}
+	if t.Elemental == "" {
+		t.Elemental = d.Elemental
+	}
 	return t
 }
 

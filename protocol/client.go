@@ -240,12 +240,16 @@ func (cc *ClientConn) LocalAddr() net.Addr { return cc.c.ws.LocalAddr() }
 
 // RegistrationIP is upstream's registration-ip annotation: the local address
 // with the port cut at the last colon (IPv6 keeps its brackets).
-func (cc *ClientConn) RegistrationIP() string {
-	a := cc.LocalAddr().String()
-	if i := strings.LastIndex(a, ":"); i > 0 {
-		return a[:i]
+func (cc *ClientConn) RegistrationIP() string { return registrationIP(cc.LocalAddr().String()) }
+
+// registrationIP cuts the port at the last colon; "" when there is none
+// (upstream then leaves the annotation out).
+func registrationIP(addr string) string {
+	i := strings.LastIndex(addr, ":")
+	if i < 0 {
+		return ""
 	}
-	return a
+	return addr[:i]
 }
 
 // Close closes the connection.

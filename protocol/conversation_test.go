@@ -329,3 +329,15 @@ func TestWebSocketURL(t *testing.T) {
 		t.Error("non-http scheme accepted")
 	}
 }
+
+func TestRegistrationIP(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1:41234":    "127.0.0.1",
+		"[2001:db8::5]:8443": "[2001:db8::5]",
+		"nonsense":           "",
+	} {
+		if got := registrationIP(in); got != want {
+			t.Errorf("registrationIP(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

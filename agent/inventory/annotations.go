@@ -64,16 +64,6 @@ func Annotations(o AnnotationOptions) map[string]string {
 	return out
 }
 
-// RegistrationIP formats the local address of the registration connection
-// as upstream does: the port is cut at the last ':' (IPv6 keeps brackets).
-func RegistrationIP(localAddr string) string {
-	i := strings.LastIndex(localAddr, ":")
-	if i < 0 {
-		return ""
-	}
-	return localAddr[:i]
-}
-
 // Labels merges the registration labels with upstream's precedence
 // (PROTOCOL.md 8.3), lowest first: the config file's labels, the local
 // labels file (missing is fine, unparseable is an error), the --label flags

@@ -88,7 +88,7 @@ func TestAnnotationsMatchUpstreamVector(t *testing.T) {
 	}
 	got := Annotations(AnnotationOptions{
 		Root: root, RegVersion: "0.1.0-dev", Auth: "emulated-tpm",
-		RegistrationIP: RegistrationIP("127.0.0.1:41234"),
+		RegistrationIP: "127.0.0.1",
 	})
 	jsonEqual(t, got, string(raw))
 }
@@ -109,18 +109,6 @@ func TestAnnotationsFixture(t *testing.T) {
 	got = Annotations(AnnotationOptions{Root: t.TempDir(), Auth: "tpm"})
 	if !reflect.DeepEqual(got, map[string]string{"auth": "tpm"}) {
 		t.Errorf("without os-release: %v", got)
-	}
-}
-
-func TestRegistrationIP(t *testing.T) {
-	for in, want := range map[string]string{
-		"127.0.0.1:41234":    "127.0.0.1",
-		"[2001:db8::5]:8443": "[2001:db8::5]",
-		"nonsense":           "",
-	} {
-		if got := RegistrationIP(in); got != want {
-			t.Errorf("RegistrationIP(%q) = %q, want %q", in, got, want)
-		}
 	}
 }
 

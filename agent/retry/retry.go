@@ -36,28 +36,6 @@ var ErrDeadline = errors.New("retry deadline exceeded")
 // ErrAttempts is wrapped into the error returned when MaxAttempts is used up.
 var ErrAttempts = errors.New("retry attempts exhausted")
 
-// Exit codes of the agent (sysexits.h), which the units key on:
-// RestartPreventExitStatus=78 stops systemd from restarting a run that no
-// retry can fix.
-const (
-	ExitTempFail = 75 // EX_TEMPFAIL: try again later
-	ExitConfig   = 78 // EX_CONFIG: needs an operator
-)
-
-// ExitCode maps the outcome of a run to the process exit status: 0 for
-// success, ExitConfig for a Terminal error, ExitTempFail for anything else
-// (a spent deadline, a cancelled run, an unclassified failure).
-func ExitCode(err error) int {
-	switch {
-	case err == nil:
-		return 0
-	case IsTerminal(err):
-		return ExitConfig
-	default:
-		return ExitTempFail
-	}
-}
-
 // Clock is the time source of a Policy. Tests inject a fake one so no test
 // sleeps; production uses SystemClock.
 type Clock interface {

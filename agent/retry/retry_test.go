@@ -310,20 +310,3 @@ func TestSuccessNeedsNoWait(t *testing.T) {
 		t.Errorf("Do = %v, calls %d, waits %v; want nil, 1, none", err, *calls, clock.Waits())
 	}
 }
-
-func TestExitCode(t *testing.T) {
-	for _, c := range []struct {
-		err  error
-		want int
-	}{
-		{nil, 0},
-		{errFlaky, 75},
-		{fmt.Errorf("register: %w", retry.Terminal(errGone)), 78},
-		{fmt.Errorf("network config: %w: %w", retry.ErrDeadline, errFlaky), 75},
-		{context.Canceled, 75},
-	} {
-		if got := retry.ExitCode(c.err); got != c.want {
-			t.Errorf("ExitCode(%v) = %d, want %d", c.err, got, c.want)
-		}
-	}
-}
