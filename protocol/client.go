@@ -179,11 +179,31 @@ func dialError(err error, resp *http.Response) error {
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	resp.Body.Close()
-	if msg := strings.TrimSpace(string(body)); msg != "" {
-		return fmt.Errorf("%w (Status: %s): %s", err, resp.Status, msg)
-	}
-	return fmt.Errorf("%w (Status: %s)", err, resp.Status)
+	return &HandshakeError{StatusCode: resp.StatusCode, Status: resp.Status, Body: strings.TrimSpace(string(body)), Err: err}
 }
+
+// HandshakeError is a websocket upgrade the server answered with an HTTP
+// status instead of 101; the status tells a wrong registration URL (404)
+// from a server in trouble (5xx).
+type HandshakeError struct {
+	StatusCode int
+	Status     string
+	Body       string
+	Err        error
+}
+
+func (e *HandshakeError) Error() string {
+	if e.Body != "" {
+		return fmt.Sprintf("%v (Status: %s): %s", e.Err, e.Status, e.Body)
+	}
+	return fmt.Sprintf("%v (Status: %s)", e.Err, e.Status)
+}
+
+func (e *HandshakeError) Unwrap() error { return e.Err }
+
+// HTTPStatus is the status the upgrade was answered with (agent/exitcode
+// classifies by it).
+func (e *HandshakeError) HTTPStatus() int { return e.StatusCode }
 
 func (cc *ClientConn) authenticate(ctx context.Context, auth Authenticator) error {
 	if auth.HasChallenge() {
