@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/sirupsen/logrus"
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/protocol"
@@ -56,6 +58,16 @@ func HostPath(root, p string) string {
 // LoadConfig reads the elemental config file (a missing file is an error, as
 // upstream) and applies the overrides. Errors name the file and the key.
 func LoadConfig(path string, o Overrides) (*protocol.Config, error) {
+	return ReadConfig("/", path, o, nil)
+}
+
+// ReadConfig is LoadConfig for a node under root: the file and every path
+// named in it (ca-cert) are read under root. Keys the agent does not know
+// are warned about on log (nil: not reported), with the closest known key.
+// A CA that cannot be read or holds no certificate is a configuration
+// error now, not a dial that fails on every retry.
+func ReadConfig(root, path string, o Overrides, log *logrus.Entry) (*protocol.Config, error) {
+	path = HostPath(root, path)
 	b, err := readLimited(path, maxConfigFileBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, configErr("config file %s does not exist", path)
@@ -66,6 +78,11 @@ func LoadConfig(path string, o Overrides) (*protocol.Config, error) {
 	cfg := &protocol.Config{}
 	if err := yaml.Unmarshal(b, cfg); err != nil {
 		return nil, configErr("config file %s: %w", path, err)
+	}
+	if log != nil {
+		for _, u := range unknownKeys(path, b) {
+			log.WithField("file", u.File).WithField("key", u.Key).WithField("closest", u.Closest).Warn(u.String())
+		}
 	}
 	r := &cfg.Elemental.Registration
 	set(&r.URL, o.URL)
@@ -86,7 +103,46 @@ func LoadConfig(path string, o Overrides) (*protocol.Config, error) {
 	if r.NetworkConfig == "" {
 		r.NetworkConfig = networkModeAuto
 	}
-	return cfg, validate(path, r)
+	if err := validate(path, r); err != nil {
+		return nil, err
+	}
+	if err := checkCA(root, path, r.CACert, o.CACert != nil); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// CAPath is where a ca-cert value that names a file is read on a node
+// under root; "" when the value is PEM text or empty.
+func CAPath(root, caCert string) string {
+	if caCert == "" || strings.Contains(caCert, "-----BEGIN") {
+		return ""
+	}
+	return HostPath(root, caCert)
+}
+
+// checkCA loads the CA as the dial will, so a missing, unreadable or empty
+// CA ends the run with a reason (exit 78) instead of failing every attempt.
+func checkCA(root, path, caCert string, fromFlag bool) error {
+	if caCert == "" {
+		return nil
+	}
+	where := path + ": elemental.registration.ca-cert"
+	if fromFlag {
+		where = "--registration-ca-cert"
+	}
+	pemText := []byte(caCert)
+	if p := CAPath(root, caCert); p != "" {
+		b, err := readLimited(p, maxConfigFileBytes)
+		if err != nil {
+			return configErr("%s: reading the CA: %w", where, err)
+		}
+		pemText = b
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(pemText) {
+		return configErr("%s: no PEM certificate in it", where)
+	}
+	return nil
 }
 
 func set[T any](dst *T, v *T) {
