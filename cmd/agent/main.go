@@ -21,6 +21,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/internal/logging"
 )
@@ -40,6 +41,8 @@ type cli struct {
 	root           string
 	debug          logging.Debug
 	logFormat      *choice
+	// lastRegister is the registration flags of the tree, for tests.
+	lastRegister *registerFlags
 }
 
 // finished carries a command's exit status out of cobra: it is the outcome
@@ -122,6 +125,10 @@ func outcome(ctx context.Context, log *logrus.Entry, what string, err error, log
 	}
 	code := exitcode.Of(err)
 	entry := log.WithField("exit", code)
+	var pe *agent.PhaseError
+	if errors.As(err, &pe) {
+		entry = entry.WithField("phase", pe.Phase)
+	}
 	var stopped *exitcode.StoppedError
 	switch {
 	case errors.As(err, &stopped):
