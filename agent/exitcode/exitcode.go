@@ -32,6 +32,14 @@ const (
 	Terminated  = 128 + int(syscall.SIGTERM)
 )
 
+// NoRestart are the statuses a restart cannot fix: the units list them in
+// RestartPreventExitStatus= (systemd/units_test.go checks it).
+var NoRestart = []int{Usage, Config}
+
+// Stopped are the statuses of a run ended on request: the units list them
+// in SuccessExitStatus= so a `systemctl stop` leaves no failed unit.
+var Stopped = []int{Interrupted, Terminated}
+
 // Meaning is the README's wording of each status, for the final log line.
 func Meaning(code int) string {
 	switch code {
