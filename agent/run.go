@@ -193,7 +193,8 @@ func (r *run) close() {
 // phase runs one phase with its start and end lines and STATUS.
 func (r *run) phase(ctx context.Context, name string, fn func(context.Context) error) error {
 	log := r.log.WithField("phase", name)
-	log.Info("[started]")
+	// The result line says what matters; the start is for --debug.
+	log.Debug("[started]")
 	r.notify.Status(name, "started")
 	start := time.Now()
 	err := fn(ctx)
@@ -252,8 +253,12 @@ func (r *run) loadState(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if note != "" {
-		r.log.Warn(note)
+	switch {
+	case note == NoteFirstRegistration:
+		// Every machine's first boot: nothing to warn about.
+		r.log.WithField("phase", PhaseState).Info(note)
+	case note != "":
+		r.log.WithField("phase", PhaseState).Warn(note)
 	}
 	if r.o.Mode != ModeBoot {
 		// Install and reset register as new (upstream starts from an empty

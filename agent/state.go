@@ -63,13 +63,16 @@ func (s *State) SetAKBlob(b []byte) {
 	s.AK = base64.StdEncoding.EncodeToString(b)
 }
 
+// NoteFirstRegistration is LoadState's note when there is no state file.
+const NoteFirstRegistration = "no state file: first registration"
+
 // LoadState reads the state file. Missing means first registration. A
 // corrupt file is kept aside as <path>.corrupt-<unix time>, and the run
 // starts fresh; note says what happened.
 func LoadState(path string) (st *State, note string, err error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return &State{}, "no state file: first registration", nil
+		return &State{}, NoteFirstRegistration, nil
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("reading state file %s: %w", path, err)

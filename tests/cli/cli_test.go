@@ -241,3 +241,39 @@ func TestInstallHonoursExplicitConfigPath(t *testing.T) {
 		t.Errorf("default: exit %d\n%s", r.code, r.stderr)
 	}
 }
+
+// At the default level: no phase start lines, one result line per phase,
+// and a first boot's missing state file is not a warning.
+func TestDefaultLogIsOneLinePerPhaseResult(t *testing.T) {
+	rs := regserver(t)
+	m := node.New(t, "52:54:00:00:0e:08", rs.URL("cli-token"), "")
+	r := agent(t, "agent", []string{"NO_COLOR=1"}, "--root", m.Root)
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	if strings.Contains(r.stderr, "[started]") {
+		t.Errorf("phase start lines at the default level:\n%s", r.stderr)
+	}
+	for _, phase := range []string{"config", "state", "identity", "register", "network-config", "finish"} {
+		found := 0
+		for _, l := range strings.Split(r.stderr, "\n") {
+			if strings.Contains(l, `msg="[finished]"`) && strings.HasSuffix(l, "phase="+phase) {
+				found++
+			}
+		}
+		if found != 1 {
+			t.Errorf("%d result lines for phase %s, want 1:\n%s", found, phase, r.stderr)
+		}
+	}
+	for _, l := range strings.Split(r.stderr, "\n") {
+		if strings.Contains(l, "no state file") && !strings.Contains(l, "level=info") {
+			t.Errorf("first boot's missing state file logged as %q", l)
+		}
+	}
+	if strings.Contains(r.stderr, "\x1b[") {
+		t.Errorf("colour with NO_COLOR set")
+	}
+	if !strings.Contains(r.stderr, `msg="registration complete"`) {
+		t.Errorf("no outcome line:\n%s", r.stderr)
+	}
+}
