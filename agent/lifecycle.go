@@ -235,7 +235,7 @@ func (r *run) systemAgentFiles() ([]agentFile, error) {
 	sa := r.cfg.Elemental.SystemAgent
 	kubeconfig := map[string]any{
 		"apiVersion": "v1", "kind": "Config",
-		"clusters":        []any{map[string]any{"name": "cluster", "cluster": map[string]any{"server": sa.URL, "certificate-authority-data": caData(r.cfg.Elemental.Registration.CACert)}}},
+		"clusters":        []any{map[string]any{"name": "cluster", "cluster": map[string]any{"server": sa.URL, "certificate-authority-data": caData(r.caCert())}}},
 		"users":           []any{map[string]any{"name": "user", "user": map[string]any{"token": sa.Token}}},
 		"contexts":        []any{map[string]any{"name": "context", "context": map[string]any{"cluster": "cluster", "user": "user", "namespace": sa.SecretNamespace}}},
 		"current-context": "context",

@@ -214,7 +214,7 @@ func (r *run) phase(ctx context.Context, name string, fn func(context.Context) e
 func (r *run) path(p string) string { return HostPath(r.o.Root, p) }
 
 func (r *run) loadConfig(ctx context.Context) error {
-	cfg, err := LoadConfig(r.path(r.o.ConfigPath), r.o.Overrides)
+	cfg, err := ReadConfig(r.o.Root, r.o.ConfigPath, r.o.Overrides, r.log.WithField("phase", PhaseConfig))
 	if err != nil {
 		return err
 	}
@@ -357,7 +357,17 @@ func (r *run) dialOptions() protocol.DialOptions {
 	if session == 0 {
 		session = protocol.DefaultSessionDeadline
 	}
-	return protocol.DialOptions{URL: reg.URL, CACert: reg.CACert, SessionDeadline: session, HandshakeTimeout: session}
+	return protocol.DialOptions{URL: reg.URL, CACert: r.caCert(), SessionDeadline: session, HandshakeTimeout: session}
+}
+
+// caCert is the CA as the dial reads it: a file named in the config or on
+// the command line is read under --root.
+func (r *run) caCert() string {
+	ca := r.cfg.Elemental.Registration.CACert
+	if p := CAPath(r.o.Root, ca); p != "" {
+		return p
+	}
+	return ca
 }
 
 func (r *run) policy(deadline time.Duration, phase string) retry.Policy {
@@ -669,7 +679,7 @@ func (r *run) reachableOnce(ctx context.Context) error {
 	defer cancel()
 	client := &http.Client{}
 	if strings.HasPrefix(reg.URL, "https://") {
-		tc, err := protocol.TLSConfig(reg.CACert, false)
+		tc, err := protocol.TLSConfig(r.caCert(), false)
 		if err != nil {
 			return err
 		}

@@ -277,3 +277,16 @@ func TestDefaultLogIsOneLinePerPhaseResult(t *testing.T) {
 		t.Errorf("no outcome line:\n%s", r.stderr)
 	}
 }
+
+func TestConfigKeyTyposAreWarnedAbout(t *testing.T) {
+	rs := regserver(t)
+	m := node.New(t, "52:54:00:00:0e:0a", rs.URL("cli-token"), "    netwrk-config: explicit\n")
+	r := agent(t, "agent", nil, "--root", m.Root, "--dry-run")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	want := "unknown key elemental.registration.netwrk-config: ignored (did you mean elemental.registration.network-config?)"
+	if !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, filepath.Join(m.Root, node.ConfigPath)) {
+		t.Errorf("no warning %q naming the file:\n%s", want, r.stderr)
+	}
+}
