@@ -14,6 +14,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/agent/inventory"
 	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/apply"
@@ -452,27 +453,24 @@ func (r *run) registerOnce(ctx context.Context) (*protocol.Reply, error) {
 	return reply, nil
 }
 
-// classifyRegister marks failures no retry can fix as terminal.
+// classifyRegister marks failures no retry can fix as terminal, by the
+// exit-code table (agent/exitcode), adding what the operator should do.
 func classifyRegister(err error) error {
-	var ce *ConfigError
-	if errors.As(err, &ce) {
-		return retry.Terminal(err)
-	}
 	var er *protocol.ErrorReply
-	if errors.As(err, &er) && strings.Contains(er.Message, "MachineInventory not found") {
+	isReply := errors.As(err, &er)
+	if isReply && (er.Reason == protocol.ReasonInventoryNotFound || strings.Contains(er.Message, "MachineInventory not found")) {
 		return retry.Terminal(&ConfigError{Err: fmt.Errorf("the server has no inventory for this machine any more: re-provisioning needed (run `agent --reset` from recovery): %w", err)})
 	}
-	if errors.Is(err, protocol.ErrUpdateUnsupported) {
-		return retry.Terminal(&ConfigError{Err: err})
+	if exitcode.Of(err) == exitcode.Config {
+		// A MsgError that is not about pending addresses is the server
+		// refusing on purpose (inventory creation failed, template error):
+		// asking again gives the same answer.
+		if isReply {
+			return retry.Terminal(fmt.Errorf("the server refused the registration: %w", err))
+		}
+		return retry.Terminal(err)
 	}
-	// Any other MsgError is the server refusing on purpose (inventory
-	// creation failed, template error): asking again gives the same
-	// answer, so an operator must act. Pending addresses are not refused
-	// this way: they come as a missing or unresolved network config.
-	if errors.As(err, &er) && er.Reason != protocol.ReasonWaitingForIPAddress {
-		return retry.Terminal(&ConfigError{Err: fmt.Errorf("the server refused the registration: %w", err)})
-	}
-	return err
+	return classifyNetwork(err)
 }
 
 // networkConfig gets a network config that carries real addresses: from the
