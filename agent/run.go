@@ -416,6 +416,8 @@ func (r *run) registerOnce(ctx context.Context) (*protocol.Reply, error) {
 		return nil, err
 	}
 	defer cc.Close()
+	log := r.log.WithField("phase", PhaseRegister)
+	log.WithField("url", RedactURL(reg.URL)).WithField("auth", r.auth.Kind()).WithField("version", cc.Version).Debug("connected: authenticated, protocol version negotiated")
 	if err := r.awaitInventory(ctx); err != nil {
 		return nil, err
 	}
@@ -440,12 +442,23 @@ func (r *run) registerOnce(ctx context.Context) (*protocol.Reply, error) {
 	if payloads.SystemDataV2 == nil {
 		payloads.SystemDataV2 = map[string]any{}
 	}
+	if payloads.Update {
+		log.Debug("sending MsgUpdate (registered before), then MsgGet")
+	} else {
+		log.WithField("labels", len(payloads.Labels)).WithField("annotations", len(payloads.Annotations)).WithField("no-smbios", payloads.NoSMBIOS).
+			Debug("sending MsgSmbios, MsgSystemData, MsgAnnotations, MsgLabels, then MsgGet")
+	}
 	// Decode onto a copy: a failed attempt must not half-change the config.
 	cfg := *r.cfg
 	reply, err := cc.Register(ctx, payloads, &cfg)
 	if err != nil {
 		return nil, err
 	}
+	got := log.WithField("explicit-network-config", reply.ExplicitNetworkConfig)
+	if reply.Network != nil {
+		got = got.WithField("configurator", reply.Network.Configurator).WithField("addresses", len(reply.Network.IPAddresses))
+	}
+	got.Debug("received MsgConfig")
 	r.cfg = &cfg
 	if r.state.InitialRegistration.IsZero() {
 		r.state.InitialRegistration = time.Now().UTC()
@@ -488,6 +501,17 @@ func (r *run) networkConfig(ctx context.Context) error {
 		return nil
 	}
 	first := r.reply.Network
+	log := r.log.WithField("phase", PhaseNetwork).WithField("mode", mode)
+	switch {
+	case first != nil && first.IsReal():
+		log.Debug("network config: embedded in MsgConfig")
+	case explicit && r.reply.ExplicitNetworkConfig:
+		log.Debug("network config: asking with MsgNetworkConfig on a second connection (the server announced it)")
+	case explicit:
+		log.Debug("network config: asking with MsgNetworkConfig on a second connection (network-config: explicit)")
+	default:
+		log.Debug("network config: registering again until the server embeds it (upstream server)")
+	}
 	defer func() { r.waiting = false }()
 	ctx, cancel := r.bound(ctx, r.o.NetworkTimeout)
 	defer cancel()
@@ -542,7 +566,13 @@ func (r *run) explicitOnce(ctx context.Context) (*protocol.NetworkConfig, error)
 		return nil, err
 	}
 	defer cc.Close()
-	return cc.ExplicitNetworkConfig(ctx)
+	log := r.log.WithField("phase", PhaseNetwork)
+	log.WithField("version", cc.Version).Debug("sending MsgNetworkConfig")
+	nc, err := cc.ExplicitNetworkConfig(ctx)
+	if err == nil && nc != nil {
+		log.WithField("configurator", nc.Configurator).WithField("addresses", len(nc.IPAddresses)).Debug("received MsgNetworkConfig")
+	}
+	return nc, err
 }
 
 // classifyNetwork: pending addresses are retried (honouring the server's

@@ -290,3 +290,30 @@ func TestConfigKeyTyposAreWarnedAbout(t *testing.T) {
 		t.Errorf("no warning %q naming the file:\n%s", want, r.stderr)
 	}
 }
+
+// --debug tells the conversation step by step without the token, and
+// keeps ghw's own messages out unless --debug=all.
+func TestDebugShowsTheConversationAndNotGHW(t *testing.T) {
+	rs := regserver(t)
+	m := node.New(t, "52:54:00:00:0e:0b", rs.URL("cli-token"), "")
+	r := agent(t, "agent", nil, "--root", m.Root, "--dry-run", "--debug")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	for _, want := range []string{
+		`msg="connected: authenticated, protocol version negotiated"`, "version=12", "/elemental/registration/REDACTED",
+		`msg="sending MsgSmbios, MsgSystemData, MsgAnnotations, MsgLabels, then MsgGet"`, `msg="received MsgConfig"`,
+		`msg="network config: asking with MsgNetworkConfig`, `msg="received MsgNetworkConfig"`, `msg="[started]"`,
+	} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("--debug lacks %q", want)
+		}
+	}
+	if strings.Contains(r.stderr, "source=ghw") {
+		t.Errorf("--debug shows ghw's messages:\n%s", r.stderr)
+	}
+	all := agent(t, "agent", nil, "--root", m.Root, "--dry-run", "--debug=all")
+	if all.code != 0 || !strings.Contains(all.stderr, "source=ghw") {
+		t.Errorf("--debug=all: exit %d, no ghw message (the scratch root lacks files ghw warns about)", all.code)
+	}
+}
