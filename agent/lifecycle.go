@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sirupsen/logrus"
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/agent/inventory"
@@ -115,6 +116,10 @@ func (r *run) handOver(ctx context.Context) error {
 	runner := r.o.Runner
 	if runner == nil {
 		runner = apply.ExecRunner{}
+	}
+	if r.o.PersistOnly {
+		r.log.WithField("phase", PhaseHandOver).WithField("hook", hookPath).Warnf("not running %s: --root is not / (--apply-live runs it)", cmd)
+		return nil
 	}
 	if _, err := runner.Run(ctx, cmd); err != nil {
 		return fmt.Errorf("elemental %s: %w", verb, err)
@@ -365,6 +370,9 @@ func formatAddresses(m map[string][]string) string {
 func ResetNetwork(ctx context.Context, o Options) error {
 	r := newRun(o)
 	a := r.applier()
+	if o.PersistOnly {
+		a.Runner = notLive{log: r.log.WithField("phase", PhaseApply)}
+	}
 	if err := a.ResetNetwork(ctx); err != nil {
 		return &PhaseError{Phase: PhaseApply, Err: err}
 	}
@@ -407,4 +415,13 @@ func DumpInventory(ctx context.Context, o Options) ([]byte, error) {
 	reg := cfg.Elemental.Registration
 	ann := inventory.Annotations(inventory.AnnotationOptions{Root: r.o.Root, RegVersion: r.o.Version, Auth: kind(reg, reg.Auth), NoToolkit: reg.NoToolkit})
 	return inventory.Dump(inv, labels, ann)
+}
+
+// notLive stands in for the runner when a run must not touch the host's
+// live state (Options.PersistOnly): it says what it did not run.
+type notLive struct{ log *logrus.Entry }
+
+func (n notLive) Run(_ context.Context, c apply.Command) ([]byte, error) {
+	n.log.Warnf("not running %s: --root is not / (--apply-live runs it)", c)
+	return nil, nil
 }

@@ -64,6 +64,12 @@ type Options struct {
 	// DryRun: the whole conversation and rendering, printed to Out;
 	// nothing written or applied.
 	DryRun bool
+	// PersistOnly: write under Root but run no tool that changes the live
+	// state of the host (nmstatectl apply/commit/rollback, nmcli, the
+	// elemental toolkit). cmd/agent sets it for a --root other than /
+	// without --apply-live, so a scratch root never reaches the host's
+	// NetworkManager.
+	PersistOnly bool
 	// Deadline bounds the registration retries; NetworkTimeout bounds the
 	// wait for addresses after registration. 0: no bound of their own.
 	Deadline       time.Duration
@@ -647,6 +653,16 @@ func (r *run) render(ctx context.Context) error {
 // run applied: an unchanged config costs nothing at boot.
 func (r *run) persist(ctx context.Context) error {
 	if r.plan == nil || r.o.DryRun {
+		return nil
+	}
+	if r.o.PersistOnly {
+		if err := r.applier().Persist(r.plan); err != nil {
+			return err
+		}
+		// No digest recorded: a later live run applies it.
+		r.state.NetworkState = netStateReady
+		r.state.NetworkAddresses = formatAddresses(apply.InterfaceAddresses(r.rendered))
+		r.log.WithField("phase", PhasePersist).WithField("root", r.o.Root).Warn("network config written under --root, not applied live (--root is not /; --apply-live applies it)")
 		return nil
 	}
 	if err := r.applier().ApplyLive(ctx, r.plan, r.serverReachable); err != nil {

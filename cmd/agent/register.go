@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -57,6 +58,7 @@ func (c *cli) register(cmd *cobra.Command, f *registerFlags) error {
 		Labels:           f.labels,
 		LabelsFile:       f.labelsFile,
 		DryRun:           f.dryRun,
+		PersistOnly:      filepath.Clean(c.root) != "/" && !f.applyLive,
 		Deadline:         f.deadline,
 		NetworkTimeout:   f.networkTimeout,
 		Version:          version,

@@ -242,7 +242,7 @@ func (l *lab) runAgent(t *testing.T, m *node.Machine, started chan<- struct{}) a
 	stub := testbin.Build(t, "./tests/stubs/nmstatectl")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	argv := append(l.exec(l.node), bin, "--root", m.Root, "--debug", "--deadline", "90s", "--network-timeout", "90s")
+	argv := append(l.exec(l.node), bin, "--root", m.Root, "--apply-live", "--debug", "--deadline", "90s", "--network-timeout", "90s")
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), apply.EnvNmstatectl+"="+stub,
 		"NMSTATECTL_STUB_STATE="+filepath.Join(m.StubDir, "checkpoint"), "NMSTATECTL_STUB_LOG="+filepath.Join(m.StubDir, "calls.jsonl"))
