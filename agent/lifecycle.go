@@ -373,8 +373,20 @@ func ResetNetwork(ctx context.Context, o Options) error {
 	if o.PersistOnly {
 		a.Runner = notLive{log: r.log.WithField("phase", PhaseApply)}
 	}
-	if err := a.ResetNetwork(ctx); err != nil {
+	removed, err := a.RemoveNetwork(ctx)
+	var reload *apply.ReloadError
+	switch {
+	case errors.As(err, &reload):
+		// The files are gone, which is what was asked; NetworkManager
+		// catches up at its next reload or boot.
+		r.log.WithField("phase", PhaseApply).WithError(reload.Err).Warn("network config removed, but NetworkManager was not reloaded")
+	case err != nil:
 		return &PhaseError{Phase: PhaseApply, Err: err}
+	case o.DryRun:
+	case len(removed) == 0:
+		r.log.WithField("phase", PhaseApply).Info("reset network: nothing to remove")
+	default:
+		r.log.WithField("phase", PhaseApply).WithField("files", len(removed)).Info("reset network: network config removed")
 	}
 	if o.DryRun {
 		return nil

@@ -706,57 +706,89 @@ func contains(l []string, s string) bool {
 	return false
 }
 
-// ResetNetwork removes the files listed in the manifest, the applicator and
-// the manifest itself, then has NetworkManager reload its profiles. Files
-// the agent does not own (foreign keyfiles, other /oem files) are never
-// touched; a manifest entry outside the agent's directories is ignored.
+// ResetNetwork is RemoveNetwork without the list of removed files.
 func (a *Applier) ResetNetwork(ctx context.Context) error {
+	_, err := a.RemoveNetwork(ctx)
+	return err
+}
+
+// ReloadError says the agent's network files are removed but
+// NetworkManager could not be told (not installed, not running): the next
+// `nmcli connection reload` or boot picks the change up.
+type ReloadError struct{ Err error }
+
+func (e *ReloadError) Error() string {
+	return "files removed, NetworkManager not reloaded: " + e.Err.Error()
+}
+func (e *ReloadError) Unwrap() error { return e.Err }
+
+// RemoveNetwork removes the network config this agent wrote: the files in
+// its manifest (only inside its own directories), the applicator and the
+// manifest, and returns those that existed. Nothing there is not an error,
+// and NetworkManager is then left alone. The files are removed before
+// NetworkManager is reloaded, so a NetworkManager that is down costs only a
+// *ReloadError.
+func (a *Applier) RemoveNetwork(ctx context.Context) ([]string, error) {
 	pp := a.paths()
 	m, err := a.readManifest()
 	if err != nil {
-		return fmt.Errorf("reset network: %w", err)
+		return nil, fmt.Errorf("reset network: %w", err)
 	}
-	var remove []string
+	var candidates []string
 	for _, f := range m.Files {
 		dir := path.Dir(path.Clean(f.Path))
 		if path.Clean(f.Path) != pp.Applicator && dir != pp.KeyfileDir && dir != pp.StateDir {
 			a.log().WithField("path", f.Path).Warn("reset network: manifest entry outside the agent's directories ignored")
 			continue
 		}
-		remove = append(remove, a.host(path.Clean(f.Path)))
+		candidates = append(candidates, a.host(path.Clean(f.Path)))
 	}
-	remove = append(remove, a.host(pp.Applicator), a.manifestPath())
+	candidates = append(candidates, a.host(pp.Applicator), a.manifestPath())
+	var present []string
+	for _, c := range candidates {
+		if _, err := os.Lstat(c); err == nil && !contains(present, c) {
+			present = append(present, c)
+		}
+	}
 	nmcli, nmcliErr := resolve("nmcli", a.tools().Nmcli)
 	if nmcliErr != nil {
 		nmcli = a.tools().Nmcli
 	}
 	reload := Command{Name: nmcli, Args: []string{"connection", "reload"}}
 	if a.DryRun != nil {
-		for _, r := range remove {
+		if len(present) == 0 {
+			fmt.Fprintln(a.DryRun, "# nothing to remove")
+			return nil, nil
+		}
+		for _, r := range present {
 			fmt.Fprintf(a.DryRun, "# would remove %s\n", r)
 		}
 		fmt.Fprintf(a.DryRun, "# would run %s\n", reload)
-		return nil
+		return present, nil
 	}
+	var removed []string
 	var errs []error
-	seen := map[string]bool{}
-	for _, r := range remove {
-		if !seen[r] {
-			seen[r] = true
-			errs = append(errs, atomicfile.Remove(r))
+	for _, r := range present {
+		if err := atomicfile.Remove(r); err != nil {
+			errs = append(errs, err)
+			continue
 		}
+		removed = append(removed, r)
+		a.log().WithField("path", r).Info("removed")
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("reset network: %w", err)
+		return removed, fmt.Errorf("reset network: %w", err)
 	}
-	a.log().WithField("files", len(seen)).Info("network config removed")
+	if len(removed) == 0 {
+		return nil, nil
+	}
 	if nmcliErr != nil {
-		return fmt.Errorf("reset network: reloading NetworkManager: %w", nmcliErr)
+		return removed, &ReloadError{Err: nmcliErr}
 	}
 	if _, err := a.run(ctx, reload); err != nil {
-		return fmt.Errorf("reset network: reloading NetworkManager: %w", err)
+		return removed, &ReloadError{Err: err}
 	}
-	return nil
+	return removed, nil
 }
 
 // Print writes the plan for a human: digested config, keyfiles, yip file

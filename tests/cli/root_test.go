@@ -35,14 +35,19 @@ func calls(t *testing.T, log string) []string {
 
 // A --root other than / persists under the root and runs no tool that
 // changes the host's live network; --apply-live opts in.
-func TestRootDoesNotApplyLiveWithoutApplyLive(t *testing.T) {
-	dir := t.TempDir()
-	cfg := filepath.Join(dir, "regserver.yaml")
+// nmstateServer is regserver with one nmstate template and a pool.
+func nmstateServer(t *testing.T) *node.Regserver {
+	t.Helper()
+	cfg := filepath.Join(t.TempDir(), "regserver.yaml")
 	node.Must(t, os.WriteFile(cfg, []byte(node.ServerConfig{
 		Name: "cli", Network: node.AddressOnlyTemplate(24),
 		Pool: "192.168.122.150-192.168.122.160", Prefix: 24, Gateway: "192.168.122.1",
 	}.YAML()), 0o600))
-	rs := node.StartRegserver(t, nil, testbin.Build(t, "./cmd/regserver"), "--config", cfg, "--listen", "127.0.0.1:0", "--no-tpm", "--network-wait", "0")
+	return node.StartRegserver(t, nil, testbin.Build(t, "./cmd/regserver"), "--config", cfg, "--listen", "127.0.0.1:0", "--no-tpm", "--network-wait", "0")
+}
+
+func TestRootDoesNotApplyLiveWithoutApplyLive(t *testing.T) {
+	rs := nmstateServer(t)
 	m := node.New(t, "52:54:00:00:0e:0c", rs.URL("cli-token"), "")
 	stub := testbin.Build(t, "./tests/stubs/nmstatectl")
 	log := filepath.Join(m.StubDir, "calls.jsonl")
@@ -93,5 +98,62 @@ func TestRootDoesNotApplyLiveWithoutApplyLive(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(m.Root, "oem/elemental-network.yaml")); !os.IsNotExist(err) {
 		t.Errorf("applicator still there after --reset-network: %v", err)
+	}
+}
+
+// --reset-network removes what is there and says only that; a second one
+// has nothing to remove; a NetworkManager that cannot be reloaded is a
+// warning, not a failure.
+func TestResetNetworkReportsWhatItRemovedAndIsIdempotent(t *testing.T) {
+	rs := nmstateServer(t)
+	m := node.New(t, "52:54:00:00:0e:0d", rs.URL("cli-token"), "")
+	stub := testbin.Build(t, "./tests/stubs/nmstatectl")
+	env := []string{apply.EnvNmstatectl + "=" + stub, "NMSTATECTL_STUB_LOG=" + filepath.Join(m.StubDir, "calls.jsonl"),
+		"NMSTATECTL_STUB_STATE=" + filepath.Join(m.StubDir, "checkpoint")}
+	if r := agent(t, "agent", env, "--root", m.Root); r.code != 0 {
+		t.Fatalf("registration: exit %d\n%s", r.code, r.stderr)
+	}
+	var ours []string
+	for p := range node.Files(t, m.Root) {
+		if strings.HasPrefix(p, "oem/nodereg/") || p == "oem/elemental-network.yaml" {
+			ours = append(ours, p)
+		}
+	}
+	if len(ours) < 2 {
+		t.Fatalf("setup: the agent's network files: %v", ours)
+	}
+	// Dry run first: lists exactly what is there, removes nothing.
+	r := agent(t, "agent", env, "--root", m.Root, "--reset-network", "--dry-run")
+	if r.code != 0 || strings.Count(r.stdout, "# would remove ") != len(ours) {
+		t.Fatalf("dry run: exit %d, want %d files listed:\n%s", r.code, len(ours), r.stdout)
+	}
+	// NetworkManager "down": nmcli cannot be run, live apply asked for.
+	noNM := append(env, apply.EnvNmcli+"=/nonexistent/nmcli")
+	r = agent(t, "agent", noNM, "--root", m.Root, "--apply-live", "--reset-network")
+	if r.code != 0 {
+		t.Fatalf("--reset-network without NetworkManager: exit %d\n%s", r.code, r.stderr)
+	}
+	if n := strings.Count(r.stderr, `msg=removed`); n != len(ours) {
+		t.Errorf("%d removed lines for %d files:\n%s", n, len(ours), r.stderr)
+	}
+	for _, p := range ours {
+		if !strings.Contains(r.stderr, "path="+filepath.Join(m.Root, p)) {
+			t.Errorf("%s not reported as removed", p)
+		}
+		if _, err := os.Stat(filepath.Join(m.Root, p)); !os.IsNotExist(err) {
+			t.Errorf("%s still there: %v", p, err)
+		}
+	}
+	if !strings.Contains(r.stderr, "level=warning") || !strings.Contains(r.stderr, "NetworkManager was not reloaded") {
+		t.Errorf("no warning about NetworkManager:\n%s", r.stderr)
+	}
+	// Again: nothing to remove, nothing reported removed, exit 0.
+	r = agent(t, "agent", noNM, "--root", m.Root, "--apply-live", "--reset-network")
+	if r.code != 0 || !strings.Contains(r.stderr, "nothing to remove") || strings.Contains(r.stderr, "msg=removed") || strings.Contains(r.stderr, "level=warning") {
+		t.Errorf("second --reset-network: exit %d\n%s", r.code, r.stderr)
+	}
+	r = agent(t, "agent", noNM, "--root", m.Root, "--reset-network", "--dry-run")
+	if r.code != 0 || strings.Contains(r.stdout, "would remove") || !strings.Contains(r.stdout, "# nothing to remove") {
+		t.Errorf("dry run on a clean node: exit %d\n%s", r.code, r.stdout)
 	}
 }
