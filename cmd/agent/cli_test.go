@@ -68,6 +68,7 @@ func TestCommandLinesNotUnderstoodExit64WithOneLineAndNoRun(t *testing.T) {
 		{[]string{"--dry-run", "somethingelse"}, `unknown command "somethingelse"`, "agent --help"},
 		{[]string{"--dry-run", "version"}, "unknown flag: --dry-run", "agent version --help"},
 		{[]string{"bogus"}, `unknown command "bogus"`, "agent --help"},
+		{[]string{"help", "bogus"}, `unknown help topic "bogus"`, "agent help --help"},
 		{[]string{"register", "extra"}, `unexpected argument "extra"`, "agent register --help"},
 		{[]string{"version", "extra"}, `unexpected argument "extra"`, "agent version --help"},
 		{[]string{"render", "--network-config", nc, "--registration-url", url}, "unknown flag: --registration-url", "agent render --help"},

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -61,6 +62,19 @@ person, 130/143 stopped by SIGINT/SIGTERM.`,
 	}
 	reg.bind(registerCmd.Flags())
 
+	// cobra's own help command answers an unknown topic with the root's
+	// help and exit 0; an unknown topic is a bad command line here too.
+	root.SetHelpCommand(&cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			target, rest, err := cmd.Root().Find(args)
+			if err != nil || len(rest) > 0 {
+				return fmt.Errorf("unknown help topic %q", strings.Join(args, " "))
+			}
+			return target.Help()
+		},
+	})
 	root.AddCommand(registerCmd, c.renderCommand(), c.inventoryCommand(), &cobra.Command{
 		Use:   "version",
 		Short: "Print the version",
