@@ -185,11 +185,18 @@ func httpStatus(err error) (int, bool) {
 	return 0, false
 }
 
-// refusedOnPurpose: 4xx but a timeout or rate limit is the server saying
-// no to this request for good (404: the registration URL's token is
-// unknown; 401/403: refused). 408 and 429 say "later".
+// refusedOnPurpose: the statuses that say "not this request, not ever":
+// 404 and 410 (the registration URL's token is unknown), 401 and 403
+// (refused), 400 and 405 (not a registration endpoint). Any other status,
+// 5xx, 408, 429 or one nobody expects (418), may be a proxy or a server in
+// trouble: try again later.
 func refusedOnPurpose(code int) bool {
-	return code >= 400 && code < 500 && code != http.StatusRequestTimeout && code != http.StatusTooManyRequests
+	switch code {
+	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden,
+		http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusGone:
+		return true
+	}
+	return false
 }
 
 // pendingReason: the reasons a later attempt can succeed with.

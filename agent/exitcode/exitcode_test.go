@@ -102,6 +102,7 @@ func TestRegistrationNotFoundIs78(t *testing.T) {
 func TestServerErrorOnUpgradeIs75(t *testing.T) {
 	expect(t, dial(t, statusServer(t, http.StatusServiceUnavailable), ""), 75)
 	expect(t, dial(t, statusServer(t, http.StatusTooManyRequests), ""), 75)
+	expect(t, dial(t, statusServer(t, http.StatusTeapot), ""), 75)
 }
 
 func TestServerRefusalIs78(t *testing.T) {
