@@ -73,7 +73,7 @@ func TestCommandLinesNotUnderstoodExit64WithOneLineAndNoRun(t *testing.T) {
 		{[]string{"version", "extra"}, `unexpected argument "extra"`, "agent version --help"},
 		{[]string{"render", "--network-config", nc, "--registration-url", url}, "unknown flag: --registration-url", "agent render --help"},
 		{[]string{"render"}, `"network-config" not set`, "agent render --help"},
-		{[]string{"inventory", "--format", "xml"}, `"xml" is not one of json, json-compact, yaml`, "agent inventory --help"},
+		{[]string{"inventory", "--format", "xml"}, `"xml" is not one of json, json-compact, yaml, labels`, "agent inventory --help"},
 		{[]string{"inventory", "-f", "xml"}, `"xml" is not one of`, "agent inventory --help"},
 		{[]string{"inventory", "nonsense"}, `invalid argument "nonsense"`, "agent inventory --help"},
 		{[]string{"inventory", "--dry-run"}, "unknown flag: --dry-run", "agent inventory --help"},

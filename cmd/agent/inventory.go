@@ -22,7 +22,7 @@ func (c *cli) inventoryCommand() *cobra.Command {
 		labels                 labelList
 		raw                    bool
 	)
-	format := newChoice("json", "json", "json-compact", "yaml")
+	format := newChoice("json", "json", "json-compact", "yaml", "labels")
 	cmd := &cobra.Command{
 		Use:     "inventory [hostinfo|legacy|smbios] [flags]",
 		Aliases: []string{"dumpdata", "dump"},
@@ -55,7 +55,7 @@ and -r/--raw are accepted; the document always holds all of them.`,
 	}
 	fs := cmd.Flags()
 	fs.SortFlags = false
-	fs.VarP(format, "format", "f", "output format: json, json-compact or yaml")
+	fs.VarP(format, "format", "f", "output format: json, json-compact, yaml, or labels (only the labels, as YAML)")
 	fs.BoolVarP(&raw, "raw", "r", false, "accepted for elemental-register compatibility; no effect")
 	fs.StringVar(&configPath, "config-path", agent.DefaultConfigPath, "elemental config file, for its labels (under --root; missing is fine)")
 	fs.StringVar(&labelsFile, "local-labels-file", agent.DefaultLabelsFile, "flat YAML map of local labels (under --root)")
@@ -75,6 +75,17 @@ func reformat(b []byte, format string) ([]byte, error) {
 		}
 		out, err := json.Marshal(v)
 		return append(out, '\n'), err
+	case "labels":
+		var d struct {
+			Labels map[string]string `json:"labels"`
+		}
+		if err := json.Unmarshal(b, &d); err != nil {
+			return nil, err
+		}
+		if len(d.Labels) == 0 {
+			return []byte("{}\n"), nil
+		}
+		return yaml.Marshal(d.Labels)
 	case "yaml":
 		// JSON is YAML: read it as a tree (key order kept) and write it
 		// back in block style.

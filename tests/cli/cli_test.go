@@ -228,6 +228,11 @@ func TestInventoryFormats(t *testing.T) {
 	if y["labels"].(map[string]any)["n"] != "007" || y["smbios"] == nil {
 		t.Errorf("yaml lost data: %v", y["labels"])
 	}
+	r = agent(t, "elemental-register", nil, "dumpdata", "-f", "labels", "--root", m.Root, "--label", "n=007,rack=r1")
+	var labels map[string]string
+	if r.code != 0 || yaml.Unmarshal([]byte(r.stdout), &labels) != nil || labels["n"] != "007" || labels["rack"] != "r1" || len(labels) != 2 {
+		t.Errorf("labels: exit %d\n%s", r.code, r.stdout)
+	}
 }
 
 func TestInstallHonoursExplicitConfigPath(t *testing.T) {
