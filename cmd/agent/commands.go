@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -38,6 +39,17 @@ person, 130/143 stopped by SIGINT/SIGTERM.`,
 			}
 			return c.register(cmd, reg)
 		},
+	}
+	// A --root that is not a directory cannot mean anything: refused with
+	// the other command-line errors, before any run.
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if !cmd.Flags().Changed("root") {
+			return nil
+		}
+		if fi, err := os.Stat(c.root); err != nil || !fi.IsDir() {
+			return fmt.Errorf("--root %s: not a directory", c.root)
+		}
+		return nil
 	}
 	root.SetOut(c.stdout)
 	root.SetErr(c.stderr)
