@@ -411,9 +411,15 @@ func ResetNetwork(ctx context.Context, o Options) error {
 // dumpdata).
 func DumpInventory(ctx context.Context, o Options) ([]byte, error) {
 	r := newRun(o)
-	cfg, err := LoadConfig(r.path(r.o.ConfigPath), r.o.Overrides)
+	cfg, err := ReadConfig(r.o.Root, r.o.ConfigPath, r.o.Overrides, r.log)
+	if _, statErr := os.Stat(r.path(r.o.ConfigPath)); errors.Is(statErr, fs.ErrNotExist) {
+		// No config on this machine (yet): nothing to say.
+		cfg, err = &protocol.Config{}, nil
+	}
 	if err != nil {
-		// The inventory does not need a server: dump without the config.
+		// The inventory does not need a server: dump without the config,
+		// saying what is left out.
+		r.log.WithError(err).Warn("config not read: its labels are left out")
 		cfg = &protocol.Config{}
 	}
 	inv, err := inventory.Collect(ctx, inventory.Options{Root: r.o.Root, Log: r.log})
