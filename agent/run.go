@@ -206,6 +206,14 @@ func (r *run) phase(ctx context.Context, name string, fn func(context.Context) e
 	start := time.Now()
 	err := fn(ctx)
 	d := time.Since(start).Round(time.Microsecond)
+	var stopped *exitcode.StoppedError
+	if cause := context.Cause(ctx); err != nil && errors.As(cause, &stopped) {
+		// Stopped on request (SIGINT/SIGTERM): not a failure of the phase;
+		// the cancellation errors it caused say nothing more.
+		log.WithField("duration", d).Warn("[stopped]")
+		r.notify.Status(name, stopped.Error())
+		return &PhaseError{Phase: name, Err: stopped}
+	}
 	if err != nil {
 		log.WithField("duration", d).WithError(err).Error("[failed]")
 		r.notify.Status(name, "failed: "+err.Error())
