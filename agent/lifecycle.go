@@ -35,9 +35,6 @@ const (
 	ModeInstall
 )
 
-// PhaseHandOver writes the install/reset hook and runs the toolkit.
-const PhaseHandOver = "hand-over"
-
 const (
 	cloudInitDir     = "/tmp/elemental/cloud-init"
 	hookFileName     = "elemental-before-hook.yaml"
@@ -57,7 +54,7 @@ const (
 // so the registration config, the state and the network applicator land in
 // the new system's /oem even when the toolkit formats it, then runs the
 // toolkit with the environment of 8.6.
-func (r *run) handOver(ctx context.Context) error {
+func (r *run) handOver(ctx context.Context, net *fetched, plan *apply.Plan) error {
 	stage, oem, verb := "before-reset", apply.OEMDuringReset, "reset"
 	if r.o.Mode == ModeInstall {
 		stage, oem, verb = "before-install", apply.OEMDuringInstall, "install"
@@ -69,12 +66,16 @@ func (r *run) handOver(ctx context.Context) error {
 	if err != nil {
 		return &ConfigError{Err: fmt.Errorf("%s needs the elemental toolkit: %w", verb, err)}
 	}
-	if r.plan != nil {
+	if plan != nil {
 		r.state.NetworkDigest = r.result.Digest
 		r.state.NetworkState = netStateReady
-		r.state.NetworkAddresses = formatAddresses(apply.InterfaceAddresses(r.rendered))
+		r.state.NetworkAddresses = formatAddresses(apply.InterfaceAddresses(net.rendered))
 	}
-	files, err := r.hookFiles()
+	// Upstream saves the state before the toolkit runs: a reset that
+	// reboots at its end must not lose the new registration. The new
+	// system gets the same state through the hook.
+	r.state.LastPhase = PhaseHandOver
+	files, err := r.hookFiles(plan)
 	if err != nil {
 		return err
 	}
@@ -106,9 +107,6 @@ func (r *run) handOver(ctx context.Context) error {
 	if err := atomicfile.Write(hookPath, hook, 0o600); err != nil {
 		return err
 	}
-	// Upstream saves the state before the toolkit runs: a reset that
-	// reboots at its end must not lose the new registration.
-	r.state.LastPhase = PhaseHandOver
 	if err := r.state.Save(r.path(r.o.StatePath)); err != nil {
 		return err
 	}
@@ -129,7 +127,7 @@ func (r *run) handOver(ctx context.Context) error {
 }
 
 // hookFiles are the OEM files of the new system.
-func (r *run) hookFiles() ([]apply.HookFile, error) {
+func (r *run) hookFiles(plan *apply.Plan) ([]apply.HookFile, error) {
 	regYAML, err := yaml.Marshal(map[string]any{"elemental": map[string]any{"registration": r.cfg.Elemental.Registration}})
 	if err != nil {
 		return nil, err
@@ -164,8 +162,8 @@ func (r *run) hookFiles() ([]apply.HookFile, error) {
 		{Name: "elemental-cloud-init.yaml", Content: cloud},
 		{Name: "elemental-system-agent.yaml", Content: agentYip},
 	}
-	if r.plan != nil {
-		netFiles, err := r.stagedNetworkFiles()
+	if plan != nil {
+		netFiles, err := r.stagedNetworkFiles(plan)
 		if err != nil {
 			return nil, err
 		}
@@ -177,14 +175,14 @@ func (r *run) hookFiles() ([]apply.HookFile, error) {
 // stagedNetworkFiles persists the plan into a scratch root and carries what
 // landed under its /oem: the applicator, the digested config and the
 // manifest, exactly as a boot would have written them.
-func (r *run) stagedNetworkFiles() ([]apply.HookFile, error) {
+func (r *run) stagedNetworkFiles(plan *apply.Plan) ([]apply.HookFile, error) {
 	stage, err := os.MkdirTemp("", "nodereg-stage-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(stage)
 	a := &apply.Applier{Root: stage, Log: r.log}
-	if err := a.Persist(r.plan); err != nil {
+	if err := a.Persist(plan); err != nil {
 		return nil, err
 	}
 	var files []apply.HookFile

@@ -34,8 +34,10 @@ type State struct {
 	// its network config.
 	NetworkState     string `yaml:"nodereg-network-state,omitempty"`
 	NetworkAddresses string `yaml:"nodereg-network-addresses,omitempty"`
-	// LastPhase is the last phase the previous run completed.
-	LastPhase string `yaml:"nodereg-last-phase,omitempty"`
+	// LastPhase is where the previous run saved this file: PhaseFinish,
+	// or PhaseHandOver when it handed over to the toolkit (install,
+	// reset), which the first run after it logs.
+	LastPhase Phase `yaml:"nodereg-last-phase,omitempty"`
 
 	// loaded is the file as read: an unchanged state is not written
 	// again (two fsyncs saved on every warm boot).
