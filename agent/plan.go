@@ -17,20 +17,15 @@ import (
 	"github.com/nodereg/nodereg/protocol"
 )
 
-func (r *run) applier() *apply.Applier {
-	a := &apply.Applier{
+// applier is the apply library on this run's edges, logging as phase p.
+func (r *run) applier(p Phase) *apply.Applier {
+	return &apply.Applier{
 		Root:   r.o.Root,
-		Runner: r.o.Runner,
+		Runner: r.runner,
+		Files:  r.files,
 		Tools:  apply.ToolsFromEnv(os.Getenv),
-		Log:    r.log.WithField("phase", PhaseApply),
+		Log:    r.log.WithField("phase", p),
 	}
-	if a.Runner == nil {
-		a.Runner = apply.ExecRunner{}
-	}
-	if r.o.DryRun {
-		a.DryRun = r.o.Out
-	}
-	return a
 }
 
 // plan turns the rendered config into a plan: keyfiles (nmstatectl gc for
@@ -45,7 +40,7 @@ func (r *run) plan(ctx context.Context, net *fetched) (*apply.Plan, error) {
 		r.log.WithField("phase", PhasePlan).WithField("digest", r.result.Digest).Info("network config unchanged since the last run: nothing to plan or apply")
 		return nil, nil
 	}
-	plan, err := r.applier().Plan(ctx, net.rendered)
+	plan, err := r.applier(PhasePlan).Plan(ctx, net.rendered)
 	var tm *apply.ToolMissingError
 	var fe *apply.FieldError
 	switch {
@@ -59,19 +54,25 @@ func (r *run) plan(ctx context.Context, net *fetched) (*apply.Plan, error) {
 	case err != nil:
 		return nil, err
 	}
-	if r.o.DryRun {
-		printAddresses(r.o.Out, net.config)
-		plan.Print(r.o.Out)
-	}
 	return plan, nil
 }
 
-// apply makes the plan the running network and persists it (boot mode).
-func (r *run) apply(ctx context.Context, net *fetched, plan *apply.Plan) error {
-	if plan == nil || r.o.DryRun {
+// printPlan is a dry run's PhaseApply: what would be written and run.
+func (r *run) printPlan(ctx context.Context, net *fetched, plan *apply.Plan) error {
+	if plan == nil {
 		return nil
 	}
-	if err := r.applier().ApplyLive(ctx, plan, r.serverReachable); err != nil {
+	printAddresses(r.o.Out, net.config)
+	plan.Print(r.o.Out)
+	return nil
+}
+
+// applyLive makes the plan the running network and persists it (boot mode).
+func (r *run) applyLive(ctx context.Context, net *fetched, plan *apply.Plan) error {
+	if plan == nil {
+		return nil
+	}
+	if err := r.applier(PhaseApply).ApplyLive(ctx, plan, r.serverReachable); err != nil {
 		return err
 	}
 	r.state.NetworkDigest = plan.Digest()
@@ -157,6 +158,10 @@ func PrintRender(ctx context.Context, w io.Writer, nc *protocol.NetworkConfig) e
 	}
 	r := newRun(Options{DryRun: true, Out: w})
 	r.state = &State{}
-	_, err = r.plan(ctx, &fetched{config: nc, rendered: rd})
-	return err
+	net := &fetched{config: nc, rendered: rd}
+	plan, err := r.plan(ctx, net)
+	if err != nil {
+		return err
+	}
+	return r.printPlan(ctx, net, plan)
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/nodereg/nodereg/agent/inventory"
 	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/hostpath"
+	"github.com/nodereg/nodereg/internal/logx"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/tpm"
 )
@@ -80,6 +82,12 @@ type run struct {
 	labels      map[string]string
 	annotations map[string]string
 	result      Result
+	// files and runner are the run's side effects on the host: real, or
+	// printing ones in a dry run.
+	files  apply.Files
+	runner apply.Runner
+	// applyPlan is PhaseApply's work: applyLive, or printPlan in a dry run.
+	applyPlan func(context.Context, *fetched, *apply.Plan) error
 }
 
 // Result is what a run did, for the caller's summary and for tests.
@@ -108,6 +116,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	r := newRun(o)
 	defer r.close()
 	err := r.phases(ctx)
+	if o.DryRun {
+		fmt.Fprintln(r.o.Out, "# dry run: nothing written, nothing applied")
+	}
 	return &r.result, err
 }
 
@@ -134,7 +145,7 @@ func (r *run) phases(ctx context.Context) error {
 		return err
 	}
 	if r.o.Mode == ModeBoot {
-		err = r.do(ctx, PhaseApply, func(ctx context.Context) error { return r.apply(ctx, net, plan) })
+		err = r.do(ctx, PhaseApply, func(ctx context.Context) error { return r.applyPlan(ctx, net, plan) })
 	} else {
 		err = r.do(ctx, PhaseHandOver, func(ctx context.Context) error { return r.handOver(ctx, net, plan) })
 	}
@@ -145,11 +156,7 @@ func (r *run) phases(ctx context.Context) error {
 }
 
 func newRun(o Options) *run {
-	if o.Log == nil {
-		l := logrus.New()
-		l.Out = io.Discard
-		o.Log = logrus.NewEntry(l)
-	}
+	o.Log = logx.OrDiscard(o.Log)
 	if o.Notifier == nil {
 		o.Notifier = nopNotifier{}
 	}
@@ -168,7 +175,21 @@ func newRun(o Options) *run {
 	if o.LabelsFile == "" {
 		o.LabelsFile = DefaultLabelsFile
 	}
-	return &run{o: o, log: o.Log, notify: o.Notifier}
+	if o.Runner == nil {
+		o.Runner = apply.ExecRunner{}
+	}
+	r := &run{o: o, log: o.Log, notify: o.Notifier, files: apply.HostFiles{}, runner: o.Runner}
+	r.applyPlan = r.applyLive
+	if o.DryRun {
+		// A dry run is the same run with printing edges: files and
+		// commands that change the host are printed, read-only commands
+		// run, systemd is not told, and the plan is printed, not applied.
+		r.files = apply.PrintFiles{W: o.Out}
+		r.runner = apply.PrintRunner{W: o.Out, Real: o.Runner}
+		r.notify = nopNotifier{}
+		r.applyPlan = r.printPlan
+	}
+	return r
 }
 
 func (r *run) close() {
@@ -181,7 +202,7 @@ func (r *run) close() {
 	}
 }
 
-func (r *run) path(p string) string { return HostPath(r.o.Root, p) }
+func (r *run) path(p string) string { return hostpath.Join(r.o.Root, p) }
 
 func (r *run) loadConfig(ctx context.Context) error {
 	cfg, err := LoadConfig(r.path(r.o.ConfigPath), r.o.Overrides)
@@ -301,12 +322,8 @@ func (r *run) finish(ctx context.Context) error {
 	if r.tpm != nil {
 		r.state.SetAKBlob(r.tpm.AKBlob())
 	}
-	if r.o.DryRun {
-		fmt.Fprintln(r.o.Out, "# dry run: nothing written, nothing applied")
-		return nil
-	}
 	r.state.LastPhase = PhaseFinish
-	if err := r.state.Save(r.path(r.o.StatePath)); err != nil {
+	if err := r.state.Save(r.files, r.path(r.o.StatePath)); err != nil {
 		return err
 	}
 	r.notify.Ready()

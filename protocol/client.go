@@ -77,6 +77,19 @@ func WebSocketURL(u string) (string, error) {
 	return "ws" + strings.TrimPrefix(u, "http"), nil
 }
 
+// CAPEM is the one reading of registration.ca-cert: PEM text as it is, or
+// else the path of a file holding it (upstream's rule).
+func CAPEM(caCert string) ([]byte, error) {
+	if strings.Contains(caCert, "-----BEGIN") {
+		return []byte(caCert), nil
+	}
+	b, err := os.ReadFile(caCert)
+	if err != nil {
+		return nil, fmt.Errorf("ca-cert: reading %s: %w", caCert, err)
+	}
+	return b, nil
+}
+
 // TLSConfig builds the client TLS configuration from a CA given as a file
 // path or PEM text.
 func TLSConfig(caCert string, noSystemPool bool) (*tls.Config, error) {
@@ -86,13 +99,9 @@ func TLSConfig(caCert string, noSystemPool bool) (*tls.Config, error) {
 		}
 		return &tls.Config{MinVersion: tls.VersionTLS12}, nil
 	}
-	pemText := []byte(caCert)
-	if !strings.Contains(caCert, "-----BEGIN") {
-		b, err := os.ReadFile(caCert)
-		if err != nil {
-			return nil, fmt.Errorf("ca-cert: reading %s: %w", caCert, err)
-		}
-		pemText = b
+	pemText, err := CAPEM(caCert)
+	if err != nil {
+		return nil, err
 	}
 	var pool *x509.CertPool
 	if !noSystemPool {
