@@ -329,6 +329,9 @@ func TestResetDryRunPrintsHookAndCommand(t *testing.T) {
 	m := newMachine(t, "52:54:00:00:46:01", rs.url())
 	calls := useStubElemental(t, m.root)
 	before := treeHash(t, m.root)
+	// Nothing anywhere: not under the root, not in a scratch directory.
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
 	var out strings.Builder
 	_, err := m.run(func(o *agent.Options) { o.Mode = agent.ModeReset; o.DryRun = true; o.Out = &out })
 	if err != nil {
@@ -336,6 +339,9 @@ func TestResetDryRunPrintsHookAndCommand(t *testing.T) {
 	}
 	if after := treeHash(t, m.root); after != before {
 		t.Error("reset dry run changed the root")
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Errorf("reset dry run wrote to the temp directory: %v", ents)
 	}
 	if len(calls()) != 0 {
 		t.Error("reset dry run ran elemental")
