@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nodereg/nodereg/tests/internal/node"
+	"github.com/nodereg/nodereg/internal/testutil/node"
 )
 
 // nmstateTemplate is the template of the foundation issue.

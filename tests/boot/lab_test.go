@@ -19,7 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nodereg/nodereg/tests/internal/testbin"
+	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
 
 const (

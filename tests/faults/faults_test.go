@@ -18,8 +18,8 @@ import (
 
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/apply"
-	"github.com/nodereg/nodereg/tests/internal/node"
-	"github.com/nodereg/nodereg/tests/internal/testbin"
+	"github.com/nodereg/nodereg/internal/testutil/node"
+	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
 
 func TestMain(m *testing.M) {

@@ -20,9 +20,9 @@ import (
 
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/testutil/node"
+	"github.com/nodereg/nodereg/internal/testutil/testbin"
 	"github.com/nodereg/nodereg/protocol"
-	"github.com/nodereg/nodereg/tests/internal/node"
-	"github.com/nodereg/nodereg/tests/internal/testbin"
 )
 
 // Secret values the server hands out under elemental.system-agent: none of

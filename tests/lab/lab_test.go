@@ -9,11 +9,9 @@
 package lab
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,8 +22,8 @@ import (
 
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/apply"
-	"github.com/nodereg/nodereg/tests/internal/node"
-	"github.com/nodereg/nodereg/tests/internal/testbin"
+	"github.com/nodereg/nodereg/internal/testutil/node"
+	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
 
 func TestMain(m *testing.M) {
@@ -141,10 +139,8 @@ func (l *lab) startServer(t *testing.T, dir string, extra ...string) *node.Regse
 
 // relay is the userspace impairment, a process in the server namespace.
 type relay struct {
-	cmd    *exec.Cmd
-	base   string // http://ADDR of the relay
-	stderr *node.Log
-	done   chan struct{}
+	*node.Process
+	base string // http://ADDR of the relay
 }
 
 // startRelay runs ./relay in the server namespace, in front of the server
@@ -156,52 +152,20 @@ func (l *lab) startRelay(t *testing.T) *relay {
 	bin := testbin.Build(t, "./tests/lab/relay")
 	argv := append(l.exec(l.server), bin, "-listen", serverIP+":"+relayPort, "-to", serverIP+":"+port,
 		"-delay", relayDelay, "-loss", relayLoss, "-rto", relayRTO, "-seed", fmt.Sprint(relaySeed))
-	cmd := exec.Command(argv[0], argv[1:]...)
-	r := &relay{cmd: cmd, stderr: &node.Log{}, done: make(chan struct{})}
-	cmd.Stderr = r.stderr
-	out, err := cmd.StdoutPipe()
-	node.Must(t, err)
-	node.Must(t, cmd.Start())
-	go func() { _ = cmd.Wait(); close(r.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-r.done:
-		default:
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-			<-r.done
-		}
-	})
-	line := make(chan string, 1)
-	go func() {
-		br := bufio.NewReader(out)
-		s, _ := br.ReadString('\n')
-		line <- s
-		_, _ = io.Copy(io.Discard, br)
-	}()
-	select {
-	case s := <-line:
-		addr, ok := strings.CutPrefix(strings.TrimSpace(s), "listening on ")
-		if !ok {
-			t.Fatalf("relay did not start: %q\n%s", s, r.stderr.String())
-		}
-		r.base = "http://" + addr
-	case <-time.After(30 * time.Second):
-		t.Fatalf("relay printed no address in 30 s\n%s", r.stderr.String())
-	}
-	return r
+	p := node.StartProcess(t, argv...)
+	return &relay{Process: p, base: "http://" + p.Listening}
 }
 
 // stop ends the relay with SIGTERM (by PID) and returns its figures.
 func (r *relay) stop(t *testing.T) (conns, segments, lost int) {
 	t.Helper()
-	node.Must(t, r.cmd.Process.Signal(syscall.SIGTERM))
-	<-r.done
-	for _, l := range strings.Split(r.stderr.String(), "\n") {
+	node.Must(t, r.Signal(syscall.SIGTERM))
+	for _, l := range strings.Split(r.Stderr.String(), "\n") {
 		if _, err := fmt.Sscanf(l, "relay: conns=%d segments=%d lost=%d", &conns, &segments, &lost); err == nil {
 			return conns, segments, lost
 		}
 	}
-	t.Fatalf("relay printed no summary:\n%s", r.stderr.String())
+	t.Fatalf("relay printed no summary:\n%s", r.Stderr.String())
 	return 0, 0, 0
 }
 

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodereg/nodereg/tests/internal/node"
-	"github.com/nodereg/nodereg/tests/internal/testbin"
+	"github.com/nodereg/nodereg/internal/testutil/node"
+	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
 
 // TestKillDuringAllocations runs bin/regserver as a process, sends it a herd

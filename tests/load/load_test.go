@@ -16,12 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodereg/nodereg/internal/testutil/node"
+	"github.com/nodereg/nodereg/internal/testutil/testbin"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/server"
 	"github.com/nodereg/nodereg/server/regconfig"
 	"github.com/nodereg/nodereg/server/store"
-	"github.com/nodereg/nodereg/tests/internal/node"
-	"github.com/nodereg/nodereg/tests/internal/testbin"
 )
 
 func TestMain(m *testing.M) {
