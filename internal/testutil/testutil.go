@@ -34,6 +34,14 @@ func Must(tb testing.TB, err error) {
 // Files returns every regular file under root (relative path -> content).
 func Files(tb testing.TB, root string) map[string][]byte {
 	tb.Helper()
+	out, err := ReadFiles(root)
+	Must(tb, err)
+	return out
+}
+
+// ReadFiles is Files for goroutines other than the test's, which must not
+// call t.Fatal.
+func ReadFiles(root string) (map[string][]byte, error) {
 	out := map[string][]byte{}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
@@ -47,8 +55,7 @@ func Files(tb testing.TB, root string) map[string][]byte {
 		out[rel] = b
 		return nil
 	})
-	Must(tb, err)
-	return out
+	return out, err
 }
 
 // Tree lists every entry under root (directories too) with its mode and,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/nodereg/nodereg/agent/retry/retrytest"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"net/http"
 	"net/http/httptest"
@@ -86,18 +87,20 @@ func TestPoolExhaustedEndsWithExit75NamingPool(t *testing.T) {
 }
 
 func TestAllocationDelay(t *testing.T) {
-	rs := startRegServer(t, serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), 3*time.Second)
+	// The server's delay is real time (its hint is whole seconds): one
+	// second is the shortest that still makes the agent wait.
+	rs := startRegServer(t, serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), time.Second)
 	m := newMachine(t, "52:54:00:00:02:01", rs.url())
 	start := time.Now()
 	res, err := m.run(nil)
 	if got := address(t, res, err); got != "192.168.122.150" {
 		t.Errorf("after waiting: %s", got)
 	}
-	t.Logf("waited %s for a 3 s allocation delay", time.Since(start).Round(time.Millisecond))
+	t.Logf("waited %s for a 1 s allocation delay", time.Since(start).Round(time.Millisecond))
 
 	m2 := newMachine(t, "52:54:00:00:02:02", rs.url())
 	before := testutil.Tree(t, m2.Root)
-	_, err = m2.run(func(o *agent.Options) { o.NetworkTimeout = time.Second })
+	_, err = m2.run(func(o *agent.Options) { o.NetworkTimeout = 300 * time.Millisecond })
 	if code := agent.ExitCode(err); code != agent.ExitTempFail {
 		t.Fatalf("deadline shorter than the delay: exit %d (%v), want 75", code, err)
 	}
@@ -177,7 +180,11 @@ func pendingNetwork() *protocol.NetworkConfig {
 func TestNeverSends0x0CToAServerThatDidNotAnnounce(t *testing.T) {
 	h := &fixedHandler{network: pendingNetwork()}
 	m := newMachine(t, "52:54:00:00:04:01", startFixed(t, h))
-	_, err := m.run(func(o *agent.Options) { o.NetworkTimeout = 1500 * time.Millisecond })
+	// The fake clock makes the re-registration's backoff instant.
+	_, err := m.run(func(o *agent.Options) {
+		o.NetworkTimeout = 1500 * time.Millisecond
+		o.Clock = retrytest.NewClock(time.Now())
+	})
 	if code := agent.ExitCode(err); code != agent.ExitTempFail {
 		t.Errorf("pending placeholders from an upstream-like server: exit %d (%v), want 75", code, err)
 	}

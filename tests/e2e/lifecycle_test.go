@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,43 +22,50 @@ import (
 )
 
 // notifyListener is a unixgram NOTIFY_SOCKET, as systemd gives a Type=notify
-// service.
-func notifyListener(t *testing.T) (*[]string, func() []string) {
+// service. stop returns every datagram sent before it was called.
+func notifyListener(t *testing.T) (stop func() []string) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "notify.sock")
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
 	testutil.Must(t, err)
 	t.Setenv("NOTIFY_SOCKET", sock)
-	var mu sync.Mutex
-	var msgs []string
-	done := make(chan struct{})
+	const end = "TEST-END"
+	msgs := make(chan []string, 1)
 	go func() {
-		defer close(done)
+		var got []string
 		buf := make([]byte, 4096)
 		for {
 			n, err := conn.Read(buf)
-			if err != nil {
+			if err != nil || string(buf[:n]) == end {
+				msgs <- got
 				return
 			}
-			mu.Lock()
-			msgs = append(msgs, string(buf[:n]))
-			mu.Unlock()
+			got = append(got, string(buf[:n]))
 		}
 	}()
-	return &msgs, func() []string {
-		time.Sleep(50 * time.Millisecond)
-		conn.Close()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]string(nil), msgs...)
+	return func() []string {
+		defer conn.Close()
+		// The agent's datagrams are queued before this marker (sendto
+		// returned before Run did): reading up to it reads them all.
+		c, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: sock, Net: "unixgram"})
+		testutil.Must(t, err)
+		defer c.Close()
+		_, err = c.Write([]byte(end))
+		testutil.Must(t, err)
+		select {
+		case m := <-msgs:
+			return m
+		case <-time.After(10 * time.Second):
+			t.Fatal("notify socket: the end marker never arrived")
+			return nil
+		}
 	}
 }
 
 func TestNotifySocketSeesPhasesWaitAndReady(t *testing.T) {
-	rs := startRegServer(t, serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), 2*time.Second)
+	rs := startRegServer(t, serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), time.Second)
 	m := newMachine(t, "52:54:00:00:40:01", rs.url())
-	_, stop := notifyListener(t)
+	stop := notifyListener(t)
 	res, err := m.run(func(o *agent.Options) { o.Notifier = systemd.New(testutil.TestLog(t)) })
 	msgs := stop()
 	if err != nil || !res.Applied {

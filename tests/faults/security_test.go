@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/nodereg/nodereg/agent"
+	"github.com/nodereg/nodereg/agent/retry/retrytest"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
@@ -105,6 +106,8 @@ func runAgent(t *testing.T, m *node.Machine, log *node.Log) (*agent.Result, erro
 	defer cancel()
 	return agent.Run(ctx, agent.Options{
 		Root: m.Root, Deadline: 3 * time.Second, NetworkTimeout: 5 * time.Second, SessionDeadline: 2 * time.Second,
+		// Retries after a refused certificate wait on a fake clock.
+		Clock:   retrytest.NewClock(time.Now()),
 		Version: "tls", Out: log, Log: log.Entry(), Runner: m.Runner(),
 	})
 }
