@@ -198,36 +198,55 @@ func (l *lab) impairment(t *testing.T, r *relay) string {
 type agentRun struct {
 	out  string
 	code int
+	err  error // the agent could not be run at all
 }
 
 // runAgent runs bin/agent in the node namespace against the machine root.
-func (l *lab) runAgent(t *testing.T, m *node.Machine, started chan<- struct{}) agentRun {
+func (l *lab) runAgent(t *testing.T, m *node.Machine) agentRun {
+	return l.agentCommand(t, m)(nil)
+}
+
+// agentCommand builds what the agent needs on the test's goroutine and
+// returns the run itself, which may go on another goroutine (nothing in it
+// calls t.Fatal). started, if not nil, is closed once the agent started
+// (or failed to).
+func (l *lab) agentCommand(t *testing.T, m *node.Machine) func(started chan<- struct{}) agentRun {
 	bin := testbin.Build(t, "./cmd/agent")
 	stub := testbin.Build(t, "./tests/stubs/nmstatectl")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	argv := append(l.exec(l.node), bin, "--root", m.Root, "--debug", "--deadline", "90s", "--network-timeout", "90s")
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), apply.EnvNmstatectl+"="+stub,
-		"NMSTATECTL_STUB_STATE="+filepath.Join(m.StubDir, "checkpoint"), "NMSTATECTL_STUB_LOG="+filepath.Join(m.StubDir, "calls.jsonl"))
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	node.Must(t, cmd.Start())
-	if started != nil {
-		close(started)
+	return func(started chan<- struct{}) agentRun {
+		signalled := started == nil
+		signal := func() {
+			if !signalled {
+				signalled = true
+				close(started)
+			}
+		}
+		defer signal()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		argv := append(l.exec(l.node), bin, "--root", m.Root, "--debug", "--deadline", "90s", "--network-timeout", "90s")
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		cmd.Env = append(os.Environ(), apply.EnvNmstatectl+"="+stub)
+		cmd.Env = append(cmd.Env, m.Stub().Env()...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			return agentRun{err: err}
+		}
+		signal()
+		err := cmd.Wait()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return agentRun{out: out.String(), code: ee.ExitCode()}
+		}
+		return agentRun{out: out.String(), err: err}
 	}
-	err := cmd.Wait()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("agent: %v", err)
-	}
-	return agentRun{out: out.String(), code: code}
 }
 
 func checkRegistered(t *testing.T, m *node.Machine, r agentRun) {
 	t.Helper()
+	if r.err != nil {
+		t.Fatalf("agent: %v", r.err)
+	}
 	if r.code != 0 {
 		t.Fatalf("agent exit %d:\n%s", r.code, r.out)
 	}
@@ -249,7 +268,7 @@ func TestBadNetwork(t *testing.T) {
 	url, rl := l.impair(t, rs)
 	m := node.New(t, "52:54:00:0d:00:01", url, "")
 	start := time.Now()
-	r := l.runAgent(t, m, nil)
+	r := l.runAgent(t, m)
 	took := time.Since(start).Round(time.Millisecond)
 	checkRegistered(t, m, r)
 	if !strings.Contains(r.out, "192.168.122.150") {
@@ -273,11 +292,14 @@ func TestServerKilledMidRun(t *testing.T) {
 	start := time.Now()
 	started := make(chan struct{})
 	done := make(chan agentRun, 1)
-	go func() { done <- l.runAgent(t, m, started) }()
+	run := l.agentCommand(t, m)
+	go func() { done <- run(started) }()
 	<-started
 	waitFor(t, rs, "registered")
+	// Killed while the agent waits for its address, restarted at once:
+	// the agent's next attempt meets either the dead server or the new
+	// one, and in both cases must end with the claim made before the kill.
 	rs.Kill()
-	time.Sleep(time.Second)
 	l.startServer(t, dir, delay)
 	r := <-done
 	took := time.Since(start).Round(time.Millisecond)
