@@ -110,7 +110,7 @@ var (
 
 // runScripted runs the agent (a dry run: the decision is under test, not
 // the host) against s, with the fake clock; mode is network-config.
-func runScripted(t *testing.T, s *scriptedServer, mode string) (*Result, error, *retrytest.Clock) {
+func runScripted(t *testing.T, s *scriptedServer, mode string) (*Result, *retrytest.Clock, error) {
 	t.Helper()
 	url := s.start(t)
 	m := node.New(t, "52:54:00:aa:00:01", url, "    no-smbios: true\n")
@@ -121,7 +121,7 @@ func runScripted(t *testing.T, s *scriptedServer, mode string) (*Result, error, 
 		Deadline: time.Minute, NetworkTimeout: time.Minute,
 		Overrides: Overrides{NetworkConfig: &mode},
 	})
-	return res, err, clock
+	return res, clock, err
 }
 
 func TestFetchNetworkDecisions(t *testing.T) {
@@ -189,7 +189,7 @@ func TestFetchNetworkDecisions(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := &scriptedServer{script: c.server}
-			res, err, clock := runScripted(t, s, c.mode)
+			res, clock, err := runScripted(t, s, c.mode)
 			if got := ExitCode(err); got != c.wantExit {
 				t.Fatalf("exit %d (%v), want %d", got, err, c.wantExit)
 			}
