@@ -143,7 +143,7 @@ func (fr *faultRun) run(t *testing.T) outcome {
 // TestFaultInjection: 10 steps x 5 faults x (once on a new machine, always
 // on a new machine, always after a good run) = 150 cases.
 func TestFaultInjection(t *testing.T) {
-	stub := testbin.Build(t, "./tests/stubs/nmstatectl")
+	stub := testbin.NmstatectlStub(t)
 	// Set once for the whole process before any run starts: the agent
 	// looks its tools up in the environment.
 	if err := os.Setenv(apply.EnvNmstatectl, stub); err != nil {

@@ -87,7 +87,7 @@ func newPKI(t *testing.T, cn string) pki {
 
 func useStub(t *testing.T) {
 	t.Helper()
-	node.Must(t, os.Setenv(apply.EnvNmstatectl, testbin.Build(t, "./tests/stubs/nmstatectl")))
+	node.Must(t, os.Setenv(apply.EnvNmstatectl, testbin.NmstatectlStub(t)))
 }
 
 // startTLSRegserver runs bin/regserver with --tls-cert/--tls-key.
@@ -223,7 +223,7 @@ func TestPlainHTTPWarns(t *testing.T) {
 // logger) against a regserver whose config carries a system-agent token,
 // and greps everything the agent printed.
 func TestSecretsNotLogged(t *testing.T) {
-	stub := testbin.Build(t, "./tests/stubs/nmstatectl")
+	stub := testbin.NmstatectlStub(t)
 	agentBin := testbin.Build(t, "./cmd/agent")
 	dir := t.TempDir()
 	rs := node.StartRegserver(t, nil, testbin.Build(t, "./cmd/regserver"), "--config", regserverConfig(dir),

@@ -212,7 +212,7 @@ func (l *lab) runAgent(t *testing.T, m *node.Machine) agentRun {
 // (or failed to).
 func (l *lab) agentCommand(t *testing.T, m *node.Machine) func(started chan<- struct{}) agentRun {
 	bin := testbin.Build(t, "./cmd/agent")
-	stub := testbin.Build(t, "./tests/stubs/nmstatectl")
+	stub := testbin.NmstatectlStub(t)
 	return func(started chan<- struct{}) agentRun {
 		signalled := started == nil
 		signal := func() {
