@@ -151,23 +151,12 @@ func (srv *Server) syncClaims(st *store.State, inv *store.Inventory, now time.Ti
 // lowest free address first (REFERENCE.md 4.7). It reports whether any
 // claim changed. Claims already holding an address keep it, so the same
 // machine keeps its address across registrations and restarts.
+//
+// Addresses in use are looked up in one registry for the whole server, not
+// per pool: a pool renamed or reshaped between restarts still finds the
+// addresses its old claims hold, so no address is ever held by two claims.
 func (srv *Server) reconcile(st *store.State, now time.Time) bool {
-	inUse := map[string]map[netip.Addr]bool{}
-	used := func(pool string) map[netip.Addr]bool {
-		if m, ok := inUse[pool]; ok {
-			return m
-		}
-		m := map[netip.Addr]bool{}
-		for _, c := range st.Claims {
-			if c.Pool == pool && c.Address != "" {
-				if a, err := netip.ParseAddr(c.Address); err == nil {
-					m[a] = true
-				}
-			}
-		}
-		inUse[pool] = m
-		return m
-	}
+	var held map[netip.Addr]*store.Claim
 	changed := false
 	set := func(c *store.Claim, reason, msg string) {
 		if c.Reason != reason || c.Message != msg {
@@ -186,14 +175,17 @@ func (srv *Server) reconcile(st *store.State, now time.Time) bool {
 		case now.Before(c.NotBefore):
 			set(c, protocol.ReasonWaitingForIPAddress, "Waiting to claim IPAddress "+c.Name)
 		default:
-			u := used(c.Pool)
-			a, err := pool.Allocate(u)
+			if held == nil {
+				held = addressRegistry(st)
+			}
+			a, err := pool.Allocate(func(a netip.Addr) bool { return held[a] != nil })
 			if err != nil {
 				set(c, protocol.ReasonPoolExhausted, fmt.Sprintf("pool %q has no free address for claim %s", c.Pool, c.Name))
 				continue
 			}
-			u[a] = true
+			held[a] = c
 			c.Address, c.Prefix = a.String(), pool.Prefix
+			c.Gateway = ""
 			if pool.Gateway.IsValid() {
 				c.Gateway = pool.Gateway.String()
 			}
@@ -202,6 +194,21 @@ func (srv *Server) reconcile(st *store.State, now time.Time) bool {
 		}
 	}
 	return changed
+}
+
+// addressRegistry maps every address a claim holds, whatever its pool, to
+// that claim.
+func addressRegistry(st *store.State) map[netip.Addr]*store.Claim {
+	held := make(map[netip.Addr]*store.Claim, len(st.Claims))
+	for _, c := range st.Claims {
+		if c.Address == "" {
+			continue
+		}
+		if a, err := netip.ParseAddr(c.Address); err == nil {
+			held[a.Unmap()] = c
+		}
+	}
+	return held
 }
 
 // netStatus is an inventory's network config once every claim holds an
