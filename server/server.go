@@ -21,13 +21,14 @@ import (
 	"github.com/nodereg/nodereg/server/store"
 )
 
-// DefaultNetworkWait bounds how long MsgGet waits for pending addresses.
-// Upstream's own wait polls after 1 s (PROTOCOL.md 7.5), so an upstream
-// client gets ready addresses in the same time; nodereg agents are not held
-// here at all beyond it: they ask again with MsgNetworkConfig, under their
-// own deadline, so registration and the wait for addresses stay separate
-// (DESIGN.md).
-const DefaultNetworkWait = 1 * time.Second
+// DefaultNetworkWait bounds how long MsgGet from a client that cannot ask
+// explicitly waits for pending addresses: as elemental-operator, up to the
+// session deadline (which cuts it short), then the session fails so the
+// client retries; a config without its network section would look final
+// to elemental-register (PROTOCOL.md 7.5). nodereg agents announce that they
+// ask again with MsgNetworkConfig and are not held at all, so registration
+// and the wait for addresses stay separate (DESIGN.md).
+const DefaultNetworkWait = protocol.DefaultSessionDeadline
 
 // networkPoll is how often a waiting MsgGet re-checks claims another
 // request may have freed; a claim's own delay is waited for exactly.
@@ -44,8 +45,8 @@ type Options struct {
 	// clients must wait for it.
 	AllocationDelay time.Duration
 	// NetworkWait bounds the wait for pending addresses inside MsgGet
-	// (clients at version >= 12); 0 means DefaultNetworkWait, negative
-	// means reply at once.
+	// (clients at version >= 12 that did not announce the explicit ask);
+	// 0 means DefaultNetworkWait, negative means fail at once.
 	NetworkWait time.Duration
 	// SessionDeadline and MaxFrame go to protocol.Accept (0: defaults).
 	SessionDeadline time.Duration
@@ -157,7 +158,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.servePlain(w, reg, url)
 		return
 	}
-	h := &session{srv: s, reg: reg, url: url}
+	h := &session{srv: s, reg: reg, url: url,
+		explicit: r.Header.Get(protocol.HeaderNetworkConfig) == protocol.NetworkConfigExplicit}
 	s.active.Add(1)
 	defer s.active.Done()
 	err := protocol.Accept(w, r, protocol.ServerOptions{
@@ -236,6 +238,9 @@ type session struct {
 	srv *Server
 	reg *regconfig.Registration
 	url string
+	// explicit: the client announced it asks with MsgNetworkConfig
+	// (protocol.HeaderNetworkConfig), so MsgGet need not wait for it.
+	explicit bool
 }
 
 var errNotFound = &protocol.ErrorReply{Message: "MachineInventory not found", Reason: protocol.ReasonInventoryNotFound}
@@ -276,8 +281,18 @@ func (h *session) Get(ctx context.Context, s *protocol.ServerSession) (*protocol
 		}
 		return nil, fmt.Errorf("MachineInventory update failed: %w", err)
 	}
-	if pending != nil && s.Version >= protocol.Version && pending.Reason == protocol.ReasonWaitingForIPAddress {
-		nc, pending = h.waitNetwork(ctx, s.Identity.Hash, readyAt)
+	if pending != nil && s.Version >= protocol.Version && !h.explicit {
+		if pending.Reason != protocol.ReasonAllocationFailed {
+			nc, pending = h.waitNetwork(ctx, s.Identity.Hash, pending, readyAt)
+		}
+		if pending != nil {
+			// Never a config without its network section: upstream
+			// clients would take it as final. The session fails, the
+			// client retries, as with elemental-operator.
+			srv.log.WithFields(logrus.Fields{"machine": s.Identity.Hash, "inventory": name, "pending": pending.Error()}).Info("network config not ready; session ends with an error")
+			return nil, &protocol.ErrorReply{Reason: pending.Reason, RetryAfterSeconds: pending.RetryAfterSeconds,
+				Message: "NetworkConfig not ready: " + pending.Message}
+		}
 	}
 
 	cfg := h.reg.Config
@@ -285,7 +300,7 @@ func (h *session) Get(ctx context.Context, s *protocol.ServerSession) (*protocol
 	if cfg.Elemental.SystemAgent.URL != "" {
 		cfg.Elemental.SystemAgent.SecretName = name
 	}
-	reply := &protocol.ConfigReply{Config: cfg, ExplicitNetworkConfig: true}
+	reply := &protocol.ConfigReply{Config: cfg, ExplicitNetworkConfig: h.explicit}
 	fields := logrus.Fields{"machine": s.Identity.Hash, "inventory": name, "registration": h.reg.Name, "version": s.Version, "update": s.Updated}
 	switch {
 	case pending != nil:
@@ -303,7 +318,7 @@ func (h *session) Get(ctx context.Context, s *protocol.ServerSession) (*protocol
 // waitNetwork re-checks the inventory's claims until every one holds an
 // address, a terminal reason shows up, or the bounded wait ends, whichever
 // comes first. It keeps the reply inside the session deadline.
-func (h *session) waitNetwork(ctx context.Context, hash string, readyAt time.Time) (*protocol.NetworkConfig, *protocol.ErrorReply) {
+func (h *session) waitNetwork(ctx context.Context, hash string, pending *protocol.ErrorReply, readyAt time.Time) (*protocol.NetworkConfig, *protocol.ErrorReply) {
 	srv := h.srv
 	end := time.Now().Add(srv.wait)
 	if srv.wait < 0 {
@@ -312,16 +327,19 @@ func (h *session) waitNetwork(ctx context.Context, hash string, readyAt time.Tim
 	if d, ok := ctx.Deadline(); ok && d.Before(end) {
 		end = d
 	}
-	var (
-		nc      *protocol.NetworkConfig
-		pending = &protocol.ErrorReply{Reason: protocol.ReasonWaitingForIPAddress}
-	)
-	for pending != nil && pending.Reason == protocol.ReasonWaitingForIPAddress {
-		step := min(max(readyAt.Sub(srv.now()), 0), networkPoll)
-		if time.Until(end) < step {
+	var nc *protocol.NetworkConfig
+	for pending != nil && pending.Reason != protocol.ReasonAllocationFailed && pending.Reason != protocol.ReasonInventoryNotFound {
+		// A delayed claim is due at readyAt; a full pool may be freed by
+		// an admin at any time, so it is polled.
+		step := networkPoll
+		if pending.Reason == protocol.ReasonWaitingForIPAddress {
+			step = min(max(readyAt.Sub(srv.now()), 0), networkPoll)
+		}
+		left := time.Until(end)
+		if left <= 0 {
 			return nil, pending
 		}
-		t := time.NewTimer(step)
+		t := time.NewTimer(min(step, left))
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -103,7 +103,16 @@ func machine(uuid string) *protocol.ServerSession {
 	}
 }
 
+// handler is the session of nodereg's agent, which announced that it asks
+// explicitly (protocol.HeaderNetworkConfig).
 func handler(s *Server) *session {
+	h := upstreamHandler(s)
+	h.explicit = true
+	return h
+}
+
+// upstreamHandler is the session of an unmodified elemental-register.
+func upstreamHandler(s *Server) *session {
 	reg, _ := s.cfg.ByToken("demo-token")
 	return &session{srv: s, reg: reg, url: "http://regserver.test/elemental/registration/demo-token"}
 }
@@ -320,22 +329,56 @@ func TestAllocationDelay(t *testing.T) {
 	}
 }
 
-// With a wait longer than the delay, MsgGet itself waits and embeds the
-// address, so unmodified upstream clients get it in MsgConfig.
+// For a client that cannot ask explicitly, MsgGet itself waits and embeds
+// the address, so unmodified upstream clients get it in MsgConfig; our
+// agent gets the early reply.
 func TestGetWaitsForDelayedAddress(t *testing.T) {
 	s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.200"), memStore(t), func(o *Options) {
 		o.AllocationDelay = 300 * time.Millisecond
 		o.NetworkWait = 5 * time.Second
 	})
-	if got := ip(t, register(t, s, "uuid-a")); got != "192.168.122.150" {
-		t.Fatalf("got %s", got)
+	start := time.Now()
+	r, err := upstreamHandler(s).Get(context.Background(), machine("uuid-a"))
+	if err != nil || ip(t, r) != "192.168.122.150" || r.ExplicitNetworkConfig {
+		t.Fatalf("upstream client: %+v, %v", r, err)
+	}
+	if waited := time.Since(start); waited < 300*time.Millisecond {
+		t.Fatalf("replied after %s, before the allocation delay", waited)
+	}
+	r = register(t, s, "uuid-c")
+	if r.Network != nil || !r.ExplicitNetworkConfig {
+		t.Fatalf("our agent: network %+v, announcement %v; want the early reply", r.Network, r.ExplicitNetworkConfig)
 	}
 	// A client below version 12 is answered at once (no wait upstream).
 	sess := machine("uuid-b")
 	sess.Version = 11
-	r, err := handler(s).Get(context.Background(), sess)
+	r, err = upstreamHandler(s).Get(context.Background(), sess)
 	if err != nil || r.Network != nil {
 		t.Fatalf("v11 client: network %+v, err %v", r.Network, err)
+	}
+}
+
+// When the addresses are still pending at the end of the wait, an upstream
+// client gets an error, never a config without its network section.
+func TestGetFailsUpstreamClientWhileAddressesPending(t *testing.T) {
+	s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.151"), memStore(t), func(o *Options) {
+		o.AllocationDelay = time.Hour
+		o.NetworkWait = 5 * time.Second
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	r, err := upstreamHandler(s).Get(ctx, machine("uuid-a"))
+	var er *protocol.ErrorReply
+	if !errors.As(err, &er) || er.Reason != protocol.ReasonWaitingForIPAddress || !strings.Contains(er.Message, "m-uuid-a-inventory-ip") {
+		t.Fatalf("reply %+v, err %v; want WaitingForIPAddress naming the claim", r, err)
+	}
+	if waited := time.Since(start); waited < 300*time.Millisecond || waited > 2*time.Second {
+		t.Fatalf("failed after %s; want at the session deadline (400ms)", waited)
+	}
+	// The inventory exists, so the client's retry finds its claim.
+	if err := handler(s).Update(context.Background(), machine("uuid-a")); err != nil {
+		t.Fatalf("inventory not kept: %v", err)
 	}
 }
 

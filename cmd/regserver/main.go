@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -31,8 +32,16 @@ import (
 const (
 	exitOK     = 0
 	exitFail   = 1
+	exitUsage  = 64
 	exitConfig = 78
 )
+
+// version is set by the Makefile with -ldflags.
+var version = "0.1.0-dev"
+
+// errUsage marks a command line that does not parse (exit 64), as opposed
+// to a value that does not work (exit 78).
+var errUsage = errors.New("usage")
 
 type flags struct {
 	config          string
@@ -47,17 +56,31 @@ type flags struct {
 	externalURL     string
 	noTPM           bool
 	debug           bool
+	showVersion     bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	f := &flags{}
+	fs := newFlagSet(f, stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return f, f.check(fs)
+}
+
+// newFlagSet declares the command line; docs/regserver.md lists the same
+// flags and defaults (checked by a test).
+func newFlagSet(f *flags, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("regserver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.config, "config", "", "config file (YAML): registrations and IP pools (required)")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to listen on; port 0 picks a free port (printed on stdout)")
 	fs.StringVar(&f.store, "store", "", "state file for inventories and address claims; empty keeps them in memory only")
 	fs.DurationVar(&f.allocationDelay, "allocation-delay", 0, "hold back each new claim's address this long (e.g. 3s)")
-	fs.DurationVar(&f.networkWait, "network-wait", server.DefaultNetworkWait, "how long MsgGet waits for pending addresses; 0 replies at once")
+	fs.DurationVar(&f.networkWait, "network-wait", server.DefaultNetworkWait, "how long MsgGet waits for pending addresses for clients that cannot ask explicitly (upstream elemental-register), within the session deadline; then the session ends with an error. 0 fails at once")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate (PEM); with --tls-key serves https/wss")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS private key (PEM)")
 	fs.StringVar(&f.caCert, "ca-cert", "", "CA certificate (PEM file) sent to clients as registration.ca-cert; defaults to --tls-cert")
@@ -65,22 +88,83 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.externalURL, "external-url", "", "scheme://host[:port] clients reach this server at; default: taken from each request")
 	fs.BoolVar(&f.noTPM, "no-tpm", false, "accept PLAIN authentication only")
 	fs.BoolVar(&f.debug, "debug", false, "debug logging")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
+	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
+	return fs
+}
+
+// check validates the values; errors name the flag.
+func (f *flags) check(fs *flag.FlagSet) error {
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+		return fmt.Errorf("%w: unexpected arguments: %v", errUsage, fs.Args())
+	}
+	if f.showVersion {
+		return nil
 	}
 	if f.config == "" {
-		return nil, errors.New("--config is required")
+		return errors.New("--config is required")
 	}
 	if (f.tlsCert == "") != (f.tlsKey == "") {
-		return nil, errors.New("--tls-cert and --tls-key go together")
+		return errors.New("--tls-cert and --tls-key go together")
 	}
 	if f.allocationDelay < 0 {
-		return nil, errors.New("--allocation-delay must not be negative")
+		return errors.New("--allocation-delay must not be negative")
 	}
-	return f, nil
+	if f.networkWait < 0 {
+		return errors.New("--network-wait must not be negative")
+	}
+	if f.externalURL != "" {
+		if err := regconfig.CheckExternalURL(f.externalURL); err != nil {
+			return fmt.Errorf("--external-url: %w", err)
+		}
+	}
+	return nil
+}
+
+// checkStorePath fails unless the store's directory exists and takes a new
+// file: finding out at the first registration makes every agent exit 78.
+func checkStorePath(path string) error {
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("--store %s: directory: %w", path, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("--store %s: %s is not a directory", path, dir)
+	}
+	probe, err := os.CreateTemp(dir, ".regserver-probe-*")
+	if err != nil {
+		return fmt.Errorf("--store %s: directory %s is not writable: %w", path, dir, err)
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return fmt.Errorf("--store %s: not a regular file", path)
+	}
+	return nil
+}
+
+// loadTLS loads the key pair and refuses a certificate outside its
+// validity period: clients would refuse it with a message far from here.
+func loadTLS(certFile, keyFile string, now time.Time) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	}
+	leaf := cert.Leaf
+	if leaf == nil {
+		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return nil, fmt.Errorf("--tls-cert %s: %w", certFile, err)
+		}
+	}
+	if now.Before(leaf.NotBefore) || now.After(leaf.NotAfter) {
+		state := "expired"
+		if now.Before(leaf.NotBefore) {
+			state = "not yet valid"
+		}
+		return nil, fmt.Errorf("--tls-cert %s: certificate %s: valid from %s to %s, now is %s", certFile, state,
+			leaf.NotBefore.UTC().Format(time.RFC3339), leaf.NotAfter.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
 func main() {
@@ -96,7 +180,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return exitOK
 		}
 		fmt.Fprintln(stderr, "regserver:", err)
+		if errors.Is(err, errUsage) {
+			return exitUsage
+		}
 		return exitConfig
+	}
+	if f.showVersion {
+		fmt.Fprintln(stdout, version)
+		return exitOK
 	}
 	logger := logrus.New()
 	logger.SetOutput(stderr)
@@ -110,8 +201,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		log.Errorf("loading config: %v", err)
 		return exitConfig
 	}
+	var tlsConfig *tls.Config
+	if f.tlsCert != "" {
+		if tlsConfig, err = loadTLS(f.tlsCert, f.tlsKey, time.Now()); err != nil {
+			log.Error(err)
+			return exitConfig
+		}
+	}
 	if f.store == "" {
 		log.Warn("no --store: inventories and claims are lost on exit")
+	} else if err := checkStorePath(f.store); err != nil {
+		log.Error(err)
+		return exitConfig
 	}
 	st, err := store.Open(f.store)
 	if err != nil {
@@ -122,7 +223,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Config: cfg, Store: st, AllocationDelay: f.allocationDelay,
 		NetworkWait: f.networkWait, ExternalURL: f.externalURL, Log: log,
 	}
-	if f.networkWait <= 0 {
+	if f.networkWait == 0 {
 		opts.NetworkWait = -1
 	}
 	caFile := f.caCert
@@ -132,7 +233,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if caFile != "" {
 		b, err := os.ReadFile(caFile)
 		if err != nil {
-			log.Errorf("reading CA certificate: %v", err)
+			log.Errorf("--ca-cert: %v", err)
+			return exitConfig
+		}
+		if !x509.NewCertPool().AppendCertsFromPEM(b) {
+			log.Errorf("--ca-cert %s: no PEM certificate found", caFile)
 			return exitConfig
 		}
 		opts.CACert = string(b)
@@ -167,14 +272,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
 	scheme := "http"
-	if f.tlsCert != "" {
-		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
-		if err != nil {
-			ln.Close()
-			log.Errorf("loading TLS key pair: %v", err)
-			return exitConfig
-		}
-		hs.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if tlsConfig != nil {
+		hs.TLSConfig = tlsConfig
 		ln = tls.NewListener(ln, hs.TLSConfig)
 		scheme = "https"
 	}

@@ -7,6 +7,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -137,6 +138,10 @@ func Open(path string) (*Store, error) {
 		case errors.Is(err, fs.ErrNotExist):
 		case err != nil:
 			return nil, fmt.Errorf("store %s: reading: %w", path, err)
+		case len(bytes.TrimSpace(b)) == 0 || string(bytes.TrimSpace(b)) == "null":
+			// An empty state is a new file, never an existing one: a
+			// truncated or blanked file would forget every claim.
+			return nil, fmt.Errorf("store %s: the file exists but holds no state (%d bytes); restore it from a backup or remove it to start empty", path, len(b))
 		default:
 			data = b
 		}
