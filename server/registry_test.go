@@ -19,6 +19,7 @@ registrations:
 - name: demo
   token: demo-token
   machineName: m-${System Information/UUID}
+  config: {elemental: {registration: {auth: mac}}}
   network:
     configurator: nmstate
     ipAddresses: {ip1: ` + poolA + `, ip2: ` + poolB + `}

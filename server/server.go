@@ -116,6 +116,11 @@ func New(o Options) (*Server, error) {
 	for _, w := range o.Config.Warnings {
 		s.log.Warn(w)
 	}
+	for i := range o.Config.Registrations {
+		if reg := &o.Config.Registrations[i]; len(s.authFor(reg)) == 0 {
+			s.log.Warnf("registration %s: no authenticator for its auth %q (is the server started with --no-tpm?): every machine will be refused", reg.Name, reg.Config.Elemental.Registration.Auth)
+		}
+	}
 	// Claims of pools removed from the config, or delays already served,
 	// are settled before the first request.
 	if err := s.store.Update(func(st *store.State) (bool, error) {
@@ -158,17 +163,38 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.servePlain(w, reg, url)
 		return
 	}
+	auth := s.authFor(reg)
 	h := &session{srv: s, reg: reg, url: url,
 		explicit: r.Header.Get(protocol.HeaderNetworkConfig) == protocol.NetworkConfigExplicit}
 	s.active.Add(1)
 	defer s.active.Done()
 	err := protocol.Accept(w, r, protocol.ServerOptions{
-		Auth: s.auth, MaxFrame: s.frame, Deadline: s.session,
+		Auth: auth, MaxFrame: s.frame, Deadline: s.session,
 		Log: s.log.WithField("registration", reg.Name),
 	}, h)
 	if err != nil {
 		s.log.WithFields(logrus.Fields{"registration": reg.Name, "remote": r.RemoteAddr}).Warnf("registration session: %v", err)
 	}
+}
+
+// authFor is the authentication a registration accepts, decided by its
+// auth: tpm (the default) takes TPM only, mac and sys-uuid take PLAIN only.
+// Stricter than elemental-operator, which takes any kind for any
+// registration: there anybody who knows the URL and a MAC address could
+// register as a machine meant to prove itself with its TPM.
+func (s *Server) authFor(reg *regconfig.Registration) []protocol.ServerAuthenticator {
+	prefix := protocol.PrefixTPM
+	switch reg.Config.Elemental.Registration.Auth {
+	case "mac", "sys-uuid":
+		prefix = protocol.PrefixPlain
+	}
+	var out []protocol.ServerAuthenticator
+	for _, a := range s.auth {
+		if a.Accepts(prefix) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // Wait returns when every registration session in flight has ended, or

@@ -34,6 +34,7 @@ registrations:
   machineInventoryAnnotations: {owner: lab}
   config:
     elemental:
+      registration: {auth: sys-uuid}
       install: {device: /dev/vda}
       reset: {enabled: true}
     cloud-config:
@@ -489,7 +490,7 @@ func TestRouting(t *testing.T) {
 		body string
 	}{
 		{"/elemental/registration/demo-token", 200, "        url: http://example.com/elemental/registration/demo-token\n"},
-		{"/elemental/registration/demo-token", 200, "        auth: tpm\n"},
+		{"/elemental/registration/demo-token", 200, "        auth: sys-uuid\n"},
 		{"/elemental/registration/demo-token", 200, "        ca-cert: PEM\n"},
 		{"/elemental/registration/wrong", 404, "failed to find machine registration with registration token wrong"},
 		{"/elemental/other/x", 400, "api: other"},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/server/store"
+	"github.com/nodereg/nodereg/server/tpmauth"
 )
 
 // rawClient speaks the wire by hand, so the test checks bytes rather than
@@ -272,5 +273,51 @@ func TestWebsocketAgentWithAllocationDelay(t *testing.T) {
 	typ, p := cl.read()
 	if typ != 0x07 || strings.Contains(string(p), "ipAddresses") || !strings.HasSuffix(string(p), "\nexplicitNetworkConfig: true\n") {
 		t.Fatalf("reply 0x%02x:\n%s", typ, p)
+	}
+}
+
+// A registration's auth decides the authentication it accepts: a PLAIN
+// client cannot register as a machine of an auth: tpm registration, nor a
+// TPM token reach a PLAIN one. Either way the connection closes without a
+// message, as upstream closes on failed authentication.
+func TestRegistrationAuthDecidesAuthentication(t *testing.T) {
+	cfg := testConfig(t, "192.168.122.150-192.168.122.200")
+	cfg.Registrations[0].Config.Elemental.Registration.Auth = "tpm"
+	s := newServer(t, cfg, memStore(t), func(o *Options) {
+		o.Auth = []protocol.ServerAuthenticator{tpmauth.New(tpmauth.Options{}), protocol.PlainServer{}}
+	})
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	url := "ws" + strings.TrimPrefix(ts.URL, "http") + "/elemental/registration/demo-token"
+	refused := func(header string) {
+		t.Helper()
+		h := http.Header{}
+		h.Set("Authorization", header)
+		ws, _, err := websocket.DefaultDialer.Dial(url, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ws.Close()
+		_ = ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, b, err := ws.ReadMessage(); err == nil {
+			t.Fatalf("%.20s: got message %q, want the connection closed", header, b)
+		}
+	}
+	refused("Bearer PLAINuuid-a")
+	var n int
+	s.store.View(func(st *store.State) { n = len(st.Inventories) })
+	if n != 0 {
+		t.Fatalf("%d inventories after a refused PLAIN client", n)
+	}
+
+	cfg.Registrations[0].Config.Elemental.Registration.Auth = "mac"
+	refused("Bearer TPMe30=")
+	// The same PLAIN client is welcome at a mac registration.
+	c := dialPlain(t, url, "uuid-a")
+	c.send(0x02, vector(t, "upstream-smbios.json"))
+	c.expect(0x01, "")
+	c.send(0x04, "")
+	if typ, p := c.read(); typ != 0x07 {
+		t.Fatalf("PLAIN at auth: mac: 0x%02x %s", typ, p)
 	}
 }
