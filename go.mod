@@ -13,6 +13,7 @@ require (
 	github.com/mudler/yip v1.21.0
 	github.com/sirupsen/logrus v1.10.2
 	github.com/twpayne/go-vfs/v4 v4.3.0
+	go.etcd.io/bbolt v1.4.3
 	golang.org/x/sys v0.31.0
 	gopkg.in/yaml.v3 v3.0.1
 )

@@ -161,7 +161,10 @@ func view(st *store.State, inv *store.Inventory, full bool) InventoryView {
 		}
 	}
 	if full {
-		v.SMBIOS, v.SystemData = inv.SMBIOS, inv.SystemData
+		// Read from the database: hardware data is not kept in memory.
+		if hw, err := st.Hardware(inv.Hash); err == nil {
+			v.SMBIOS, v.SystemData = hw.SMBIOS, hw.SystemData
+		}
 	}
 	return v
 }

@@ -6,7 +6,7 @@ import (
 	"maps"
 	"math"
 	"net/netip"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,12 +47,13 @@ func (srv *Server) registerInventory(st *store.State, reg *regconfig.Registratio
 			}
 		}
 		inv = &store.Inventory{Name: name, Hash: s.Identity.Hash, CreatedAt: now}
-		st.Inventories[inv.Hash] = inv
+	}
+	if _, err := st.SetHardware(inv.Hash, s.SMBIOS, s.SystemData, srv.maxHW); err != nil {
+		return nil, &protocol.ErrorReply{Message: fmt.Sprintf("MachineInventory update failed: %v", err)}
 	}
 	inv.AuthKind = s.Identity.Kind
 	inv.Registration = reg.Name
 	inv.UpdatedAt = now
-	st.SetHardware(inv, s.SMBIOS, s.SystemData)
 
 	labels := map[string]string{}
 	for k, tmpl := range reg.MachineInventoryLabels {
@@ -94,6 +95,7 @@ func (srv *Server) registerInventory(st *store.State, reg *regconfig.Registratio
 			Config:       n.Config,
 		}
 	}
+	st.PutInventory(inv)
 	srv.syncClaims(st, inv, now)
 	return inv, nil
 }
@@ -114,29 +116,21 @@ func (srv *Server) syncClaims(st *store.State, inv *store.Inventory, now time.Ti
 		want = inv.Network.IPAddresses
 	}
 	have := map[string]bool{}
-	kept := st.Claims[:0]
-	for _, c := range st.Claims {
-		if c.Inventory == inv.Hash {
-			pool, ok := want[c.IPName]
-			if !ok || pool != c.Pool {
-				continue
-			}
-			have[c.IPName] = true
+	for _, c := range slices.Clone(st.Claims) {
+		if c.Inventory != inv.Hash {
+			continue
 		}
-		kept = append(kept, c)
+		if pool, ok := want[c.IPName]; !ok || pool != c.Pool || have[c.IPName] {
+			st.RemoveClaim(c)
+			continue
+		}
+		have[c.IPName] = true
 	}
-	clear(st.Claims[len(kept):])
-	st.Claims = kept
-	names := make([]string, 0, len(want))
-	for n := range want {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(want)) {
 		if have[n] {
 			continue
 		}
-		st.Claims = append(st.Claims, &store.Claim{
+		st.AddClaim(&store.Claim{
 			Name:      inv.Name + "-" + n,
 			Inventory: inv.Hash,
 			IPName:    n,
@@ -161,6 +155,7 @@ func (srv *Server) reconcile(st *store.State, now time.Time) bool {
 	set := func(c *store.Claim, reason, msg string) {
 		if c.Reason != reason || c.Message != msg {
 			c.Reason, c.Message = reason, msg
+			st.TouchClaim(c)
 			changed = true
 		}
 	}
@@ -190,6 +185,7 @@ func (srv *Server) reconcile(st *store.State, now time.Time) bool {
 				c.Gateway = pool.Gateway.String()
 			}
 			c.Reason, c.Message = "", ""
+			st.TouchClaim(c)
 			changed = true
 		}
 	}
@@ -242,29 +238,9 @@ func (srv *Server) netStatus(st *store.State, inv *store.Inventory, now time.Tim
 
 // releaseInventory deletes an inventory (by name or hash) and its claims.
 func releaseInventory(st *store.State, key string) (*store.Inventory, []*store.Claim) {
-	inv := st.Inventories[key]
-	if inv == nil {
-		for _, i := range st.Inventories {
-			if i.Name == key {
-				inv = i
-				break
-			}
-		}
-	}
+	inv := find(st, key)
 	if inv == nil {
 		return nil, nil
 	}
-	st.DeleteInventory(inv.Hash)
-	var released []*store.Claim
-	kept := st.Claims[:0]
-	for _, c := range st.Claims {
-		if c.Inventory == inv.Hash {
-			released = append(released, c)
-			continue
-		}
-		kept = append(kept, c)
-	}
-	clear(st.Claims[len(kept):])
-	st.Claims = kept
-	return inv, released
+	return inv, st.DeleteInventory(inv.Hash)
 }

@@ -34,6 +34,11 @@ const DefaultNetworkWait = protocol.DefaultSessionDeadline
 // request may have freed; a claim's own delay is waited for exactly.
 const networkPoll = 250 * time.Millisecond
 
+// DefaultMaxHardware is the hardware data kept per inventory: a large
+// server's SMBIOS and system data are tens of KiB; the issue saw 4 MiB
+// SMBIOS documents sent to fill the server.
+const DefaultMaxHardware = 256 << 10
+
 // Options configure a Server. Config and Store are required.
 type Options struct {
 	Config *regconfig.Config
@@ -48,6 +53,10 @@ type Options struct {
 	// (clients at version >= 12 that did not announce the explicit ask);
 	// 0 means DefaultNetworkWait, negative means fail at once.
 	NetworkWait time.Duration
+	// MaxHardware bounds the hardware data (SMBIOS and system data, as
+	// stored) of one inventory; 0 means DefaultMaxHardware, negative means
+	// no bound.
+	MaxHardware int
 	// SessionDeadline and MaxFrame go to protocol.Accept (0: defaults).
 	SessionDeadline time.Duration
 	MaxFrame        int64
@@ -71,6 +80,7 @@ type Server struct {
 	wait    time.Duration
 	session time.Duration
 	frame   int64
+	maxHW   int
 	extURL  string
 	caCert  string
 	now     func() time.Time
@@ -92,7 +102,7 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{
 		cfg: o.Config, store: o.Store, auth: o.Auth, delay: o.AllocationDelay,
-		wait: o.NetworkWait, session: o.SessionDeadline, frame: o.MaxFrame,
+		wait: o.NetworkWait, session: o.SessionDeadline, frame: o.MaxFrame, maxHW: o.MaxHardware,
 		extURL: strings.TrimRight(o.ExternalURL, "/"), caCert: o.CACert,
 		now: o.Now, rnd: o.Random, log: o.Log,
 	}
@@ -101,6 +111,9 @@ func New(o Options) (*Server, error) {
 	}
 	if s.wait == 0 {
 		s.wait = DefaultNetworkWait
+	}
+	if s.maxHW == 0 {
+		s.maxHW = DefaultMaxHardware
 	}
 	if s.now == nil {
 		s.now = time.Now

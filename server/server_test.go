@@ -92,6 +92,16 @@ func memStore(t testing.TB) *store.Store {
 	return st
 }
 
+// fileStore is a database in a temporary directory, closed at the end.
+func fileStore(t testing.TB) *store.Store {
+	st, err := store.Open(filepath.Join(t.TempDir(), "regserver.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
 // machine is the session of a PLAIN machine whose SMBIOS UUID is uuid.
 func machine(uuid string) *protocol.ServerSession {
 	return &protocol.ServerSession{
@@ -217,7 +227,7 @@ func TestUpdateUnknownInventory(t *testing.T) {
 }
 
 func TestRestartNeitherLosesNorReassigns(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "regserver.json")
+	path := filepath.Join(t.TempDir(), "regserver.db")
 	cfg := testConfig(t, "192.168.122.150-192.168.122.200")
 	st, err := store.Open(path)
 	if err != nil {
@@ -226,6 +236,9 @@ func TestRestartNeitherLosesNorReassigns(t *testing.T) {
 	s := newServer(t, cfg, st, nil)
 	register(t, s, "uuid-a")
 	register(t, s, "uuid-b")
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	st2, err := store.Open(path)
 	if err != nil {
@@ -384,7 +397,7 @@ func TestGetFailsUpstreamClientWhileAddressesPending(t *testing.T) {
 }
 
 func TestConcurrentClaimsDistinct(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "regserver.json")
+	path := filepath.Join(t.TempDir(), "regserver.db")
 	st, err := store.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -427,6 +440,9 @@ func TestConcurrentClaimsDistinct(t *testing.T) {
 		}
 	}
 	// What was handed out is what is on disk.
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
 	st2, err := store.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -539,8 +555,7 @@ pools:
 	if err != nil {
 		b.Fatal(err)
 	}
-	st, _ := store.Open(filepath.Join(b.TempDir(), "s.json"))
-	s := newServer(b, cfg, st, nil)
+	s := newServer(b, cfg, fileStore(b), nil)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := handler(s).Get(context.Background(), machine(fmt.Sprint("m", i))); err != nil {

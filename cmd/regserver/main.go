@@ -174,6 +174,9 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "store" {
+		return runStore(args[1:], stdout, stderr)
+	}
 	f, err := parseFlags(args, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -218,6 +221,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		log.Errorf("opening store: %v", err)
 		return exitConfig
+	}
+	defer st.Close()
+	if st.Imported != "" {
+		log.WithField("kept", st.Imported).Warnf("imported the JSON store %s into a bbolt database at the same path; the JSON file is kept aside", f.store)
 	}
 	opts := server.Options{
 		Config: cfg, Store: st, AllocationDelay: f.allocationDelay,
@@ -299,5 +306,39 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		log.Warnf("shutdown: %v", err)
 	}
 	log.Info("regserver stopped")
+	return exitOK
+}
+
+// runStore is `regserver store export --store FILE`: the state as JSON on
+// stdout, hardware data included, for humans and backups. Starting
+// regserver on a file holding that JSON imports it.
+func runStore(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("regserver store export", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("store", "", "the store file (required)")
+	if len(args) == 0 || args[0] != "export" {
+		fmt.Fprintln(stderr, "regserver: usage: regserver store export --store FILE")
+		return exitUsage
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 || *path == "" {
+		fmt.Fprintln(stderr, "regserver: usage: regserver store export --store FILE")
+		return exitUsage
+	}
+	st, err := store.OpenReadOnly(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, "regserver:", err)
+		return exitConfig
+	}
+	defer st.Close()
+	if err := st.Export(stdout); err != nil {
+		fmt.Fprintln(stderr, "regserver: exporting:", err)
+		return exitFail
+	}
 	return exitOK
 }

@@ -71,6 +71,23 @@ func TestRunServesAndStops(t *testing.T) {
 	if !strings.Contains(stderr.String(), "regserver stopped") {
 		t.Errorf("no stop line in log:\n%s", stderr.String())
 	}
+
+	// The stopped server's store exports as JSON.
+	var out, errOut strings.Builder
+	if c := run(context.Background(), []string{"store", "export", "--store", storePath}, &out, &errOut); c != exitOK {
+		t.Fatalf("store export: exit %d: %s", c, errOut.String())
+	}
+	var dump struct {
+		Version     int            `json:"version"`
+		Inventories map[string]any `json:"inventories"`
+		Claims      []any          `json:"claims"`
+	}
+	if err := json.Unmarshal([]byte(out.String()), &dump); err != nil || dump.Version != 1 || dump.Inventories == nil || dump.Claims == nil {
+		t.Fatalf("export %q: %v", out.String(), err)
+	}
+	if c := run(context.Background(), []string{"store", "export"}, io.Discard, io.Discard); c != exitUsage {
+		t.Errorf("store export without --store: exit %d", c)
+	}
 }
 
 func TestRunConfigErrorsExit78(t *testing.T) {

@@ -50,6 +50,7 @@ type regServer struct {
 	auth      []protocol.ServerAuthenticator // nil: TPM, then PLAIN, as regserver
 	http      *httptest.Server
 	srv       *server.Server
+	st        *store.Store
 }
 
 func startRegServer(t *testing.T, cfg string, delay time.Duration) *regServer {
@@ -71,6 +72,7 @@ func (rs *regServer) start() {
 	if err != nil {
 		rs.t.Fatal(err)
 	}
+	rs.st = st
 	auth := []protocol.ServerAuthenticator{tpmauth.New(tpmauth.Options{}), protocol.PlainServer{}}
 	if rs.auth != nil {
 		auth = rs.auth
@@ -97,6 +99,7 @@ func (rs *regServer) start() {
 // restart stops the server and starts a new one on the same store file.
 func (rs *regServer) restart() {
 	rs.http.Close()
+	rs.st.Close() // the database is locked while open
 	rs.start()
 }
 
