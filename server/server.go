@@ -34,6 +34,15 @@ const DefaultNetworkWait = protocol.DefaultSessionDeadline
 // request may have freed; a claim's own delay is waited for exactly.
 const networkPoll = 250 * time.Millisecond
 
+// DefaultMaxSessions bounds the registration sessions in flight, server
+// wide: each holds what its client sent, decoded.
+const DefaultMaxSessions = 128
+
+// defaultSessionSlotWait is how long a registration waits for a free session
+// before it is answered 503: registrations take milliseconds, so a short
+// wait absorbs a herd without failing it.
+const defaultSessionSlotWait = 5 * time.Second
+
 // DefaultMaxHardware is the hardware data kept per inventory: a large
 // server's SMBIOS and system data are tens of KiB; the issue saw 4 MiB
 // SMBIOS documents sent to fill the server.
@@ -57,6 +66,12 @@ type Options struct {
 	// stored) of one inventory; 0 means DefaultMaxHardware, negative means
 	// no bound.
 	MaxHardware int
+	// MaxSessions bounds concurrent registration sessions; 0 means
+	// DefaultMaxSessions.
+	MaxSessions int
+	// SessionSlotWait is how long a registration waits for a session slot
+	// before HTTP 503; 0 means 5 s.
+	SessionSlotWait time.Duration
 	// SessionDeadline and MaxFrame go to protocol.Accept (0: defaults).
 	SessionDeadline time.Duration
 	MaxFrame        int64
@@ -87,6 +102,10 @@ type Server struct {
 	rnd     io.Reader
 	log     *logrus.Entry
 
+	// sessions holds a token per registration session in flight.
+	sessions chan struct{}
+	slotWait time.Duration
+
 	// active counts websocket sessions: http.Server.Shutdown does not
 	// wait for hijacked connections.
 	active sync.WaitGroup
@@ -114,6 +133,14 @@ func New(o Options) (*Server, error) {
 	}
 	if s.maxHW == 0 {
 		s.maxHW = DefaultMaxHardware
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
+	s.sessions = make(chan struct{}, o.MaxSessions)
+	s.slotWait = o.SessionSlotWait
+	if s.slotWait <= 0 {
+		s.slotWait = defaultSessionSlotWait
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -144,13 +171,9 @@ func New(o Options) (*Server, error) {
 	return s, nil
 }
 
-// ServeHTTP routes /elemental/registration/<token> (PROTOCOL.md 2.2) and
-// /admin/….
+// ServeHTTP routes /elemental/registration/<token> (PROTOCOL.md 2.2). The
+// admin API is not served here: see Admin.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if strings.HasPrefix(r.URL.Path, "/admin/") {
-		s.serveAdmin(w, r)
-		return
-	}
 	parts := strings.Split(r.URL.Path, "/")
 	if len(parts) < 3 {
 		http.Error(w, "", http.StatusNotFound)
@@ -176,6 +199,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.servePlain(w, reg, url)
 		return
 	}
+	if !s.acquireSession(r) {
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, "too many registration sessions in flight; try again", http.StatusServiceUnavailable)
+		return
+	}
+	defer func() { <-s.sessions }()
 	auth := s.authFor(reg)
 	h := &session{srv: s, reg: reg, url: url,
 		explicit: r.Header.Get(protocol.HeaderNetworkConfig) == protocol.NetworkConfigExplicit}
@@ -187,6 +216,26 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}, h)
 	if err != nil {
 		s.log.WithFields(logrus.Fields{"registration": reg.Name, "remote": r.RemoteAddr}).Warnf("registration session: %v", err)
+	}
+}
+
+// acquireSession waits a little for a free session slot.
+func (s *Server) acquireSession(r *http.Request) bool {
+	select {
+	case s.sessions <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(s.slotWait)
+	defer t.Stop()
+	select {
+	case s.sessions <- struct{}{}:
+		return true
+	case <-t.C:
+		s.log.WithField("remote", r.RemoteAddr).Warn("registration refused: too many sessions in flight")
+		return false
+	case <-r.Context().Done():
+		return false
 	}
 }
 

@@ -259,18 +259,20 @@ func TestDeleteReleasesClaims(t *testing.T) {
 	register(t, s, "uuid-b")
 
 	rec := httptest.NewRecorder()
-	s.ServeHTTP(rec, httptest.NewRequest(http.MethodDelete, "/admin/inventories/m-uuid-a", nil))
+	adminServe(s, rec, httptest.NewRequest(http.MethodDelete, "/admin/inventories/m-uuid-a", nil))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("DELETE = %d %s", rec.Code, rec.Body)
 	}
 	var del struct {
 		Deleted  string   `json:"deleted"`
 		Released []string `json:"released"`
+		Warning  string   `json:"warning"`
 	}
 	if err := json.Unmarshal(rec.Body.Bytes(), &del); err != nil {
 		t.Fatal(err)
 	}
-	if del.Deleted != "m-uuid-a" || len(del.Released) != 1 || del.Released[0] != "192.168.122.150" {
+	if del.Deleted != "m-uuid-a" || len(del.Released) != 1 || del.Released[0] != "192.168.122.150" ||
+		!strings.Contains(del.Warning, "192.168.122.150") || !strings.Contains(del.Warning, "may still be configured") {
 		t.Fatalf("DELETE reply = %+v", del)
 	}
 	// Lowest free again: the released address goes to the next claim.
@@ -279,12 +281,12 @@ func TestDeleteReleasesClaims(t *testing.T) {
 	}
 	// Deleting by hash works as well; unknown keys are 404.
 	rec = httptest.NewRecorder()
-	s.ServeHTTP(rec, httptest.NewRequest(http.MethodDelete, "/admin/inventories/"+protocol.PlainHash("uuid-b"), nil))
+	adminServe(s, rec, httptest.NewRequest(http.MethodDelete, "/admin/inventories/"+protocol.PlainHash("uuid-b"), nil))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("DELETE by hash = %d", rec.Code)
 	}
 	rec = httptest.NewRecorder()
-	s.ServeHTTP(rec, httptest.NewRequest(http.MethodDelete, "/admin/inventories/nope", nil))
+	adminServe(s, rec, httptest.NewRequest(http.MethodDelete, "/admin/inventories/nope", nil))
 	if rec.Code != http.StatusNotFound {
 		t.Fatalf("DELETE unknown = %d", rec.Code)
 	}
@@ -309,7 +311,7 @@ func TestPoolExhausted(t *testing.T) {
 	// Freeing an address lets the pending claim through (claims are
 	// retried, as the provider requeues them).
 	rec := httptest.NewRecorder()
-	s.ServeHTTP(rec, httptest.NewRequest(http.MethodDelete, "/admin/inventories/m-uuid-b", nil))
+	adminServe(s, rec, httptest.NewRequest(http.MethodDelete, "/admin/inventories/m-uuid-b", nil))
 	nc, err := handler(s).NetworkConfig(context.Background(), machine("uuid-c"))
 	if err != nil || nc.IPAddresses["inventory-ip"] != "192.168.122.151" {
 		t.Fatalf("after release: %+v, %v", nc, err)
@@ -462,7 +464,7 @@ func TestAdminViews(t *testing.T) {
 	register(t, s, "uuid-a")
 	get := func(path string, into any) int {
 		rec := httptest.NewRecorder()
-		s.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		adminServe(s, rec, httptest.NewRequest(http.MethodGet, path, nil))
 		if rec.Code == http.StatusOK {
 			if err := json.Unmarshal(rec.Body.Bytes(), into); err != nil {
 				t.Fatalf("%s: %v", path, err)
@@ -492,7 +494,7 @@ func TestAdminViews(t *testing.T) {
 		t.Fatalf("pools = %d %+v", code, pools)
 	}
 	rec := httptest.NewRecorder()
-	s.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/admin/claims", nil))
+	adminServe(s, rec, httptest.NewRequest(http.MethodPost, "/admin/claims", nil))
 	if rec.Code != http.StatusMethodNotAllowed {
 		t.Fatalf("POST /admin/claims = %d", rec.Code)
 	}
@@ -560,6 +562,53 @@ pools:
 	for i := 0; i < b.N; i++ {
 		if _, err := handler(s).Get(context.Background(), machine(fmt.Sprint("m", i))); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// adminServe runs r through the admin API as a client on loopback sends it.
+func adminServe(s *Server, w http.ResponseWriter, r *http.Request) {
+	r.Host = "127.0.0.1:9090"
+	s.Admin(AdminOptions{}).ServeHTTP(w, r)
+}
+
+func TestAdminAPIApart(t *testing.T) {
+	s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.200"), memStore(t), nil)
+	register(t, s, "uuid-a")
+	// Not on the registration handler.
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest(http.MethodDelete, "/admin/inventories/m-uuid-a", nil))
+	if rec.Code == http.StatusOK {
+		t.Fatal("the registration handler serves the admin API")
+	}
+	admin := s.Admin(AdminOptions{Token: "s3cret"})
+	do := func(host, auth string) int {
+		r := httptest.NewRequest(http.MethodGet, "/admin/claims", nil)
+		r.Host = host
+		if auth != "" {
+			r.Header.Set("Authorization", auth)
+		}
+		rec := httptest.NewRecorder()
+		admin.ServeHTTP(rec, r)
+		return rec.Code
+	}
+	for _, c := range []struct {
+		host, auth string
+		want       int
+	}{
+		{"127.0.0.1:9090", "Bearer s3cret", 200},
+		{"[::1]:9090", "Bearer s3cret", 200},
+		{"localhost:9090", "Bearer s3cret", 200},
+		{"10.0.0.5", "Bearer s3cret", 200},
+		{"127.0.0.1:9090", "", 401},
+		{"127.0.0.1:9090", "Bearer wrong", 401},
+		{"127.0.0.1:9090", "s3cret", 401},
+		// DNS rebinding: the page's own name comes as Host.
+		{"evil.example:9090", "Bearer s3cret", http.StatusMisdirectedRequest},
+		{"localhost.evil.example", "", http.StatusMisdirectedRequest},
+	} {
+		if got := do(c.host, c.auth); got != c.want {
+			t.Errorf("Host %q, Authorization %q: %d, want %d", c.host, c.auth, got, c.want)
 		}
 	}
 }

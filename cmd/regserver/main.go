@@ -11,11 +11,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	stdlog "log"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -39,6 +42,20 @@ const (
 // version is set by the Makefile with -ldflags.
 var version = "0.1.0-dev"
 
+// HTTP defaults; see docs/regserver.md.
+const (
+	defaultMaxSessionBytes   = 256 << 10
+	defaultMaxConnections    = 4096
+	defaultReadHeaderTimeout = 10 * time.Second
+	defaultIdleTimeout       = 30 * time.Second
+	// maxHeaderBytes fits a TPM token (an EK certificate and the AK, in
+	// base64) many times over.
+	maxHeaderBytes = 64 << 10
+	// adminMaxConnections bounds the admin listener on its own, so the
+	// registration listener's load never locks the admin out.
+	adminMaxConnections = 64
+)
+
 // errUsage marks a command line that does not parse (exit 64), as opposed
 // to a value that does not work (exit 78).
 var errUsage = errors.New("usage")
@@ -57,6 +74,15 @@ type flags struct {
 	noTPM           bool
 	debug           bool
 	showVersion     bool
+
+	maxSessions       int
+	maxSessionBytes   int64
+	maxHardware       int
+	maxConnections    int
+	readHeaderTimeout time.Duration
+	idleTimeout       time.Duration
+	adminListen       string
+	adminTokenFile    string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
@@ -89,6 +115,14 @@ func newFlagSet(f *flags, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&f.noTPM, "no-tpm", false, "accept PLAIN authentication only")
 	fs.BoolVar(&f.debug, "debug", false, "debug logging")
 	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
+	fs.IntVar(&f.maxSessions, "max-sessions", server.DefaultMaxSessions, "registration sessions in flight, server-wide; more wait up to 5 s for a slot, then get HTTP 503")
+	fs.Int64Var(&f.maxSessionBytes, "max-session-bytes", defaultMaxSessionBytes, "bytes one connection (one registration session) may send, headers included")
+	fs.IntVar(&f.maxHardware, "max-hardware", server.DefaultMaxHardware, "bytes of hardware data (SMBIOS and system data, as stored) per inventory; a registration sending more fails with MsgError")
+	fs.IntVar(&f.maxConnections, "max-connections", defaultMaxConnections, "connections open at once on --listen; more wait in the kernel's backlog")
+	fs.DurationVar(&f.readHeaderTimeout, "read-header-timeout", defaultReadHeaderTimeout, "time a connection has to send its request headers")
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", defaultIdleTimeout, "time an idle keep-alive connection stays open")
+	fs.StringVar(&f.adminListen, "admin-listen", "", "address of the admin API's own listener; a bare :PORT binds loopback; empty: no admin API")
+	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "file holding a bearer token the admin API requires (Authorization: Bearer TOKEN)")
 	return fs
 }
 
@@ -111,6 +145,16 @@ func (f *flags) check(fs *flag.FlagSet) error {
 	}
 	if f.networkWait < 0 {
 		return errors.New("--network-wait must not be negative")
+	}
+	for name, v := range map[string]int64{"--max-sessions": int64(f.maxSessions), "--max-session-bytes": f.maxSessionBytes,
+		"--max-hardware": int64(f.maxHardware), "--max-connections": int64(f.maxConnections),
+		"--read-header-timeout": int64(f.readHeaderTimeout), "--idle-timeout": int64(f.idleTimeout)} {
+		if v <= 0 {
+			return fmt.Errorf("%s must be positive", name)
+		}
+	}
+	if f.adminTokenFile != "" && f.adminListen == "" {
+		return errors.New("--admin-token-file needs --admin-listen")
 	}
 	if f.externalURL != "" {
 		if err := regconfig.CheckExternalURL(f.externalURL); err != nil {
@@ -141,6 +185,41 @@ func checkStorePath(path string) error {
 		return fmt.Errorf("--store %s: not a regular file", path)
 	}
 	return nil
+}
+
+// adminAddress binds a bare port (":9090" or "9090") to loopback: the
+// admin API can delete inventories, so exposing it takes an explicit host.
+func adminAddress(a string) string {
+	if _, err := strconv.Atoi(a); err == nil {
+		return net.JoinHostPort("127.0.0.1", a)
+	}
+	if host, port, err := net.SplitHostPort(a); err == nil && host == "" {
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return a
+}
+
+// fitToFileLimit keeps the connection limit below the file descriptor
+// limit (raised to its hard value first), leaving room for the store, the
+// admin listener and logs; running out of descriptors is what stopped the
+// admin API in the issue.
+func fitToFileLimit(maxConns int, log *logrus.Entry) int {
+	const reserve = adminMaxConnections + 64
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		return maxConns
+	}
+	if l.Cur < uint64(maxConns+reserve) && l.Cur < l.Max {
+		l.Cur = min(l.Max, uint64(maxConns+reserve))
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+		_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l)
+	}
+	if l.Cur < uint64(maxConns+reserve) {
+		fit := max(int(l.Cur)-reserve, 1)
+		log.Warnf("--max-connections %d lowered to %d: the file descriptor limit is %d", maxConns, fit, l.Cur)
+		return fit
+	}
+	return maxConns
 }
 
 // loadTLS loads the key pair and refuses a certificate outside its
@@ -229,6 +308,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	opts := server.Options{
 		Config: cfg, Store: st, AllocationDelay: f.allocationDelay,
 		NetworkWait: f.networkWait, ExternalURL: f.externalURL, Log: log,
+		MaxSessions: f.maxSessions, MaxHardware: f.maxHardware,
 	}
 	if f.networkWait == 0 {
 		opts.NetworkWait = -1
@@ -272,24 +352,69 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 
+	var adminToken string
+	if f.adminTokenFile != "" {
+		b, err := os.ReadFile(f.adminTokenFile)
+		if err != nil {
+			log.Errorf("--admin-token-file: %v", err)
+			return exitConfig
+		}
+		if adminToken = strings.TrimSpace(string(b)); adminToken == "" {
+			log.Errorf("--admin-token-file %s: empty", f.adminTokenFile)
+			return exitConfig
+		}
+	}
+	maxConns := fitToFileLimit(f.maxConnections, log)
+
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		log.Errorf("listening on %s: %v", f.listen, err)
 		return exitFail
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	ln = server.LimitListener(ln, maxConns, f.maxSessionBytes)
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: f.readHeaderTimeout, IdleTimeout: f.idleTimeout,
+		MaxHeaderBytes: maxHeaderBytes, ErrorLog: stdlog.New(log.WriterLevel(logrus.DebugLevel), "", 0)}
 	scheme := "http"
 	if tlsConfig != nil {
 		hs.TLSConfig = tlsConfig
 		ln = tls.NewListener(ln, hs.TLSConfig)
 		scheme = "https"
 	}
+	servers := []*http.Server{hs}
+	listeners := []net.Listener{ln}
+	fields := logrus.Fields{"address": ln.Addr().String(), "store": f.store, "registrations": len(cfg.Registrations), "pools": len(cfg.Pools)}
+	if f.adminListen != "" {
+		addr := adminAddress(f.adminListen)
+		aln, err := net.Listen("tcp", addr)
+		if err != nil {
+			ln.Close()
+			log.Errorf("--admin-listen %s: %v", addr, err)
+			return exitFail
+		}
+		aln = server.LimitListener(aln, adminMaxConnections, 0)
+		if tlsConfig != nil {
+			aln = tls.NewListener(aln, tlsConfig)
+		}
+		if ip := aln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() && adminToken == "" {
+			log.Warnf("--admin-listen %s is not loopback and no --admin-token-file is set: anyone reaching it can delete inventories", addr)
+		}
+		ahs := &http.Server{Handler: srv.Admin(server.AdminOptions{Token: adminToken}), ReadHeaderTimeout: f.readHeaderTimeout,
+			IdleTimeout: f.idleTimeout, MaxHeaderBytes: maxHeaderBytes, ErrorLog: hs.ErrorLog}
+		servers = append(servers, ahs)
+		listeners = append(listeners, aln)
+		fields["admin"] = scheme + "://" + aln.Addr().String()
+	}
 	// One parseable line on stdout, so scripts can use port 0.
 	fmt.Fprintf(stdout, "listening on %s://%s\n", scheme, ln.Addr())
-	log.WithFields(logrus.Fields{"address": ln.Addr().String(), "store": f.store, "registrations": len(cfg.Registrations), "pools": len(cfg.Pools)}).Info("regserver started")
+	if len(servers) > 1 {
+		fmt.Fprintf(stdout, "admin listening on %s\n", fields["admin"])
+	}
+	log.WithFields(fields).Info("regserver started")
 
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	errc := make(chan error, len(servers))
+	for i := range servers {
+		go func() { errc <- servers[i].Serve(listeners[i]) }()
+	}
 	select {
 	case err := <-errc:
 		log.Errorf("serving: %v", err)
@@ -299,8 +424,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// A registration fits in its 10 s session deadline; give it that long.
 	sctx, cancel := context.WithTimeout(context.Background(), protocol.DefaultSessionDeadline)
 	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		log.Warnf("shutdown: %v", err)
+	for _, h := range servers {
+		if err := h.Shutdown(sctx); err != nil {
+			log.Warnf("shutdown: %v", err)
+		}
 	}
 	if err := srv.Wait(sctx); err != nil {
 		log.Warnf("shutdown: %v", err)

@@ -18,31 +18,83 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
-func TestRunServesAndStops(t *testing.T) {
-	dir := t.TempDir()
-	storePath := filepath.Join(dir, "store.json")
+// syncBuffer is a log sink the server writes from many goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// started is a regserver run in this process.
+type started struct {
+	base, admin string
+	stderr      *syncBuffer
+	stop        func() int
+}
+
+// startRun runs regserver with args plus an admin listener on loopback and
+// waits for its address lines.
+func startRun(t *testing.T, args ...string) *started {
+	t.Helper()
 	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stderr strings.Builder
+	st := &started{stderr: &syncBuffer{}}
 	code := make(chan int, 1)
 	go func() {
-		code <- run(ctx, []string{"--config", "example.yaml", "--listen", "127.0.0.1:0", "--store", storePath, "--no-tpm"}, outW, &stderr)
+		code <- run(ctx, append(args, "--listen", "127.0.0.1:0", "--admin-listen", ":0"), outW, st.stderr)
 		outW.Close()
 	}()
-	line, err := bufio.NewReader(outR).ReadString('\n')
-	if err != nil {
-		t.Fatalf("no address line: %v; stderr:\n%s", err, stderr.String())
+	stopped := false
+	st.stop = func() int {
+		if stopped {
+			return 0
+		}
+		stopped = true
+		cancel()
+		return <-code
 	}
-	m := regexp.MustCompile(`^listening on (http://127\.0\.0\.1:\d+)\n$`).FindStringSubmatch(line)
-	if m == nil {
-		t.Fatalf("address line %q", line)
+	t.Cleanup(func() { st.stop() })
+	br := bufio.NewReader(outR)
+	for _, re := range []struct {
+		re  string
+		dst *string
+	}{{`^listening on (http://127\.0\.0\.1:\d+)\n$`, &st.base}, {`^admin listening on (http://127\.0\.0\.1:\d+)\n$`, &st.admin}} {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("no address line: %v; stderr:\n%s", err, st.stderr.String())
+		}
+		m := regexp.MustCompile(re.re).FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("address line %q", line)
+		}
+		*re.dst = m[1]
 	}
-	go io.Copy(io.Discard, outR)
+	go io.Copy(io.Discard, br)
+	return st
+}
+
+func TestRunServesAndStops(t *testing.T) {
+	dir := t.TempDir()
+	storePath := filepath.Join(dir, "store.db")
+	rs := startRun(t, "--config", "example.yaml", "--store", storePath, "--no-tpm")
+	m := []string{"", rs.base}
+	stderr := rs.stderr
 
 	resp, err := http.Get(m[1] + "/elemental/registration/demo-token")
 	if err != nil {
@@ -53,7 +105,11 @@ func TestRunServesAndStops(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(body), "url: "+m[1]+"/elemental/registration/demo-token") {
 		t.Fatalf("GET = %d\n%s", resp.StatusCode, body)
 	}
-	resp, err = http.Get(m[1] + "/admin/pools")
+	// The admin API is on its own listener only.
+	if resp, err := http.Get(m[1] + "/admin/pools"); err != nil || resp.StatusCode == 200 {
+		t.Fatalf("admin API on the registration listener: %v %v", resp, err)
+	}
+	resp, err = http.Get(rs.admin + "/admin/pools")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,8 +120,7 @@ func TestRunServesAndStops(t *testing.T) {
 		t.Fatalf("pools = %v, %v", pools, err)
 	}
 
-	cancel()
-	if c := <-code; c != 0 {
+	if c := rs.stop(); c != 0 {
 		t.Fatalf("exit %d after stop; stderr:\n%s", c, stderr.String())
 	}
 	if !strings.Contains(stderr.String(), "regserver stopped") {

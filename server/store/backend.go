@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -105,7 +106,10 @@ func (b *boltBackend) close() error { return b.db.Close() }
 
 // memBackend keeps committed records in maps; a transaction applies only
 // when it succeeds as a whole.
-type memBackend struct{ buckets map[string]map[string][]byte }
+type memBackend struct {
+	mu      sync.RWMutex
+	buckets map[string]map[string][]byte
+}
 
 func newMemBackend() *memBackend {
 	m := &memBackend{buckets: map[string]map[string][]byte{}}
@@ -137,6 +141,8 @@ func (m *memBackend) update(fn func(txn) error) error {
 	if err := fn(t); err != nil {
 		return err
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	for _, op := range t.ops {
 		if op.value == nil {
 			delete(m.buckets[op.bucket], op.key)
@@ -148,6 +154,8 @@ func (m *memBackend) update(fn func(txn) error) error {
 }
 
 func (m *memBackend) forEach(bucket []byte, fn func(k, v []byte) error) error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
 	b := m.buckets[string(bucket)]
 	for _, k := range slices.Sorted(maps.Keys(b)) {
 		if err := fn([]byte(k), b[k]); err != nil {
@@ -158,6 +166,8 @@ func (m *memBackend) forEach(bucket []byte, fn func(k, v []byte) error) error {
 }
 
 func (m *memBackend) get(bucket, key []byte) ([]byte, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
 	return slices.Clone(m.buckets[string(bucket)][string(key)]), nil
 }
 

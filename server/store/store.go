@@ -214,47 +214,54 @@ func (st *State) resetDirty() {
 	st.hw = map[string][]byte{}
 }
 
-// commit writes every recorded change in one transaction.
-func (st *State) commit() error {
-	return st.back.update(func(tx txn) error {
-		for h := range st.dirtyIn {
-			inv, ok := st.Inventories[h]
-			if !ok {
-				if err := tx.del(bucketInventories, []byte(h)); err != nil {
-					return err
-				}
-				continue
-			}
-			b, err := json.Marshal(inv)
-			if err != nil {
-				return fmt.Errorf("encoding inventory %s: %w", h, err)
-			}
-			if err := tx.put(bucketInventories, []byte(h), b); err != nil {
-				return err
-			}
+// op is one record to write (value nil: delete).
+type op struct {
+	bucket, key, value []byte
+}
+
+// takeOps encodes every recorded change, in a fixed order, and forgets
+// the records.
+func (st *State) takeOps() ([]op, error) {
+	var ops []op
+	for h := range st.dirtyIn {
+		inv, ok := st.Inventories[h]
+		if !ok {
+			ops = append(ops, op{bucketInventories, []byte(h), nil})
+			continue
 		}
-		for seq, c := range st.dirtyCl {
-			k := seqKey(seq)
-			if c == nil {
-				if err := tx.del(bucketClaims, k); err != nil {
-					return err
-				}
-				continue
-			}
-			b, err := json.Marshal(c)
-			if err != nil {
-				return fmt.Errorf("encoding claim %s: %w", c.Name, err)
-			}
-			if err := tx.put(bucketClaims, k, b); err != nil {
-				return err
-			}
+		b, err := json.Marshal(inv)
+		if err != nil {
+			return nil, fmt.Errorf("encoding inventory %s: %w", h, err)
 		}
-		for h, b := range st.hw {
+		ops = append(ops, op{bucketInventories, []byte(h), b})
+	}
+	for seq, c := range st.dirtyCl {
+		if c == nil {
+			ops = append(ops, op{bucketClaims, seqKey(seq), nil})
+			continue
+		}
+		b, err := json.Marshal(c)
+		if err != nil {
+			return nil, fmt.Errorf("encoding claim %s: %w", c.Name, err)
+		}
+		ops = append(ops, op{bucketClaims, seqKey(seq), b})
+	}
+	for h, b := range st.hw {
+		ops = append(ops, op{bucketHardware, []byte(h), b})
+	}
+	st.resetDirty()
+	return ops, nil
+}
+
+// apply writes ops in order in one transaction.
+func apply(back backend, ops []op) error {
+	return back.update(func(tx txn) error {
+		for _, o := range ops {
 			var err error
-			if b == nil {
-				err = tx.del(bucketHardware, []byte(h))
+			if o.value == nil {
+				err = tx.del(o.bucket, o.key)
 			} else {
-				err = tx.put(bucketHardware, []byte(h), b)
+				err = tx.put(o.bucket, o.key, o.value)
 			}
 			if err != nil {
 				return err
@@ -262,6 +269,16 @@ func (st *State) commit() error {
 		}
 		return nil
 	})
+}
+
+// commit writes every recorded change in one transaction (import only;
+// Update batches).
+func (st *State) commit() error {
+	ops, err := st.takeOps()
+	if err != nil {
+		return err
+	}
+	return apply(st.back, ops)
 }
 
 func seqKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
@@ -308,8 +325,16 @@ type Store struct {
 	path string
 	back backend
 
-	mu    sync.Mutex
+	mu    sync.Mutex // state, queue, tickets, last
 	state *State
+	// queue holds the encoded changes of Updates whose commit is pending,
+	// in order; tickets are those Updates, last the newest of them.
+	queue   []op
+	tickets []*ticket
+	last    *ticket
+	// commitMu admits one committer at a time; it takes the whole queue,
+	// so concurrent registrations share one transaction (group commit).
+	commitMu sync.Mutex
 	// Imported names the JSON file a legacy store was moved to at Open.
 	Imported string
 }
@@ -382,30 +407,101 @@ func (s *Store) View(fn func(*State)) {
 	fn(s.state)
 }
 
-// Update runs fn under the lock. The changes fn records through the State's
-// methods are committed in one transaction before Update returns. If fn or
-// the commit fails, the state is reloaded from the database, so nobody ever
-// acts on a state that is not on disk. changed is kept for callers' clarity:
-// a change recorded with the State's methods is written either way.
+// ticket is one Update waiting for its changes to be committed.
+type ticket struct {
+	done chan struct{}
+	err  error
+}
+
+// Update runs fn under the lock and returns when what fn recorded through
+// the State's methods is committed: nobody acts on a change that is not on
+// disk. Concurrent Updates are committed together in one transaction (one
+// fsync for a herd of registrations), in the order they ran.
+//
+// fn should fail before recording changes: what it recorded is committed
+// even when it returns an error (memory and disk never part). An Update
+// that recorded nothing still waits for the commit of the changes it may
+// have read. If a commit fails, the state is reloaded from the database
+// and every Update of that commit, and those queued behind it, fail.
+// changed is kept for callers' clarity and not needed.
 func (s *Store) Update(fn func(*State) (changed bool, err error)) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	_, err := fn(s.state)
-	if err == nil && s.state.dirty() {
-		if err = s.state.commit(); err != nil {
-			err = fmt.Errorf("store %s: %w", s.path, err)
+	_, ferr := fn(s.state)
+	if !s.state.dirty() {
+		wait := s.last
+		s.mu.Unlock()
+		if wait != nil {
+			<-wait.done
+			if ferr == nil && wait.err != nil {
+				return wait.err
+			}
 		}
+		return ferr
 	}
+	ops, err := s.state.takeOps()
 	if err != nil {
-		st, lerr := load(s.back)
-		if lerr != nil {
-			return errors.Join(err, fmt.Errorf("store %s: reloading after a failed change: %w", s.path, lerr))
-		}
-		s.state = st
-		return err
+		// Nothing was queued: drop the unencodable change by reloading,
+		// once the commits already queued (which the state includes) are
+		// done.
+		s.mu.Unlock()
+		return errors.Join(ferr, s.reloadAfter(fmt.Errorf("store %s: %w", s.path, err)))
 	}
-	s.state.resetDirty()
-	return nil
+	t := &ticket{done: make(chan struct{})}
+	s.queue = append(s.queue, ops...)
+	s.tickets = append(s.tickets, t)
+	s.last = t
+	s.mu.Unlock()
+
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	select {
+	case <-t.done: // an earlier committer took our changes
+	default:
+		s.commitQueue()
+	}
+	return errors.Join(ferr, t.err)
+}
+
+// commitQueue commits everything queued; commitMu is held.
+func (s *Store) commitQueue() {
+	s.mu.Lock()
+	ops, tickets := s.queue, s.tickets
+	s.queue, s.tickets = nil, nil
+	s.mu.Unlock()
+	err := apply(s.back, ops)
+	if err != nil {
+		err = fmt.Errorf("store %s: %w", s.path, err)
+		s.mu.Lock()
+		// Changes queued since were made on the state that just failed.
+		tickets = append(tickets, s.tickets...)
+		s.queue, s.tickets, s.last = nil, nil, nil
+		if st, lerr := load(s.back); lerr == nil {
+			s.state = st
+		} else {
+			err = errors.Join(err, fmt.Errorf("store %s: reloading after a failed commit: %w", s.path, lerr))
+		}
+		s.mu.Unlock()
+	}
+	for _, t := range tickets {
+		t.err = err
+		close(t.done)
+	}
+}
+
+// reloadAfter commits what is queued, then reloads the state from the
+// database, dropping changes that were never queued; it returns cause.
+func (s *Store) reloadAfter(cause error) error {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	s.commitQueue()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := load(s.back)
+	if err != nil {
+		return errors.Join(cause, err)
+	}
+	s.state = st
+	return cause
 }
 
 // Hardware reads a machine's hardware data from the database.

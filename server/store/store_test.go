@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,27 +76,73 @@ func TestSecondOpenIsRefusedWhileLocked(t *testing.T) {
 	}
 }
 
-func TestFnErrorRollsBack(t *testing.T) {
+func TestFnErrorBeforeChangesKeepsState(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
 	s := open(t, path)
 	if err := addInventory(s, "h1", "1"); err != nil {
 		t.Fatal(err)
 	}
 	boom := errors.New("boom")
+	if err := s.Update(func(st *State) (bool, error) { return false, boom }); !errors.Is(err, boom) {
+		t.Fatalf("err = %v", err)
+	}
+	// Recorded changes are committed even when fn then fails: memory and
+	// disk never part.
 	err := s.Update(func(st *State) (bool, error) {
-		st.Inventories["h1"].Name = "renamed"
-		st.PutInventory(st.Inventories["h1"])
 		st.AddClaim(&Claim{Name: "x", Inventory: "h1", Address: "10.0.0.9"})
 		return true, boom
 	})
 	if !errors.Is(err, boom) {
 		t.Fatalf("err = %v", err)
 	}
+	s.Close()
+	s = open(t, path)
 	s.View(func(st *State) {
-		if st.Inventories["h1"].Name != "1" || len(st.Claims) != 1 {
-			t.Fatalf("state kept a failed change: %+v, %d claims", st.Inventories["h1"], len(st.Claims))
+		if len(st.Claims) != 2 {
+			t.Fatalf("%d claims on disk, want 2", len(st.Claims))
 		}
 	})
+}
+
+// Concurrent Updates share transactions, and each returns only once its
+// change is on disk, in the order they ran.
+func TestConcurrentUpdatesCommitInOrder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := open(t, path)
+	const n = 300
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := addInventory(s, fmt.Sprint("h", i), fmt.Sprint(i)); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	var inMemory []string
+	s.View(func(st *State) {
+		for _, c := range st.Claims {
+			inMemory = append(inMemory, c.Name)
+		}
+	})
+	s.Close()
+	s = open(t, path)
+	var onDisk []string
+	s.View(func(st *State) {
+		for _, c := range st.Claims {
+			onDisk = append(onDisk, c.Name)
+		}
+	})
+	if len(onDisk) != n || strings.Join(onDisk, ",") != strings.Join(inMemory, ",") {
+		t.Fatalf("on disk %d claims, order equal to memory: %v", len(onDisk), strings.Join(onDisk, ",") == strings.Join(inMemory, ","))
+	}
 }
 
 // A change that cannot be committed leaves memory as the database is.

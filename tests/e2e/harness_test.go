@@ -40,6 +40,13 @@ func serverConfig(poolRange, network string) string {
 	return node.ServerConfig{Name: "lab", Network: network, Pool: poolRange, Prefix: 24, Gateway: "192.168.122.1"}.YAML()
 }
 
+// tpmServerConfig is serverConfig for machines that authenticate with
+// their TPM: regserver accepts for a registration only the authentication
+// its auth names.
+func tpmServerConfig(poolRange, network string) string {
+	return strings.Replace(serverConfig(poolRange, network), "auth: mac", "auth: tpm", 1)
+}
+
 // regServer is an in-process regserver on loopback whose store survives
 // restarts.
 type regServer struct {
@@ -82,8 +89,13 @@ func (rs *regServer) start() {
 		rs.t.Fatal(err)
 	}
 	rs.srv = srv
+	// The admin API has a listener of its own in regserver; here it
+	// shares the test server, under /admin/.
+	mux := http.NewServeMux()
+	mux.Handle("/admin/", srv.Admin(server.AdminOptions{}))
+	mux.Handle("/", srv)
 	if rs.http == nil {
-		rs.http = httptest.NewServer(srv)
+		rs.http = httptest.NewServer(mux)
 		return
 	}
 	// A restart keeps the address, so machines keep their config.
@@ -92,7 +104,7 @@ func (rs *regServer) start() {
 	if err != nil {
 		rs.t.Fatalf("restarting regserver on %s: %v", addr, err)
 	}
-	rs.http = &httptest.Server{Listener: l, Config: &http.Server{Handler: srv}}
+	rs.http = &httptest.Server{Listener: l, Config: &http.Server{Handler: mux}}
 	rs.http.Start()
 }
 
