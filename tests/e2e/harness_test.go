@@ -6,17 +6,18 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"github.com/nodereg/nodereg/internal/testutil"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nodereg/nodereg/agent"
+	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 	"github.com/nodereg/nodereg/protocol"
@@ -33,6 +34,13 @@ func serverConfig(poolRange, network string) string {
 	return node.ServerConfig{Name: "lab", Network: network, Pool: poolRange, Prefix: 24, Gateway: "192.168.122.1"}.YAML()
 }
 
+// tpmServerConfig is serverConfig for machines that authenticate with
+// their TPM: regserver accepts for a registration only the authentication
+// its auth names.
+func tpmServerConfig(poolRange, network string) string {
+	return strings.Replace(serverConfig(poolRange, network), "auth: mac", "auth: tpm", 1)
+}
+
 // regServer is an in-process regserver on loopback whose store survives
 // restarts.
 type regServer struct {
@@ -43,6 +51,7 @@ type regServer struct {
 	auth      []protocol.ServerAuthenticator // nil: TPM, then PLAIN, as regserver
 	http      *httptest.Server
 	srv       *server.Server
+	st        *store.Store
 }
 
 func startRegServer(t *testing.T, cfg string, delay time.Duration) *regServer {
@@ -64,6 +73,7 @@ func (rs *regServer) start() {
 	if err != nil {
 		rs.t.Fatal(err)
 	}
+	rs.st = st
 	auth := []protocol.ServerAuthenticator{tpmauth.New(tpmauth.Options{}), protocol.PlainServer{}}
 	if rs.auth != nil {
 		auth = rs.auth
@@ -79,8 +89,13 @@ func (rs *regServer) start() {
 		rs.t.Fatal(err)
 	}
 	rs.srv = srv
+	// The admin API has a listener of its own in regserver; here it
+	// shares the test server, under /admin/.
+	mux := http.NewServeMux()
+	mux.Handle("/admin/", srv.Admin(server.AdminOptions{}))
+	mux.Handle("/", srv)
 	if rs.http == nil {
-		rs.http = httptest.NewServer(srv)
+		rs.http = httptest.NewServer(mux)
 		return
 	}
 	// A restart keeps the address, so machines keep their config.
@@ -89,13 +104,14 @@ func (rs *regServer) start() {
 	if err != nil {
 		rs.t.Fatalf("restarting regserver on %s: %v", addr, err)
 	}
-	rs.http = &httptest.Server{Listener: l, Config: &http.Server{Handler: srv}}
+	rs.http = &httptest.Server{Listener: l, Config: &http.Server{Handler: mux}}
 	rs.http.Start()
 }
 
 // restart stops the server and starts a new one on the same store file.
 func (rs *regServer) restart() {
 	rs.http.Close()
+	rs.st.Close() // the database is locked while open
 	rs.start()
 }
 

@@ -65,7 +65,7 @@ func TestSwtpmRegistration(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			sw := tpmtest.StartSwtpm(t, withCert)
 			rec := &recordingAuth{inner: tpmauth.New(tpmauth.Options{})}
-			rs := &regServer{t: t, cfg: serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), storePath: t.TempDir() + "/store.json", auth: []protocol.ServerAuthenticator{rec, protocol.PlainServer{}}}
+			rs := &regServer{t: t, cfg: tpmServerConfig("192.168.122.150-192.168.122.200", nmstateTemplate), storePath: t.TempDir() + "/store.json", auth: []protocol.ServerAuthenticator{rec, protocol.PlainServer{}}}
 			useStubNmstatectl(t)
 			rs.start()
 			t.Cleanup(func() { rs.http.Close() })
@@ -135,7 +135,7 @@ func TestChallengeForAnotherEKFails(t *testing.T) {
 	sw := tpmtest.StartSwtpm(t, false)
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	testutil.Must(t, err)
-	rs := &regServer{t: t, cfg: serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), storePath: t.TempDir() + "/store.json", auth: []protocol.ServerAuthenticator{anotherEKChallenger{key}}}
+	rs := &regServer{t: t, cfg: tpmServerConfig("192.168.122.150-192.168.122.200", nmstateTemplate), storePath: t.TempDir() + "/store.json", auth: []protocol.ServerAuthenticator{anotherEKChallenger{key}}}
 	useStubNmstatectl(t)
 	rs.start()
 	t.Cleanup(func() { rs.http.Close() })
@@ -167,7 +167,7 @@ func TestTamperedTokenIsRejectedByRegserver(t *testing.T) {
 		}
 		return tok
 	}}
-	rs := &regServer{t: t, cfg: serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), storePath: t.TempDir() + "/store.json", auth: []protocol.ServerAuthenticator{rec}}
+	rs := &regServer{t: t, cfg: tpmServerConfig("192.168.122.150-192.168.122.200", nmstateTemplate), storePath: t.TempDir() + "/store.json", auth: []protocol.ServerAuthenticator{rec}}
 	useStubNmstatectl(t)
 	rs.start()
 	t.Cleanup(func() { rs.http.Close() })
