@@ -141,7 +141,7 @@ func TestDocumentedRules(t *testing.T) {
 		wantLines(t, kf, "ipv4", "route0=192.0.2.0/24,,0", "route0_options=table=254", "route1=203.0.113.7/32,192.0.2.1,0", "route1_options=table=254")
 	})
 	t.Run("IPv6 route sanitised", func(t *testing.T) {
-		kf := only(t, "interfaces:\n- {name: eth0, ipv6: {enabled: true}}\nroutes:\n  config:\n  - {destination: '2001:DB8:1::5/48', next-hop-interface: eth0, next-hop-address: 'FE80::0:1'}")
+		kf := only(t, "interfaces:\n- {name: eth0, ipv6: {enabled: true, address: [{ip: '2001:db8::2', prefix-length: 64}]}}\nroutes:\n  config:\n  - {destination: '2001:DB8:1::5/48', next-hop-interface: eth0, next-hop-address: 'FE80::0:1'}")
 		wantLines(t, kf, "ipv6", "route0=2001:db8:1::/48,fe80::1,0", "method=manual")
 	})
 	t.Run("routes equal but for metric are de-duplicated", func(t *testing.T) {
@@ -152,10 +152,6 @@ func TestDocumentedRules(t *testing.T) {
 	t.Run("route to an undefined interface is dropped, absent routes ignored", func(t *testing.T) {
 		kf := only(t, eth0v4+"routes:\n  config:\n  - {destination: 198.51.100.0/24, next-hop-interface: eth7}\n  - {destination: 198.51.100.0/24, next-hop-interface: eth0, state: absent}")
 		lacks(t, kf, "ipv4", "route")
-	})
-	t.Run("routes make an address-less IPv4 manual", func(t *testing.T) {
-		kf := only(t, "interfaces:\n- {name: eth0, ipv4: {enabled: true}}\nroutes:\n  config:\n  - {destination: 198.51.100.0/24, next-hop-interface: eth0}")
-		wantLines(t, kf, "ipv4", "method=manual", "route0=198.51.100.0/24,,0")
 	})
 	t.Run("eleven routes sort byte-wise", func(t *testing.T) {
 		var b strings.Builder

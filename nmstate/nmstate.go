@@ -49,6 +49,13 @@ func GenerateKeyfiles(desired []byte) ([]Keyfile, error) {
 			profiles = append(profiles, ifc)
 		}
 	}
+	dnsPath := ""
+	if st.dns != nil {
+		dnsPath = st.dns.path
+	}
+	if err := checkMethods(profiles, routes, dns, dnsPath); err != nil {
+		return nil, err
+	}
 	// By name, then (stably) controllers and free interfaces before the
 	// ports nmstate gave an up-priority of 1 (profile.rs).
 	slices.SortFunc(profiles, func(a, b *iface) int { return strings.Compare(a.name, b.name) })
@@ -168,29 +175,9 @@ func (ifc *iface) ipSection(v6 bool, routes []sanitizedRoute, dns placement) *se
 	if v6 {
 		s.set("addr-gen-mode", "0")
 	}
-	var mine []sanitizedRoute
-	if ip.enabled {
-		for _, r := range routes {
-			if r.iface == ifc.name && r.v6 == v6 {
-				mine = append(mine, r)
-			}
-		}
-	}
+	mine := ifc.routesOf(v6, routes)
 	addrs := ip.addrStrings()
-	method := "disabled"
-	switch {
-	case !ip.enabled:
-	case !v6 && ip.dhcp:
-		method = "auto"
-	case v6 && ip.dhcp && ip.autoconf:
-		method = "auto"
-	case v6 && ip.dhcp:
-		method = "dhcp"
-	case len(addrs) > 0 || len(mine) > 0:
-		method = "manual"
-	case v6:
-		method = "link-local"
-	}
+	method := ip.method(v6, addrs, mine)
 	s.set("method", method)
 	for i, a := range addrs {
 		s.set("address"+strconv.Itoa(i), a)
@@ -218,4 +205,64 @@ func (ifc *iface) ipSection(v6 bool, routes []sanitizedRoute, dns placement) *se
 		s.set("dns-priority", strconv.Itoa(k.priority))
 	}
 	return s
+}
+
+// routesOf are the routes written into this interface's section of a
+// family: none when the family is disabled.
+func (ifc *iface) routesOf(v6 bool, routes []sanitizedRoute) []sanitizedRoute {
+	var mine []sanitizedRoute
+	if ip := ifc.ipConf(v6); ip != nil && ip.enabled {
+		for _, r := range routes {
+			if r.iface == ifc.name && r.v6 == v6 {
+				mine = append(mine, r)
+			}
+		}
+	}
+	return mine
+}
+
+// method is nmstate's choice of ipv4.method / ipv6.method (settings/ip.rs).
+func (ip *ipConf) method(v6 bool, addrs []string, routes []sanitizedRoute) string {
+	switch {
+	case !ip.enabled:
+		return "disabled"
+	case !v6 && ip.dhcp:
+		return "auto"
+	case v6 && ip.dhcp && ip.autoconf:
+		return "auto"
+	case v6 && ip.dhcp:
+		return "dhcp"
+	case len(addrs) > 0 || len(routes) > 0:
+		return "manual"
+	case v6:
+		return "link-local"
+	}
+	return "disabled"
+}
+
+// checkMethods refuses what nmstate writes but NetworkManager will not
+// load: method=manual without an address (routes alone make nmstate choose
+// manual), DNS keys in a disabled or link-local section (search domains without servers
+// go to the first IP-enabled interface, even one without addresses).
+func checkMethods(profiles []*iface, routes []sanitizedRoute, dns placement, dnsPath string) error {
+	for _, ifc := range profiles {
+		if ifc.controller != nil {
+			continue
+		}
+		for _, v6 := range []bool{false, true} {
+			ip := ifc.ipConf(v6)
+			if ip == nil {
+				continue
+			}
+			addrs := ip.addrStrings()
+			method := ip.method(v6, addrs, ifc.routesOf(v6, routes))
+			if len(addrs) == 0 && method == "manual" {
+				return unsupported(ip.path, "routes on an interface without a static address and without DHCP: nmstate writes method=manual without addresses, which NetworkManager refuses")
+			}
+			if (method == "disabled" || method == "link-local") && dns.get(ifc.name, v6) != nil {
+				return unsupported(join(dnsPath, "search"), "nmstate puts the search domains on %s, whose %s method is %s, which NetworkManager refuses", ifc.name, map[bool]string{false: "ipv4", true: "ipv6"}[v6], method)
+			}
+		}
+	}
+	return nil
 }

@@ -199,6 +199,9 @@ func (ifc *iface) checkBond() error {
 	if b.miimon > 0 && b.arpIntvl > 0 {
 		return invalid(b.optsPath, "Bond miimon and arp interval are not compatible options.")
 	}
+	if b.arpIntvl > 0 {
+		return unsupported(join(b.optsPath, "arp_interval"), "NetworkManager needs arp_ip_target with arp_interval, and arp_ip_target is outside the supported subset")
+	}
 	// NetworkManager's bond setting verification, which nmstate leaves to
 	// NetworkManager: refusing here keeps every rendered file loadable.
 	if p, ok := b.options["primary"]; ok {
