@@ -163,6 +163,7 @@ func TestRefusalsOutsideSubset(t *testing.T) {
 		{"search domains on a disabled section", "interfaces:\n- {name: eth0, ipv4: {enabled: true}}\ndns-resolver:\n  config: {search: [example.com]}", "dns-resolver.config.search", un, "method is disabled"},
 		{"search domains on a link-local section", "interfaces:\n- {name: eth0, ipv6: {enabled: true}}\ndns-resolver:\n  config: {search: [example.com]}", "dns-resolver.config.search", un, "method is link-local"},
 		{"arp_interval", "interfaces:\n- {name: bond0, type: bond, link-aggregation: {mode: 1, options: {arp_interval: 100}}}", "interfaces[0].link-aggregation.options.arp_interval", un, "arp_ip_target"},
+		{"lacp_rate outside 802.3ad", "interfaces:\n- {name: bond0, type: bond, link-aggregation: {mode: balance-xor, options: {lacp_rate: fast}}}", "interfaces[0].link-aggregation.options.lacp_rate", un, "802.3ad"},
 		{"primary outside active-backup", "interfaces:\n- {name: bond0, type: bond, link-aggregation: {mode: balance-rr, options: {primary: eth1}}}", "interfaces[0].link-aggregation.options.primary", un, "active-backup"},
 		{"YAML alias", "interfaces:\n- &a {name: eth0}\n- *a", "interfaces[1]", un, "aliases"},
 		{"custom YAML tag", "interfaces:\n- !foo {name: eth0}", "interfaces[0]", un, "tag"},

@@ -217,14 +217,6 @@ func (ifc *iface) checkBond() error {
 	if _, ok := b.options["lacp_rate"]; ok && b.mode != "802.3ad" {
 		return unsupported(join(b.optsPath, "lacp_rate"), "NetworkManager accepts 'lacp_rate' only with mode 802.3ad")
 	}
-	if _, ok := b.options["xmit_hash_policy"]; ok && b.mode != "802.3ad" && b.mode != "balance-xor" && b.mode != "balance-tlb" {
-		return unsupported(join(b.optsPath, "xmit_hash_policy"), "NetworkManager accepts 'xmit_hash_policy' only with modes 802.3ad, balance-xor, balance-tlb")
-	}
-	for _, k := range []string{"updelay", "downdelay"} {
-		if v, ok := b.options[k]; ok && v != "0" && b.miimon == 0 {
-			return unsupported(join(b.optsPath, k), "NetworkManager accepts '%s' only with miimon enabled", k)
-		}
-	}
 	return nil
 }
 
