@@ -203,6 +203,29 @@ func TestDocumentedRules(t *testing.T) {
 			t.Fatalf("got %v, %v; want no files", names(kfs), err)
 		}
 	})
+	t.Run("vlan over an absent ethernet stays", func(t *testing.T) {
+		kfs, err := GenerateKeyfiles([]byte("interfaces:\n- {name: v1, type: vlan, vlan: {base-iface: eth0, id: 1}}\n- {name: eth0, state: absent}"))
+		if err != nil || len(kfs) != 1 || kfs[0].Name != "v1.nmconnection" {
+			t.Fatalf("got %v, %v; want v1.nmconnection", names(kfs), err)
+		}
+	})
+	t.Run("integers read as yaml-rust and Rust read them", func(t *testing.T) {
+		// Not from NMSTATE.md: yaml-rust reads 01500 as decimal and 0o as
+		// octal (yaml.v3 alone would read 01500 as octal); nmstate reads
+		// "+1500" with Rust's parse, which takes a leading plus.
+		for in, want := range map[string]string{"01500": "mtu=1500", "0o2734": "mtu=1500", "'+1500'": "mtu=1500", "0x5dc": "mtu=1500"} {
+			wantLines(t, only(t, "interfaces:\n- {name: eth0, mtu: "+in+"}"), "ethernet", want)
+		}
+		if _, err := GenerateKeyfiles([]byte("interfaces:\n- {name: eth0, mtu: 1_500}")); err == nil {
+			t.Error("mtu 1_500 accepted")
+		}
+	})
+	t.Run("NULL is text, null is nothing", func(t *testing.T) {
+		wantLines(t, only(t, "interfaces:\n- {name: eth0, description: NULL}"), "user", "nmstate.interface.description=NULL")
+		if kf := only(t, "interfaces:\n- {name: eth0, description: null}"); strings.Contains(kf, "[user]") {
+			t.Errorf("null description written:\n%s", kf)
+		}
+	})
 	t.Run("no type is ethernet", func(t *testing.T) {
 		wantLines(t, only(t, "interfaces:\n- {name: eth0}"), "connection", "type=802-3-ethernet", "uuid=dfd202f5-562f-5f07-8f2a-a7717756fb70")
 	})

@@ -38,7 +38,8 @@ func checkRefusal(t *testing.T, c refusal) {
 const eth0v4 = "interfaces:\n- {name: eth0, type: ethernet, state: up, ipv4: {enabled: true, address: [{ip: 192.0.2.2, prefix-length: 24}]}, ipv6: {enabled: false}}\n"
 
 // TestRefusalsOfNmstate has one case (or more) per row of NMSTATE.md
-// section 8: inputs nmstate itself refuses.
+// section 8, inputs nmstate itself refuses, and the VLAN orphan check read
+// from nmstate's source (ifaces/inter_ifaces.rs).
 func TestRefusalsOfNmstate(t *testing.T) {
 	const ia, ni, ns = KindInvalidArgument, KindNotImplemented, KindNotSupported
 	for _, c := range []refusal{
@@ -87,6 +88,8 @@ func TestRefusalsOfNmstate(t *testing.T) {
 			"interfaces[0].vlan.base-iface", ia, "Missing 'vlan.base-iface' for interface 'v100'"},
 		{"vlan without id", "interfaces:\n- {name: v100, type: vlan, vlan: {base-iface: eth0}}",
 			"interfaces[0].vlan.id", ia, "missing field `id`"},
+		{"vlan over an absent parent", "interfaces:\n- {name: v1, type: vlan, vlan: {base-iface: bond0, id: 1}}\n- {name: bond0, type: bond, state: absent}",
+			"interfaces[0].vlan.base-iface", ia, "Interface v1 cannot be in up state as its parent bond0 has been marked as absent"},
 		{"route without next-hop-interface", eth0v4 + "routes:\n  config:\n  - {destination: 198.51.100.0/24, next-hop-address: 192.0.2.1}",
 			"routes.config[0].next-hop-interface", ni, "Route with empty next hop interface is not supported"},
 		{"route via IPv6-disabled interface", eth0v4 + "routes:\n  config:\n  - {destination: '::/0', next-hop-interface: eth0, next-hop-address: '2001:db8::1'}",

@@ -120,6 +120,9 @@ func (st *state) resolve() (map[string]*iface, error) {
 		if err := ifc.check(); err != nil {
 			return nil, err
 		}
+		if err := ifc.checkParent(byName); err != nil {
+			return nil, err
+		}
 	}
 	return byName, nil
 }
@@ -282,4 +285,22 @@ func (ip *ipConf) addrStrings() []string {
 		out = append(out, fmt.Sprintf("%s/%d", a.ip, a.prefix))
 	}
 	return out
+}
+
+// checkParent is nmstate's orphan check: a VLAN over an interface marked
+// absent (other than an ethernet, which absent does not delete) cannot be
+// up; a down one would be marked absent too, which is left to nmstate.
+func (ifc *iface) checkParent(byName map[string]*iface) error {
+	if ifc.vlan == nil {
+		return nil
+	}
+	parent, ok := byName[ifc.vlan.base]
+	if !ok || parent.state != "absent" || parent.typ == "ethernet" {
+		return nil
+	}
+	p := join(ifc.vlan.path, "base-iface")
+	if ifc.state == "up" {
+		return invalid(p, "Interface %s cannot be in up state as its parent %s has been marked as absent", ifc.name, parent.name)
+	}
+	return unsupported(p, "a down VLAN over the absent %s, which nmstate would mark absent as well", parent.name)
 }

@@ -1,6 +1,7 @@
 package nmstate
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -30,8 +31,12 @@ func join(path, key string) string {
 
 func index(path string, i int) string { return fmt.Sprintf("%s[%d]", path, i) }
 
+// isNull is YAML null as serde_yaml 0.8 (yaml-rust) reads it: ~, null or
+// nothing. yaml.v3 also reads Null and NULL as null; yaml-rust reads them as
+// text, and so does this package.
 func isNull(n *yaml.Node) bool {
-	return n == nil || (n.Kind == yaml.ScalarNode && n.Tag == "!!null")
+	return n == nil || (n.Kind == yaml.ScalarNode && n.Tag == "!!null" && n.Style == 0 &&
+		(n.Value == "" || n.Value == "~" || n.Value == "null"))
 }
 
 // checkNode refuses what serde_yaml would treat differently from yaml.v3 or
@@ -121,7 +126,7 @@ func sequence(path string, n *yaml.Node, max int) ([]*yaml.Node, error) {
 // str reads a scalar as text, as serde_yaml does for a String field (a
 // plain 100 is the string "100"). maxLen bounds it.
 func str(path string, n *yaml.Node, maxLen int) (string, error) {
-	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+	if n.Kind != yaml.ScalarNode || isNull(n) {
 		return "", invalid(path, "invalid type: expected a string")
 	}
 	if len(n.Value) > maxLen {
@@ -131,7 +136,7 @@ func str(path string, n *yaml.Node, maxLen int) (string, error) {
 }
 
 func boolean(path string, n *yaml.Node) (bool, error) {
-	if n.Kind == yaml.ScalarNode && n.Tag != "!!float" && n.Tag != "!!null" {
+	if n.Kind == yaml.ScalarNode && n.Tag != "!!float" && !isNull(n) {
 		switch strings.ToLower(n.Value) {
 		case "1", "true", "yes", "on", "y":
 			return true, nil
@@ -148,16 +153,8 @@ func unsigned(path string, n *yaml.Node, max uint64) (uint64, error) {
 	if n.Kind != yaml.ScalarNode || (n.Tag != "!!int" && n.Tag != "!!str") {
 		return 0, invalid(path, "invalid type: expected an unsigned integer or a string")
 	}
-	var v uint64
-	var err error
-	if n.Tag == "!!int" {
-		err = n.Decode(&v)
-	} else if h, ok := strings.CutPrefix(n.Value, "0x"); ok {
-		v, err = strconv.ParseUint(h, 16, 64)
-	} else {
-		v, err = strconv.ParseUint(n.Value, 10, 64)
-	}
-	if err != nil {
+	v, neg, err := integer(n)
+	if err != nil || neg || strings.HasPrefix(n.Value, "-") {
 		return 0, invalid(path, "invalid unsigned integer %q", n.Value)
 	}
 	if v > max {
@@ -171,17 +168,51 @@ func signed(path string, n *yaml.Node) (int64, error) {
 	if n.Kind != yaml.ScalarNode || (n.Tag != "!!int" && n.Tag != "!!str") {
 		return 0, invalid(path, "invalid type: expected a signed integer or a string")
 	}
-	var v int64
-	var err error
-	if n.Tag == "!!int" {
-		err = n.Decode(&v)
-	} else {
-		v, err = strconv.ParseInt(n.Value, 10, 64)
+	v, neg, err := integer(n)
+	if err == nil && n.Tag == "!!str" && strings.HasPrefix(n.Value, "0x") {
+		err = errors.New("no hex for signed") // nmstate's i64 string parse is decimal only
 	}
-	if err != nil {
+	switch {
+	case err != nil || v > math.MaxInt64+1 || (!neg && v > math.MaxInt64):
 		return 0, invalid(path, "invalid signed integer %q", n.Value)
+	case neg:
+		return -int64(v-1) - 1, nil
 	}
-	return v, nil
+	return int64(v), nil
+}
+
+// integer reads the text itself rather than trusting yaml.v3, which reads
+// 010 as octal and drops underscores. As YAML integers, yaml-rust takes
+// 0x (hex), 0o (octal) and decimal with a sign; as strings, nmstate takes
+// 0x (hex, unsigned only) and decimal (Rust's parse, a leading + allowed).
+func integer(n *yaml.Node) (v uint64, neg bool, err error) {
+	s := n.Value
+	if n.Tag == "!!int" {
+		if h, ok := strings.CutPrefix(s, "0x"); ok {
+			v, err = strconv.ParseUint(h, 16, 64)
+			return v, false, err
+		}
+		if o, ok := strings.CutPrefix(s, "0o"); ok {
+			v, err = strconv.ParseUint(o, 8, 64)
+			return v, false, err
+		}
+	} else if h, ok := strings.CutPrefix(s, "0x"); ok {
+		v, err = strconv.ParseUint(h, 16, 64)
+		return v, false, err
+	}
+	if rest, ok := strings.CutPrefix(s, "-"); ok {
+		s, neg = rest, true
+	} else {
+		s = strings.TrimPrefix(s, "+")
+	}
+	if s == "" || s[0] < '0' || s[0] > '9' {
+		return 0, false, errors.New("not a number")
+	}
+	v, err = strconv.ParseUint(s, 10, 64)
+	if neg && v == 0 {
+		neg = false
+	}
+	return v, neg, err
 }
 
 const maxU32 = math.MaxUint32
