@@ -198,7 +198,7 @@ func TestDocumentedRules(t *testing.T) {
 		wantLines(t, kf, "vlan", "flags=1", "id=5", "parent=eth0", "protocol=802.1ad")
 	})
 	t.Run("absent interface keeps no keys and makes no file", func(t *testing.T) {
-		kfs, err := GenerateKeyfiles([]byte("interfaces:\n- {name: eth9, state: absent, mtu: 10, ipv6: {enabled: true}}"))
+		kfs, err := GenerateKeyfiles([]byte("interfaces:\n- {name: eth9, state: absent, mtu: 10, ipv6: {enabled: true}, foo: [1], ethtool: {}}"))
 		if err != nil || len(kfs) != 0 {
 			t.Fatalf("got %v, %v; want no files", names(kfs), err)
 		}
@@ -220,10 +220,25 @@ func TestDocumentedRules(t *testing.T) {
 			t.Error("mtu 1_500 accepted")
 		}
 	})
-	t.Run("NULL is text, null is nothing", func(t *testing.T) {
+	t.Run("scalars read as serde_yaml 0.8 reads them", func(t *testing.T) {
+		// Not from NMSTATE.md: serde_yaml's visit_untagged_str. NULL and an
+		// empty value are text, a plain number is not a name, 0b is binary.
 		wantLines(t, only(t, "interfaces:\n- {name: eth0, description: NULL}"), "user", "nmstate.interface.description=NULL")
-		if kf := only(t, "interfaces:\n- {name: eth0, description: null}"); strings.Contains(kf, "[user]") {
-			t.Errorf("null description written:\n%s", kf)
+		if kf := only(t, "interfaces:\n- name: eth0\n  description:\n"); !strings.HasSuffix(kf, "\n[user]\n") {
+			t.Errorf("empty description: want an empty [user]:\n%s", kf)
+		}
+		wantLines(t, only(t, "interfaces:\n- {name: eth0, mtu: 0b10111011100}"), "ethernet", "mtu=1500")
+		wantLines(t, only(t, "interfaces:\n- {name: bond0, type: bond, link-aggregation: {mode: 0x1}}"), "bond", "mode=active-backup")
+		for _, in := range []string{
+			"interfaces:\n- {name: 1234}",
+			"interfaces:\n- {name: eth0, description: true}",
+			"interfaces:\n- {name: eth0, ipv4: {enabled: 2}}",
+			"interfaces:\n- {name: eth0, description: null}",
+			eth0v4 + "routes:\n  config:\n  - destination: 0.0.0.0/0\n    next-hop-interface: eth0\n    next-hop-address:\n",
+		} {
+			if kfs, err := GenerateKeyfiles([]byte(in)); err == nil {
+				t.Errorf("accepted %q: %v", in, names(kfs))
+			}
 		}
 	})
 	t.Run("no type is ethernet", func(t *testing.T) {

@@ -209,27 +209,35 @@ var ifaceKeys = []string{"name", "type", "state", "mtu", "mac-address", "descrip
 	"link-aggregation", "bridge", "vlan"}
 
 func parseIface(path string, n *yaml.Node) (*iface, error) {
-	if isNull(n) {
+	if err := checkNode(path, n); err != nil {
+		return nil, err
+	}
+	if n.Kind != yaml.MappingNode {
 		return nil, invalid(path, "invalid type: expected a mapping")
 	}
-	fs, err := mapping(path, n, ifaceKeys, otherIfaceKeys)
+	var fs []field
+	var err error
+	if isAbsent(n) {
+		// nmstate keeps only name, type and state of an absent interface
+		// and drops the rest unread (iface.rs, Deserialize for Interface).
+		fs, err = someFields(path, n, "name", "type", "state")
+	} else {
+		fs, err = mapping(path, n, ifaceKeys, otherIfaceKeys)
+	}
 	if err != nil {
 		return nil, err
 	}
 	ifc := &iface{path: path, typ: "ethernet", state: "up"}
 	hasName := false
 	for _, f := range fs {
-		if isNull(f.val) {
-			continue
-		}
 		switch f.key {
 		case "name":
-			if ifc.name, err = str(f.path, f.val, maxTextLen); err != nil {
+			if ifc.name, err = str(f.path, f.val, maxTextLen, true); err != nil {
 				return nil, err
 			}
 			hasName = true
 		case "type":
-			t, err := str(f.path, f.val, maxTextLen)
+			t, err := str(f.path, f.val, maxTextLen, true)
 			if err != nil {
 				return nil, err
 			}
@@ -242,7 +250,7 @@ func parseIface(path string, n *yaml.Node) (*iface, error) {
 				return nil, unsupported(f.path, "unknown interface type %q", t)
 			}
 		case "state":
-			s, err := str(f.path, f.val, maxTextLen)
+			s, err := str(f.path, f.val, maxTextLen, true)
 			if err != nil {
 				return nil, err
 			}
@@ -260,9 +268,6 @@ func parseIface(path string, n *yaml.Node) (*iface, error) {
 		return nil, invalid(path, "missing field `name`")
 	}
 	for _, f := range fs {
-		if isNull(f.val) {
-			continue
-		}
 		switch f.key {
 		case "mtu":
 			v, err := unsigned(f.path, f.val, 1<<64-1)
@@ -271,11 +276,11 @@ func parseIface(path string, n *yaml.Node) (*iface, error) {
 			}
 			ifc.mtu = &v
 		case "mac-address":
-			if ifc.mac, err = str(f.path, f.val, maxTextLen); err != nil {
+			if ifc.mac, err = str(f.path, f.val, maxTextLen, true); err != nil {
 				return nil, err
 			}
 		case "description":
-			d, err := str(f.path, f.val, maxDescriptionLen)
+			d, err := str(f.path, f.val, maxDescriptionLen, true)
 			if err != nil {
 				return nil, err
 			}
@@ -313,11 +318,6 @@ func parseIface(path string, n *yaml.Node) (*iface, error) {
 			}
 		}
 	}
-	if ifc.state == "absent" {
-		// nmstate keeps only name, type and state of an absent interface
-		// (iface.rs), after the deserialiser has checked the rest.
-		*ifc = iface{path: ifc.path, name: ifc.name, typ: ifc.typ, state: ifc.state}
-	}
 	return ifc, nil
 }
 
@@ -340,9 +340,6 @@ func parseIP(path string, n *yaml.Node, v6 bool) (*ipConf, error) {
 	}
 	ip := &ipConf{path: path}
 	for _, f := range fs {
-		if isNull(f.val) {
-			continue
-		}
 		switch f.key {
 		case "enabled":
 			ip.enabled, err = boolean(f.path, f.val)
@@ -387,7 +384,7 @@ func parseAddr(path string, n *yaml.Node) (ipAddr, error) {
 			if isNull(f.val) {
 				return a, invalid(f.path, "invalid type: expected an IP address")
 			}
-			s, err := str(f.path, f.val, maxTextLen)
+			s, err := str(f.path, f.val, maxTextLen, true)
 			if err != nil {
 				return a, err
 			}
@@ -458,12 +455,9 @@ func parseBond(path string, n *yaml.Node) (*bondConf, error) {
 	b := &bondConf{path: path, options: map[string]string{}}
 	hasPorts := false
 	for _, f := range fs {
-		if isNull(f.val) {
-			continue
-		}
 		switch f.key {
 		case "mode":
-			s, err := str(f.path, f.val, maxTextLen)
+			s, err := numberOrString(f.path, f.val)
 			if err != nil {
 				return nil, err
 			}
@@ -482,9 +476,6 @@ func parseBond(path string, n *yaml.Node) (*bondConf, error) {
 				return nil, err
 			}
 			for _, o := range opts {
-				if isNull(o.val) {
-					continue
-				}
 				switch o.key {
 				case "miimon", "updelay", "downdelay", "arp_interval":
 					v, err := unsigned(o.path, o.val, maxU32)
@@ -499,13 +490,13 @@ func parseBond(path string, n *yaml.Node) (*bondConf, error) {
 						b.arpIntvl = v
 					}
 				case "primary":
-					s, err := str(o.path, o.val, maxTextLen)
+					s, err := str(o.path, o.val, maxTextLen, true)
 					if err != nil {
 						return nil, err
 					}
 					b.options[o.key] = s
 				case "xmit_hash_policy", "lacp_rate":
-					s, err := str(o.path, o.val, maxTextLen)
+					s, err := numberOrString(o.path, o.val)
 					if err != nil {
 						return nil, err
 					}
@@ -552,7 +543,7 @@ func portNames(path string, n *yaml.Node, objects bool) ([]string, error) {
 			}
 			name := ""
 			for _, f := range fs {
-				if name, err = str(f.path, f.val, maxTextLen); err != nil {
+				if name, err = str(f.path, f.val, maxTextLen, true); err != nil {
 					return nil, err
 				}
 			}
@@ -562,7 +553,7 @@ func portNames(path string, n *yaml.Node, objects bool) ([]string, error) {
 			names = append(names, name)
 			continue
 		}
-		name, err := str(p, it, maxTextLen)
+		name, err := str(p, it, maxTextLen, true)
 		if err != nil {
 			return nil, err
 		}
@@ -578,9 +569,6 @@ func parseBridge(path string, n *yaml.Node) (*bridgeConf, error) {
 	}
 	br := &bridgeConf{path: path}
 	for _, f := range fs {
-		if isNull(f.val) {
-			continue
-		}
 		switch f.key {
 		case "options":
 			opts, err := mapping(f.path, f.val, []string{"stp"}, []string{"gc-timer", "group-addr", "group-forward-mask",
@@ -598,9 +586,6 @@ func parseBridge(path string, n *yaml.Node) (*bridgeConf, error) {
 					return nil, err
 				}
 				for _, s := range stp {
-					if isNull(s.val) {
-						continue
-					}
 					v, err := boolean(s.path, s.val)
 					if err != nil {
 						return nil, err
@@ -627,12 +612,9 @@ func parseVlan(path string, n *yaml.Node) (*vlanConf, error) {
 	v := &vlanConf{path: path}
 	hasID := false
 	for _, f := range fs {
-		if isNull(f.val) {
-			continue
-		}
 		switch f.key {
 		case "base-iface":
-			if v.base, err = str(f.path, f.val, maxTextLen); err != nil {
+			if v.base, err = str(f.path, f.val, maxTextLen, true); err != nil {
 				return nil, err
 			}
 			v.hasBase = true
@@ -642,7 +624,7 @@ func parseVlan(path string, n *yaml.Node) (*vlanConf, error) {
 			}
 			hasID = true
 		case "protocol":
-			s, err := str(f.path, f.val, maxTextLen)
+			s, err := str(f.path, f.val, maxTextLen, true)
 			if err != nil {
 				return nil, err
 			}
@@ -669,12 +651,9 @@ func parseRoute(path string, n *yaml.Node) (*route, error) {
 	}
 	r := &route{path: path}
 	for _, f := range fs {
-		if isNull(f.val) {
-			continue
-		}
 		switch f.key {
 		case "state":
-			s, err := str(f.path, f.val, maxTextLen)
+			s, err := str(f.path, f.val, maxTextLen, false)
 			if err != nil {
 				return nil, err
 			}
@@ -683,13 +662,13 @@ func parseRoute(path string, n *yaml.Node) (*route, error) {
 			}
 			r.absent = true
 		case "destination":
-			r.dest, err = str(f.path, f.val, maxTextLen)
+			r.dest, err = str(f.path, f.val, maxTextLen, false)
 			r.hasDest = true
 		case "next-hop-interface":
-			r.iface, err = str(f.path, f.val, maxTextLen)
+			r.iface, err = str(f.path, f.val, maxTextLen, false)
 			r.hasIface = true
 		case "next-hop-address":
-			r.via, err = str(f.path, f.val, maxTextLen)
+			r.via, err = str(f.path, f.val, maxTextLen, false)
 			r.hasVia = true
 		case "metric":
 			var v int64
@@ -728,7 +707,7 @@ func parseDNS(path string, n *yaml.Node) (*dnsConfig, error) {
 		}
 		for i, it := range items {
 			p := index(f.path, i)
-			s, err := str(p, it, maxTextLen)
+			s, err := str(p, it, maxTextLen, false)
 			if err != nil {
 				return nil, err
 			}
@@ -747,3 +726,45 @@ func parseDNS(path string, n *yaml.Node) (*dnsConfig, error) {
 }
 
 func uitoa(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// numberOrString is nmstate's NumberAsString: an integer (written in
+// decimal) or text; enum values like bond modes accept both.
+func numberOrString(path string, n *yaml.Node) (string, error) {
+	if n.Kind == yaml.ScalarNode && n.Style == 0 && untagged(n.Value) == "int" {
+		m, neg, err := plainInt(n.Value)
+		if err != nil {
+			return "", invalid(path, "invalid integer %q", n.Value)
+		}
+		if neg {
+			return "-" + uitoa(m), nil
+		}
+		return uitoa(m), nil
+	}
+	return str(path, n, maxTextLen, true)
+}
+
+func isAbsent(n *yaml.Node) bool {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == "state" && n.Content[i+1].Kind == yaml.ScalarNode && n.Content[i+1].Value == "absent" {
+			return true
+		}
+	}
+	return false
+}
+
+// someFields returns the named fields of a mapping and ignores the others.
+func someFields(path string, n *yaml.Node, keys ...string) ([]field, error) {
+	var out []field
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode || !contains(keys, k.Value) {
+			continue
+		}
+		p := join(path, k.Value)
+		if err := checkNode(p, v); err != nil {
+			return nil, err
+		}
+		out = append(out, field{key: k.Value, val: v, path: p})
+	}
+	return out, nil
+}

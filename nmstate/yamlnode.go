@@ -4,17 +4,22 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 )
 
-// This file reads yaml.v3 nodes with the leniency of nmstate's serde
-// deserialisers (rust/src/lib/deserializer.rs at the matched commit):
-// booleans as 1|0|true|false|yes|no|on|off|y|n in any case, unsigned
-// integers as numbers or as decimal or 0x-hex strings. Anything the
-// translator does not know is refused with its key path.
+// This file reads yaml.v3 nodes the way nmstate's reader reads the same
+// text: serde_yaml 0.8.26 resolves plain scalars itself (visit_untagged_str:
+// only ~ and null are null, only true and false are booleans, 0x/0o/0b
+// integers, digits with leading zeros are text), and nmstate's lenient
+// deserialisers (rust/src/lib/deserializer.rs) take booleans as
+// 1|0|true|false|yes|no|on|off|y|n in any case and unsigned integers as
+// numbers or decimal or 0x-hex text. Inside interfaces[] nmstate goes
+// through serde_json::Value, so a plain 123 or true there is not text.
+// Anything else is refused with its key path.
 
 type field struct {
 	key  string
@@ -34,9 +39,82 @@ func index(path string, i int) string { return fmt.Sprintf("%s[%d]", path, i) }
 // isNull is YAML null as serde_yaml 0.8 (yaml-rust) reads it: ~, null or
 // nothing. yaml.v3 also reads Null and NULL as null; yaml-rust reads them as
 // text, and so does this package.
+// isNull is YAML null as serde_yaml reads it: a plain ~ or null. (yaml.v3
+// also reads Null, NULL and an empty value as null; serde_yaml reads them as
+// text.)
 func isNull(n *yaml.Node) bool {
-	return n == nil || (n.Kind == yaml.ScalarNode && n.Tag == "!!null" && n.Style == 0 &&
-		(n.Value == "" || n.Value == "~" || n.Value == "null"))
+	return n.Kind == yaml.ScalarNode && n.Style == 0 && (n.Value == "~" || n.Value == "null")
+}
+
+var (
+	decimalRE = regexp.MustCompile(`^[+-]?[0-9]+$`)
+	floatRE   = regexp.MustCompile(`^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
+)
+
+// untagged is the type serde_yaml 0.8.26 gives a plain scalar when the
+// target takes any type: "null", "bool", "int", "float" or "str".
+func untagged(v string) string {
+	switch v {
+	case "~", "null":
+		return "null"
+	case "true", "false":
+		return "bool"
+	}
+	if _, _, ok := radixInt(v); ok {
+		return "int"
+	}
+	if t := strings.TrimLeft(v, "+-"); len(t) > 1 && t[0] == '0' && decimalRE.MatchString(t) {
+		return "str"
+	}
+	if decimalRE.MatchString(v) && len(strings.TrimLeft(v, "+-")) <= 38 && strings.Count(v[:1], "+")+strings.Count(v[:1], "-") <= 1 {
+		return "int"
+	}
+	switch strings.TrimLeft(v, "+") {
+	case ".inf", ".Inf", ".INF":
+		return "float"
+	}
+	switch v {
+	case "-.inf", "-.Inf", "-.INF", ".nan", ".NaN", ".NAN":
+		return "float"
+	}
+	if floatRE.MatchString(v) {
+		if f, err := strconv.ParseFloat(v, 64); err == nil && !math.IsInf(f, 0) {
+			return "float"
+		}
+	}
+	return "str"
+}
+
+// radixInt reads 0x, 0o and 0b integers with an optional sign, as
+// serde_yaml does.
+func radixInt(v string) (mag uint64, neg bool, ok bool) {
+	s := v
+	switch {
+	case strings.HasPrefix(s, "-"):
+		s, neg = s[1:], true
+	case strings.HasPrefix(s, "+"):
+		s = s[1:]
+	}
+	base := 0
+	switch {
+	case strings.HasPrefix(s, "0x"):
+		base = 16
+	case strings.HasPrefix(s, "0o"):
+		base = 8
+	case strings.HasPrefix(s, "0b"):
+		base = 2
+	default:
+		return 0, false, false
+	}
+	digits := s[2:]
+	if digits == "" || strings.ContainsAny(digits[:1], "+-") {
+		return 0, false, false
+	}
+	m, err := strconv.ParseUint(digits, base, 64)
+	if err != nil || (neg && m > 1<<63) {
+		return 0, false, false
+	}
+	return m, neg && m != 0, true
 }
 
 // checkNode refuses what serde_yaml would treat differently from yaml.v3 or
@@ -45,8 +123,13 @@ func checkNode(path string, n *yaml.Node) error {
 	if n.Kind == yaml.AliasNode {
 		return unsupported(path, "YAML aliases are not supported")
 	}
-	if n.Tag != "" && !strings.HasPrefix(n.Tag, "!!") {
+	if n.Style&yaml.TaggedStyle != 0 || (n.Tag != "" && !strings.HasPrefix(n.Tag, "!!")) {
 		return unsupported(path, "YAML tag %q is not supported", n.Tag)
+	}
+	if isNull(n) {
+		// nmstate reads null as "not given" for some keys and refuses it for
+		// others; templates do not need it.
+		return unsupported(path, "null values are not supported")
 	}
 	return nil
 }
@@ -56,9 +139,6 @@ func checkNode(path string, n *yaml.Node) error {
 // the other keys nmstate would accept there (refused as outside the subset,
 // not as unknown).
 func mapping(path string, n *yaml.Node, known, nmstateKeys []string) ([]field, error) {
-	if isNull(n) {
-		return nil, nil
-	}
 	if err := checkNode(path, n); err != nil {
 		return nil, err
 	}
@@ -104,11 +184,8 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// sequence returns the items of a list, at most max of them; null is empty.
+// sequence returns the items of a list, at most max of them.
 func sequence(path string, n *yaml.Node, max int) ([]*yaml.Node, error) {
-	if isNull(n) {
-		return nil, nil
-	}
 	if n.Kind != yaml.SequenceNode {
 		return nil, invalid(path, "invalid type: expected a sequence")
 	}
@@ -124,10 +201,15 @@ func sequence(path string, n *yaml.Node, max int) ([]*yaml.Node, error) {
 }
 
 // str reads a scalar as text, as serde_yaml does for a String field (a
-// plain 100 is the string "100"). maxLen bounds it.
-func str(path string, n *yaml.Node, maxLen int) (string, error) {
-	if n.Kind != yaml.ScalarNode || isNull(n) {
+// plain 100 is the string "100"). strict is for keys under interfaces[],
+// where nmstate reads through serde_json::Value: a plain scalar that is a
+// number or boolean there is not a string. maxLen bounds it.
+func str(path string, n *yaml.Node, maxLen int, strict bool) (string, error) {
+	if n.Kind != yaml.ScalarNode {
 		return "", invalid(path, "invalid type: expected a string")
+	}
+	if k := untagged(n.Value); strict && n.Style == 0 && k != "str" {
+		return "", invalid(path, "invalid type: %s `%s`, expected a string", k, n.Value)
 	}
 	if len(n.Value) > maxLen {
 		return "", unsupported(path, "longer than %d bytes", maxLen)
@@ -136,8 +218,23 @@ func str(path string, n *yaml.Node, maxLen int) (string, error) {
 }
 
 func boolean(path string, n *yaml.Node) (bool, error) {
-	if n.Kind == yaml.ScalarNode && n.Tag != "!!float" && !isNull(n) {
-		switch strings.ToLower(n.Value) {
+	if n.Kind == yaml.ScalarNode {
+		v := n.Value
+		if n.Style == 0 {
+			switch untagged(v) {
+			case "bool":
+				return v == "true", nil
+			case "int":
+				if m, neg, err := plainInt(v); err == nil && !neg && m <= 1 {
+					return m == 1, nil
+				}
+				return false, invalid(path, "Need to be boolean: 1|0|true|false|yes|no|on|off|y|n")
+			case "str":
+			default:
+				return false, invalid(path, "Need to be boolean: 1|0|true|false|yes|no|on|off|y|n")
+			}
+		}
+		switch strings.ToLower(v) {
 		case "1", "true", "yes", "on", "y":
 			return true, nil
 		case "0", "false", "no", "off", "n":
@@ -147,15 +244,53 @@ func boolean(path string, n *yaml.Node) (bool, error) {
 	return false, invalid(path, "Need to be boolean: 1|0|true|false|yes|no|on|off|y|n")
 }
 
+// plainInt is the value of a plain scalar untagged reads as "int".
+func plainInt(v string) (mag uint64, neg bool, err error) {
+	if m, n, ok := radixInt(v); ok {
+		return m, n, nil
+	}
+	s := strings.TrimPrefix(v, "+")
+	if rest, ok := strings.CutPrefix(v, "-"); ok {
+		s, neg = rest, true
+	}
+	mag, err = strconv.ParseUint(s, 10, 64)
+	if err != nil || (neg && mag > 1<<63) {
+		return 0, false, errors.New("out of range")
+	}
+	return mag, neg && mag != 0, nil
+}
+
 // unsigned reads an unsigned integer no larger than max: a YAML integer, or
-// a string holding a decimal or 0x-prefixed hexadecimal number.
+// text holding a decimal (Rust's parse: a leading + is fine) or 0x-prefixed
+// hexadecimal number.
 func unsigned(path string, n *yaml.Node, max uint64) (uint64, error) {
-	if n.Kind != yaml.ScalarNode || (n.Tag != "!!int" && n.Tag != "!!str") {
+	if n.Kind != yaml.ScalarNode {
 		return 0, invalid(path, "invalid type: expected an unsigned integer or a string")
 	}
-	v, neg, err := integer(n)
-	if err != nil || neg || strings.HasPrefix(n.Value, "-") {
-		return 0, invalid(path, "invalid unsigned integer %q", n.Value)
+	var v uint64
+	var neg bool
+	var err error
+	kind := "str"
+	if n.Style == 0 {
+		kind = untagged(n.Value)
+	}
+	switch kind {
+	case "int":
+		v, neg, err = plainInt(n.Value)
+	case "str":
+		if h, ok := strings.CutPrefix(n.Value, "0x"); ok {
+			v, err = strconv.ParseUint(h, 16, 64)
+		} else {
+			v, err = strconv.ParseUint(strings.TrimPrefix(n.Value, "+"), 10, 64)
+			if strings.HasPrefix(n.Value, "+-") || strings.HasPrefix(n.Value, "++") {
+				err = errors.New("sign")
+			}
+		}
+	default:
+		err = errors.New("not an integer")
+	}
+	if err != nil || neg {
+		return 0, invalid(path, "invalid type or value %q: expected an unsigned integer or a string", n.Value)
 	}
 	if v > max {
 		return 0, invalid(path, "out of range integral type conversion attempted: %d is larger than %d", v, max)
@@ -163,56 +298,36 @@ func unsigned(path string, n *yaml.Node, max uint64) (uint64, error) {
 	return v, nil
 }
 
-// signed reads a signed 64-bit integer: a YAML integer or a decimal string.
+// signed reads a signed 64-bit integer: a YAML integer or decimal text.
 func signed(path string, n *yaml.Node) (int64, error) {
-	if n.Kind != yaml.ScalarNode || (n.Tag != "!!int" && n.Tag != "!!str") {
+	if n.Kind != yaml.ScalarNode {
 		return 0, invalid(path, "invalid type: expected a signed integer or a string")
 	}
-	v, neg, err := integer(n)
-	if err == nil && n.Tag == "!!str" && strings.HasPrefix(n.Value, "0x") {
-		err = errors.New("no hex for signed") // nmstate's i64 string parse is decimal only
+	kind := "str"
+	if n.Style == 0 {
+		kind = untagged(n.Value)
+	}
+	var mag uint64
+	var neg bool
+	var err error
+	switch kind {
+	case "int":
+		mag, neg, err = plainInt(n.Value)
+	case "str":
+		var v int64
+		if v, err = strconv.ParseInt(n.Value, 10, 64); err == nil {
+			return v, nil
+		}
+	default:
+		err = errors.New("not an integer")
 	}
 	switch {
-	case err != nil || v > math.MaxInt64+1 || (!neg && v > math.MaxInt64):
-		return 0, invalid(path, "invalid signed integer %q", n.Value)
+	case err != nil || (!neg && mag > math.MaxInt64):
+		return 0, invalid(path, "invalid type or value %q: expected a signed integer or a string", n.Value)
 	case neg:
-		return -int64(v-1) - 1, nil
+		return -int64(mag-1) - 1, nil
 	}
-	return int64(v), nil
-}
-
-// integer reads the text itself rather than trusting yaml.v3, which reads
-// 010 as octal and drops underscores. As YAML integers, yaml-rust takes
-// 0x (hex), 0o (octal) and decimal with a sign; as strings, nmstate takes
-// 0x (hex, unsigned only) and decimal (Rust's parse, a leading + allowed).
-func integer(n *yaml.Node) (v uint64, neg bool, err error) {
-	s := n.Value
-	if n.Tag == "!!int" {
-		if h, ok := strings.CutPrefix(s, "0x"); ok {
-			v, err = strconv.ParseUint(h, 16, 64)
-			return v, false, err
-		}
-		if o, ok := strings.CutPrefix(s, "0o"); ok {
-			v, err = strconv.ParseUint(o, 8, 64)
-			return v, false, err
-		}
-	} else if h, ok := strings.CutPrefix(s, "0x"); ok {
-		v, err = strconv.ParseUint(h, 16, 64)
-		return v, false, err
-	}
-	if rest, ok := strings.CutPrefix(s, "-"); ok {
-		s, neg = rest, true
-	} else {
-		s = strings.TrimPrefix(s, "+")
-	}
-	if s == "" || s[0] < '0' || s[0] > '9' {
-		return 0, false, errors.New("not a number")
-	}
-	v, err = strconv.ParseUint(s, 10, 64)
-	if neg && v == 0 {
-		neg = false
-	}
-	return v, neg, err
+	return int64(mag), nil
 }
 
 const maxU32 = math.MaxUint32
