@@ -150,7 +150,7 @@ func TestDocumentedRules(t *testing.T) {
 		lacks(t, kf, "ipv4", "route1")
 	})
 	t.Run("route to an undefined interface is dropped, absent routes ignored", func(t *testing.T) {
-		kf := only(t, eth0v4+"routes:\n  config:\n  - {destination: 198.51.100.0/24, next-hop-interface: eth7}\n  - {destination: 198.51.100.0/24, next-hop-interface: eth0, state: absent}")
+		kf := only(t, eth0v4+"routes:\n  config:\n  - {destination: 198.51.100.0/24, next-hop-interface: eth7}\n  - {destination: 198.51.100.0/24, next-hop-interface: eth0, state: absent}\n  - {destination: 198.51.100.0/24, next-hop-address: '2001:db8::1', metric: -5, state: absent}")
 		lacks(t, kf, "ipv4", "route")
 	})
 	t.Run("eleven routes sort byte-wise", func(t *testing.T) {

@@ -143,7 +143,7 @@ func sanitizeRoute(r *route) (sanitizedRoute, error) {
 			return sr, invalid(join(r.path, "next-hop-address"), "invalid IP address syntax: %q", r.via)
 		}
 		sr.via = via.String()
-		if via.Is6() != sr.v6 || via.Is4In6() {
+		if !r.absent && (via.Is6() != sr.v6 || via.Is4In6()) {
 			// nmstate writes it; NetworkManager drops such a route.
 			return sr, unsupported(join(r.path, "next-hop-address"), "next hop %s is not of the destination's address family", via)
 		}
@@ -157,7 +157,7 @@ func sanitizeRoute(r *route) (sanitizedRoute, error) {
 		}
 		sr.weight = *r.weight
 	}
-	if r.metric != nil {
+	if r.metric != nil && !r.absent {
 		switch m := *r.metric; {
 		case m == -1:
 		case m < -1 || m > maxU32:
