@@ -221,10 +221,12 @@ func TestDocumentedRules(t *testing.T) {
 		}
 	})
 	t.Run("scalars read as serde_yaml 0.8 reads them", func(t *testing.T) {
-		// Not from NMSTATE.md: serde_yaml's visit_untagged_str. NULL and an
-		// empty value are text, a plain number is not a name, 0b is binary.
-		wantLines(t, only(t, "interfaces:\n- {name: eth0, description: NULL}"), "user", "nmstate.interface.description=NULL")
-		if kf := only(t, "interfaces:\n- name: eth0\n  description:\n"); !strings.HasSuffix(kf, "\n[user]\n") {
+		// Not from NMSTATE.md: serde_yaml's visit_untagged_str. A plain
+		// number is not a name, 0b is binary; NULL, True and an empty
+		// value differ between serde_yaml 0.8 and 0.9 and are refused
+		// unless quoted.
+		wantLines(t, only(t, "interfaces:\n- {name: eth0, description: 'NULL'}"), "user", "nmstate.interface.description=NULL")
+		if kf := only(t, "interfaces:\n- name: eth0\n  description: ''\n"); !strings.HasSuffix(kf, "\n[user]\n") {
 			t.Errorf("empty description: want an empty [user]:\n%s", kf)
 		}
 		wantLines(t, only(t, "interfaces:\n- {name: eth0, mtu: 0b10111011100}"), "ethernet", "mtu=1500")
@@ -234,6 +236,9 @@ func TestDocumentedRules(t *testing.T) {
 			"interfaces:\n- {name: eth0, description: true}",
 			"interfaces:\n- {name: eth0, ipv4: {enabled: 2}}",
 			"interfaces:\n- {name: eth0, description: null}",
+			"interfaces:\n- {name: eth0, description: NULL}",
+			"interfaces:\n- {name: eth0, description: True}",
+			"interfaces:\n- name: eth0\n  description:\n",
 			eth0v4 + "routes:\n  config:\n  - destination: 0.0.0.0/0\n    next-hop-interface: eth0\n    next-hop-address:\n",
 		} {
 			if kfs, err := GenerateKeyfiles([]byte(in)); err == nil {

@@ -200,6 +200,10 @@ func sequence(path string, n *yaml.Node, max int) ([]*yaml.Node, error) {
 	return n.Content, nil
 }
 
+// versionDependent are plain scalars serde_yaml 0.8.26 reads as text and
+// serde_yaml 0.9 (what nmstate releases link) as null or boolean.
+var versionDependent = []string{"", "Null", "NULL", "True", "TRUE", "False", "FALSE"}
+
 // str reads a scalar as text, as serde_yaml does for a String field (a
 // plain 100 is the string "100"). strict is for keys under interfaces[],
 // where nmstate reads through serde_json::Value: a plain scalar that is a
@@ -207,6 +211,9 @@ func sequence(path string, n *yaml.Node, max int) ([]*yaml.Node, error) {
 func str(path string, n *yaml.Node, maxLen int, strict bool) (string, error) {
 	if n.Kind != yaml.ScalarNode {
 		return "", invalid(path, "invalid type: expected a string")
+	}
+	if n.Style == 0 && contains(versionDependent, n.Value) {
+		return "", unsupported(path, "plain %q is text for the serde_yaml 0.8 that made NMSTATE.md's vectors but null or a boolean for the serde_yaml 0.9 of nmstate releases: quote it", n.Value)
 	}
 	if k := untagged(n.Value); strict && n.Style == 0 && k != "str" {
 		return "", invalid(path, "invalid type: %s `%s`, expected a string", k, n.Value)
