@@ -68,8 +68,7 @@ type ipAddr struct {
 
 type bondConf struct {
 	path      string
-	mode      string // kernel name, "" when not given
-	modePath  string
+	mode      string            // kernel name, "" when not given
 	options   map[string]string // kernel option name -> keyfile value
 	miimon    uint64
 	arpIntvl  uint64
@@ -468,7 +467,7 @@ func parseBond(path string, n *yaml.Node) (*bondConf, error) {
 			if !ok {
 				return nil, invalid(f.path, "unknown variant `%s`, expected one of `balance-rr`, `active-backup`, `balance-xor`, `broadcast`, `802.3ad`, `balance-tlb`, `balance-alb`", s)
 			}
-			b.mode, b.modePath = m, f.path
+			b.mode = m
 		case "options":
 			b.optsPath = f.path
 			opts, err := mapping(f.path, f.val, bondOptionKeys, otherBondOptions)
