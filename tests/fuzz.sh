@@ -12,6 +12,7 @@ targets="
 ./apply FuzzRender
 ./apply FuzzParseGC
 ./agent FuzzLoadState
+./nmstate FuzzGenerateKeyfiles
 "
 echo "$targets" | while read -r pkg name; do
 	[ -n "$pkg" ] || continue
