@@ -31,9 +31,9 @@ const (
 // 7.5) and are rendered by the same code; only the addresses differ: each
 // placeholder names a local Source instead of an address.
 type Config struct {
-	Configurator string                      `yaml:"configurator"`
+	Configurator string                       `yaml:"configurator"`
 	Config       map[string]protocol.RawValue `yaml:"config"`
-	IPAddresses  map[string]Source           `yaml:"ipAddresses"`
+	IPAddresses  map[string]Source            `yaml:"ipAddresses"`
 }
 
 // Source is where one placeholder's address comes from. Static is looked at
@@ -102,20 +102,72 @@ func FromConfigFile(b []byte) (*Config, error) {
 	if n == nil || (n.Kind == yaml.ScalarNode && n.Tag == "!!null") {
 		return nil, nil
 	}
-	raw, err := yaml.Marshal(n)
-	if err != nil {
-		return nil, &ConfigError{Reason: "re-encoding", Err: err}
+	if err := checkKeys(n, "", configKeys); err != nil {
+		return nil, err
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(raw))
-	dec.KnownFields(true)
 	c := &Config{}
-	if err := dec.Decode(c); err != nil {
-		return nil, &ConfigError{Reason: err.Error(), Err: err}
+	if err := n.Decode(c); err != nil {
+		// yaml.v3 lists one type error per line; keep the message on one.
+		msg := strings.ReplaceAll(strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n"), "\n", ";")
+		return nil, &ConfigError{Reason: strings.TrimSpace(msg), Err: err}
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// Allowed keys at each level of the settings. yaml.v3 can refuse unknown
+// fields only for a whole document, and its messages carry no path, so the
+// check is ours: an admin who misspells "ipAddresses" learns which key and
+// which line.
+var (
+	configKeys = keySet{"configurator": nil, "config": {}, "ipAddresses": {"*": sourceKeys}}
+	sourceKeys = keySet{"static": {"[]": staticKeys}, "range": rangeKeys, "interface": nil, "no-probe": nil}
+	staticKeys = keySet{"mac": nil, "serial": nil, "uuid": nil, "address": nil}
+	rangeKeys  = keySet{"start": nil, "end": nil, "prefix": nil, "gateway": nil, "exclude": nil}
+)
+
+// keySet maps a key to the set of its value's keys: nil means a leaf, an
+// empty set means anything (the template), "*" any key, "[]" list items.
+type keySet map[string]keySet
+
+func checkKeys(n *yaml.Node, path string, allowed keySet) error {
+	if allowed == nil || len(allowed) == 0 {
+		return nil
+	}
+	if items, ok := allowed["[]"]; ok {
+		if n.Kind != yaml.SequenceNode {
+			return nil // the decoder names the type mismatch
+		}
+		for i, c := range n.Content {
+			if err := checkKeys(c, fmt.Sprintf("%s[%d]", path, i), items); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i].Value
+		p := k
+		if path != "" {
+			p = path + "." + k
+		}
+		sub, ok := allowed[k]
+		if !ok {
+			sub, ok = allowed["*"]
+		}
+		if !ok {
+			return &ConfigError{Path: p, Reason: fmt.Sprintf("unknown key (line %d)", n.Content[i].Line)}
+		}
+		if err := checkKeys(n.Content[i+1], p, sub); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // lookup follows mapping keys from a document node; nil when absent.
@@ -172,12 +224,12 @@ func (c *Config) Validate() error {
 
 // placeholder is what validation learns about one ipAddresses entry.
 type placeholder struct {
-	name    string
-	src     Source
-	is4     bool
-	iface   string // probe interface; "" for IPv6
-	static  []staticEntry
-	rng     *addrRange
+	name     string
+	src      Source
+	is4      bool
+	iface    string // probe interface; "" for IPv6
+	static   []staticEntry
+	rng      *addrRange
 	sentinel netip.Addr
 }
 

@@ -29,6 +29,9 @@ func parseRange(path string, r *Range) (*addrRange, error) {
 	if end.Less(start) {
 		return nil, &ConfigError{Path: path + ".end", Reason: fmt.Sprintf("%s comes before start %s", end, start)}
 	}
+	if r.Prefix == 0 {
+		return nil, &ConfigError{Path: path + ".prefix", Reason: "missing (the segment's prefix length, to skip its network and broadcast addresses)"}
+	}
 	if r.Prefix < 1 || r.Prefix > 32 {
 		return nil, &ConfigError{Path: path + ".prefix", Reason: fmt.Sprintf("%d is not an IPv4 prefix length (1-32)", r.Prefix)}
 	}
