@@ -25,7 +25,7 @@ type ethtoolPermAddr struct {
 }
 
 // permanentMAC asks the kernel for a NIC's permanent (burnt-in) address.
-// Drivers without one (veth, most virtual devices) report length 0.
+// Drivers without one (veth, most virtual devices) report zeros or length 0.
 func permanentMAC(ifname string) (net.HardwareAddr, error) {
 	if len(ifname) >= unix.IFNAMSIZ {
 		return nil, fmt.Errorf("interface name %q too long", ifname)
@@ -44,7 +44,7 @@ func permanentMAC(ifname string) (net.HardwareAddr, error) {
 	if errno != 0 {
 		return nil, fmt.Errorf("ETHTOOL_GPERMADDR on %s: %w", ifname, errno)
 	}
-	if req.size == 0 || int(req.size) > len(req.data) {
+	if req.size == 0 || int(req.size) > len(req.data) || zeroMAC(req.data[:req.size]) {
 		return nil, fmt.Errorf("ETHTOOL_GPERMADDR on %s: no permanent address", ifname)
 	}
 	return net.HardwareAddr(append([]byte(nil), req.data[:req.size]...)), nil
