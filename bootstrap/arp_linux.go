@@ -39,9 +39,13 @@ type ARPProber struct {
 	AnnounceWait time.Duration // listening after the last probe (ANNOUNCE_WAIT)
 }
 
-// ErrLinkDown is returned for an interface that is administratively down:
-// a probe there would see nothing and call every address free.
-var ErrLinkDown = errors.New("interface is down")
+// ErrLinkDown and ErrNoCarrier are returned for an interface that is
+// administratively down or has no link: a probe there would hear nothing
+// and call every address free. LinkReady brings a link up and waits.
+var (
+	ErrLinkDown  = errors.New("interface is down")
+	ErrNoCarrier = errors.New("interface has no carrier")
+)
 
 func (p *ARPProber) timing() (wait time.Duration, num int, lo, hi, announce time.Duration) {
 	wait, num, lo, hi, announce = p.ProbeWait, p.ProbeNum, p.ProbeMin, p.ProbeMax, p.AnnounceWait
@@ -74,6 +78,9 @@ func (p *ARPProber) Probe(ctx context.Context, iface string, addr netip.Addr) (P
 	}
 	if ifi.Flags&net.FlagUp == 0 {
 		return ProbeResult{}, fmt.Errorf("ARP probe: %s: %w", iface, ErrLinkDown)
+	}
+	if ifi.Flags&net.FlagRunning == 0 {
+		return ProbeResult{}, fmt.Errorf("ARP probe: %s: %w", iface, ErrNoCarrier)
 	}
 	own := ifi.HardwareAddr
 	if len(own) != 6 {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -57,6 +58,18 @@ func newLab(t *testing.T) *lab {
 	l.ip(t, l.node, "link", "set", nodeIf, "up")
 	l.ip(t, l.peer, "addr", "add", heldAddr+"/24", "dev", peerIf)
 	l.ip(t, l.peer, "link", "set", peerIf, "up")
+	// The kernel reports carrier a moment after both ends are up.
+	for _, side := range []struct{ ns, iface string }{{l.node, nodeIf}, {l.peer, peerIf}} {
+		var err error
+		in(t, side.ns, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err = LinkReady(ctx, side.iface)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 	return l
 }
 
@@ -193,5 +206,37 @@ func TestARPProbeStopsOnCancel(t *testing.T) {
 	})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled probe: %v, want context.Canceled", err)
+	}
+}
+
+// A link without carrier would drop our probes and answer nothing: refused.
+// LinkReady raises a down link and waits for the carrier.
+func TestProbeNeedsCarrierAndLinkReadyRaisesTheLink(t *testing.T) {
+	l := newLab(t)
+	l.ip(t, l.node, "link", "add", "nrbsa", "type", "veth", "peer", "name", "nrbsb")
+	l.ip(t, l.node, "link", "set", "nrbsa", "up") // nrbsb stays down: no carrier on nrbsa
+	if _, err := probeIn(t, l.node, "nrbsa", freeAddr); !errors.Is(err, ErrNoCarrier) {
+		t.Errorf("probe without carrier: %v, want ErrNoCarrier", err)
+	}
+	var raised bool
+	var err error
+	in(t, l.node, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		raised, err = LinkReady(ctx, "nrbsa")
+	})
+	if raised || !errors.Is(err, ErrNoCarrier) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("LinkReady on an up link whose peer is down: raised=%v %v", raised, err)
+	}
+	in(t, l.node, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		raised, err = LinkReady(ctx, "nrbsb")
+	})
+	if !raised || err != nil {
+		t.Fatalf("LinkReady on the down end: raised=%v %v", raised, err)
+	}
+	if _, err := probeIn(t, l.node, "nrbsa", freeAddr); err != nil {
+		t.Errorf("probe once both ends are up: %v", err)
 	}
 }
