@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -235,4 +236,36 @@ func (t KeyfileTarget) Owned(root string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// Print writes what the plan means, for agent --dry-run and agent render
+// --bootstrap; the keyfiles themselves are printed by apply's plan.
+func (p *Plan) Print(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "bootstrap network (%s, configurator %s)\n", Key, p.Network.Configurator)
+	for _, c := range p.Choices {
+		fmt.Fprintf(&b, "  {%s}: ", c.Placeholder)
+		switch {
+		case c.Probed && c.FirstTry != c.Address:
+			fmt.Fprintf(&b, "%s from %s, first tried %s", c.Address, c.Source, c.FirstTry)
+		case c.Probed:
+			fmt.Fprintf(&b, "%s from %s", c.Address, c.Source)
+		default:
+			fmt.Fprintf(&b, "first try %s from %s", c.FirstTry, c.Source)
+		}
+		switch {
+		case c.Interface == "":
+			b.WriteString(", not probed\n")
+		case c.Probed:
+			fmt.Fprintf(&b, ", free on %s\n", c.Interface)
+		default:
+			fmt.Fprintf(&b, ", probed on %s before use\n", c.Interface)
+		}
+		for _, t := range c.Taken {
+			fmt.Fprintf(&b, "    %s in use by %s\n", t.Address, t.Holder)
+		}
+	}
+	fmt.Fprintf(&b, "  keyfiles: %s/%s<name>.nmconnection, mode %04o, gone at reboot\n", p.Keyfiles.Dir, p.Keyfiles.Prefix, p.Keyfiles.Mode)
+	_, err := io.WriteString(w, b.String())
+	return err
 }

@@ -204,3 +204,20 @@ func TestIdentityFallsBack(t *testing.T) {
 		t.Errorf("serial only: %q", id)
 	}
 }
+
+func TestPlanPrint(t *testing.T) {
+	p, err := Preview(mustConfig(t, staticFile), Facts{UUID: "4c4c4544-0042-3610-8052-b4c04f385631"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := p.Print(&b); err != nil {
+		t.Fatal(err)
+	}
+	want := "bootstrap network (elemental.registration.bootstrap-network, configurator nmconnections)\n" +
+		"  {boot-ip}: first try 10.231.0.23 from static[2] (uuid 4c4c4544-0042-3610-8052-b4c04f385631), probed on eth0 before use\n" +
+		"  keyfiles: /run/NetworkManager/system-connections/nodereg-bootstrap-<name>.nmconnection, mode 0600, gone at reboot\n"
+	if b.String() != want {
+		t.Fatalf("printed:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
