@@ -144,8 +144,12 @@ func (p *ARPProber) Probe(ctx context.Context, iface string, addr netip.Addr) (P
 			if err != nil {
 				return ProbeResult{}, fmt.Errorf("ARP probe: receiving on %s: %w", iface, err)
 			}
-			if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
-				continue // our own probe, looped back to the socket
+			// Skip our own probes looped back to the socket, and frames of
+			// other interfaces queued between socket() and bind(): the
+			// address may be legitimately used on another segment.
+			ll, ok := from.(*unix.SockaddrLinklayer)
+			if !ok || ll.Pkttype == unix.PACKET_OUTGOING || ll.Ifindex != ifi.Index {
+				continue
 			}
 			if holder, taken := conflicts(buf[:m], own, target); taken {
 				return ProbeResult{Taken: true, Holder: holder}, nil

@@ -12,6 +12,7 @@ targets="
 ./apply FuzzRender
 ./apply FuzzParseGC
 ./agent FuzzLoadState
+./bootstrap FuzzFromConfigFile
 "
 echo "$targets" | while read -r pkg name; do
 	[ -n "$pkg" ] || continue
