@@ -1,8 +1,10 @@
 package bootstrap
 
 import (
+	"bytes"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -219,5 +221,36 @@ func TestPlanPrint(t *testing.T) {
 		"  keyfiles: /run/NetworkManager/system-connections/nodereg-bootstrap-<name>.nmconnection, mode 0600, gone at reboot\n"
 	if b.String() != want {
 		t.Fatalf("printed:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+// The static example's keyfile, rendered with the chosen address, passes
+// NetworkManager's own parser (dad-timeout included), so the example in
+// docs/bootstrap.md is one an admin can copy.
+func TestStaticExampleKeyfilePassesNmcliOffline(t *testing.T) {
+	if _, err := exec.LookPath("nmcli"); err != nil {
+		t.Skip("nmcli not installed (apt package network-manager)")
+	}
+	if err := exec.Command("nmcli", "--offline", "--version").Run(); err != nil {
+		t.Skip("this nmcli has no --offline mode")
+	}
+	p, err := Preview(mustConfig(t, staticFile), Facts{MACs: []string{"52:54:00:31:00:02"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := apply.Render(p.Network)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := exec.Command("nmcli", "--offline", "connection", "modify", "connection.id", "bootstrap-eth0")
+	c.Stdin = bytes.NewReader(r.Keyfiles[0].Content)
+	out, err := c.CombinedOutput()
+	if err != nil {
+		t.Fatalf("nmcli --offline rejects the example: %v\n%s", err, out)
+	}
+	for _, want := range []string{"address1=10.231.0.21/24,10.231.0.1", "dad-timeout=3000"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("normalised keyfile lacks %q:\n%s", want, out)
+		}
 	}
 }
