@@ -265,12 +265,14 @@ func (c *Config) validate() ([]*placeholder, error) {
 			return nil, err
 		}
 		// Stand-ins from ranges nobody routes (240/4, 100::/64) so the
-		// rendered template shows where each placeholder lands.
+		// rendered template shows where each placeholder lands. Their text
+		// has a fixed width (last octet 100-163, last group ab00-ab3f), so
+		// no stand-in is a prefix of another when searched for in output.
 		if p.is4 {
-			p.sentinel = netip.AddrFrom4([4]byte{240, 0, byte(i >> 8), byte(i + 1)})
+			p.sentinel = netip.AddrFrom4([4]byte{240, 0, 0, byte(100 + i)})
 		} else {
 			a := [16]byte{0x01}
-			a[14], a[15] = byte(i>>8), byte(i+1)
+			a[14], a[15] = 0xab, byte(i)
 			p.sentinel = netip.AddrFrom16(a)
 		}
 		stand[name] = p.sentinel.String()

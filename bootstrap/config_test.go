@@ -2,10 +2,12 @@ package bootstrap
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/protocol"
 )
 
 // staticFile is docs/bootstrap.md's static example.
@@ -219,5 +221,25 @@ func TestCheckServerReply(t *testing.T) {
 		if err := CheckServerReply([]byte(ok)); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}
+	}
+}
+
+// With many placeholders, an unused one is still found: the stand-in of
+// the first is not mistaken for a piece of the eleventh's.
+func TestUnusedPlaceholderAmongMany(t *testing.T) {
+	var kf strings.Builder
+	kf.WriteString("[connection]\nid=boot\ntype=ethernet\ninterface-name=eth0\n[ipv4]\nmethod=manual\n")
+	c := &Config{Configurator: "nmconnections", IPAddresses: map[string]Source{}}
+	for i := range 12 {
+		name := fmt.Sprintf("ip%02d", i)
+		c.IPAddresses[name] = Source{Static: []StaticEntry{{UUID: "a", Address: fmt.Sprintf("10.0.0.%d", i+1)}}}
+		if i != 1 {
+			fmt.Fprintf(&kf, "address%d={%s}/24\n", i+1, name)
+		}
+	}
+	c.Config = map[string]protocol.RawValue{"boot": rawString(kf.String())}
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), Key+".ipAddresses.ip01: placeholder {ip01} is not used") {
+		t.Fatalf("ip01 unused among 12: %v", err)
 	}
 }
