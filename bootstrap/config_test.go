@@ -225,7 +225,8 @@ func TestCheckServerReply(t *testing.T) {
 }
 
 // With many placeholders, an unused one is still found: the stand-in of
-// the first is not mistaken for a piece of the eleventh's.
+// the first (240.0.0.1 before the fix) is not mistaken for a piece of the
+// eleventh's (240.0.0.11).
 func TestUnusedPlaceholderAmongMany(t *testing.T) {
 	var kf strings.Builder
 	kf.WriteString("[connection]\nid=boot\ntype=ethernet\ninterface-name=eth0\n[ipv4]\nmethod=manual\n")
@@ -233,13 +234,13 @@ func TestUnusedPlaceholderAmongMany(t *testing.T) {
 	for i := range 12 {
 		name := fmt.Sprintf("ip%02d", i)
 		c.IPAddresses[name] = Source{Static: []StaticEntry{{UUID: "a", Address: fmt.Sprintf("10.0.0.%d", i+1)}}}
-		if i != 1 {
+		if i != 0 {
 			fmt.Fprintf(&kf, "address%d={%s}/24\n", i+1, name)
 		}
 	}
 	c.Config = map[string]protocol.RawValue{"boot": rawString(kf.String())}
 	err := c.Validate()
-	if err == nil || !strings.Contains(err.Error(), Key+".ipAddresses.ip01: placeholder {ip01} is not used") {
-		t.Fatalf("ip01 unused among 12: %v", err)
+	if err == nil || !strings.Contains(err.Error(), Key+".ipAddresses.ip00: placeholder {ip00} is not used") {
+		t.Fatalf("ip00 unused among 12: %v", err)
 	}
 }
