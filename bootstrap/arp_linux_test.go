@@ -236,6 +236,15 @@ func TestProbeNeedsCarrierAndLinkReadyRaisesTheLink(t *testing.T) {
 	if !raised || err != nil {
 		t.Fatalf("LinkReady on the down end: raised=%v %v", raised, err)
 	}
+	// Each end sees carrier on its own schedule.
+	in(t, l.node, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		raised, err = LinkReady(ctx, "nrbsa")
+	})
+	if raised || err != nil {
+		t.Fatalf("LinkReady on the up end once its peer is up: raised=%v %v", raised, err)
+	}
 	if _, err := probeIn(t, l.node, "nrbsa", freeAddr); err != nil {
 		t.Errorf("probe once both ends are up: %v", err)
 	}
