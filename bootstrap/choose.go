@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/atomicfile"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -268,4 +270,51 @@ func (p *Plan) Print(w io.Writer) error {
 	fmt.Fprintf(&b, "  keyfiles: %s/%s<name>.nmconnection, mode %04o, gone at reboot\n", p.Keyfiles.Dir, p.Keyfiles.Prefix, p.Keyfiles.Mode)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// Write puts rendered keyfiles (apply's, for either configurator) into the
+// target under root, each atomically with Mode, creating the directory
+// (0755, as NetworkManager creates it) when missing. It returns the host
+// paths written, for nmcli connection load / activation by file. On error
+// the files this call wrote are removed again: a half-written bootstrap
+// would come up with some interfaces only.
+func (t KeyfileTarget) Write(root string, kfs []apply.Keyfile) (paths []string, err error) {
+	dir := filepath.Join(root, t.Dir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("bootstrap: creating %s: %w", dir, err)
+	}
+	defer func() {
+		if err != nil {
+			for _, p := range paths {
+				_ = atomicfile.Remove(p)
+			}
+			paths = nil
+		}
+	}()
+	for _, kf := range kfs {
+		if kf.Name == "" || strings.ContainsAny(kf.Name, `/\`) || strings.HasPrefix(kf.Name, ".") {
+			return paths, fmt.Errorf("bootstrap: keyfile name %q would leave %s", kf.Name, dir)
+		}
+		p := t.Path(root, kf.Name)
+		if err := atomicfile.Write(p, kf.Content, t.Mode); err != nil {
+			return paths, fmt.Errorf("bootstrap: %w", err)
+		}
+		paths = append(paths, p)
+	}
+	return paths, nil
+}
+
+// Remove deletes the bootstrap keyfiles under root (Owned) and nothing
+// else; the agent then reloads NetworkManager's profiles.
+func (t KeyfileTarget) Remove(root string) ([]string, error) {
+	owned, err := t.Owned(root)
+	if err != nil {
+		return nil, err
+	}
+	for i, p := range owned {
+		if err := atomicfile.Remove(p); err != nil {
+			return owned[:i], fmt.Errorf("bootstrap: %w", err)
+		}
+	}
+	return owned, nil
 }

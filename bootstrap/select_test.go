@@ -254,3 +254,48 @@ func TestStaticExampleKeyfilePassesNmcliOffline(t *testing.T) {
 		}
 	}
 }
+
+func TestWriteAndRemoveKeyfiles(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "run/NetworkManager/system-connections")
+	// A profile of the image or of NetworkManager itself: never touched.
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "Wired connection 1.nmconnection"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kfs := []apply.Keyfile{{Name: "bootstrap-eth0.nmconnection", Content: []byte("[connection]\nid=a\n")}, {Name: "bootstrap-eth1.nmconnection", Content: []byte("[connection]\nid=b\n")}}
+	paths, err := RuntimeKeyfiles.Write(root, kfs)
+	if err != nil || len(paths) != 2 {
+		t.Fatalf("write: %v %v", paths, err)
+	}
+	for i, p := range paths {
+		fi, err := os.Stat(p)
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v %v", p, fi, err)
+		}
+		if b, _ := os.ReadFile(p); string(b) != string(kfs[i].Content) {
+			t.Errorf("%s holds %q", p, b)
+		}
+	}
+	removed, err := RuntimeKeyfiles.Remove(root)
+	if err != nil || len(removed) != 2 {
+		t.Fatalf("remove: %v %v", removed, err)
+	}
+	left, _ := os.ReadDir(dir)
+	if len(left) != 1 || left[0].Name() != "Wired connection 1.nmconnection" {
+		t.Fatalf("left in %s: %v", dir, left)
+	}
+}
+
+func TestWriteRefusesEscapingNameAndLeavesNothing(t *testing.T) {
+	root := t.TempDir()
+	kfs := []apply.Keyfile{{Name: "ok.nmconnection", Content: []byte("a")}, {Name: "../../etc/x.nmconnection", Content: []byte("b")}}
+	if paths, err := RuntimeKeyfiles.Write(root, kfs); err == nil || paths != nil {
+		t.Fatalf("write with an escaping name: %v %v", paths, err)
+	}
+	if owned, _ := RuntimeKeyfiles.Owned(root); len(owned) != 0 {
+		t.Fatalf("half-written bootstrap left behind: %v", owned)
+	}
+}
