@@ -29,8 +29,8 @@ const (
 // they hold it (an ARP packet whose sender IP is the address) or who is
 // probing for it at the same time (a probe for the address from another
 // MAC). It sends no announcement: NetworkManager announces the address
-// when it configures it. The zero value uses RFC 5227's timing, about
-// 4-7 s per address; tests shorten it.
+// when it configures it. With ProbeNum 0 (the zero value) every field
+// takes RFC 5227's value, about 4-7 s per address; tests shorten it.
 type ARPProber struct {
 	ProbeWait    time.Duration // random delay before the first probe (PROBE_WAIT)
 	ProbeNum     int           // probes sent (PROBE_NUM)
