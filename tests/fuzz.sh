@@ -13,6 +13,7 @@ targets="
 ./apply FuzzParseGC
 ./agent FuzzLoadState
 ./nmstate FuzzGenerateKeyfiles
+./bootstrap FuzzFromConfigFile
 "
 echo "$targets" | while read -r pkg name; do
 	[ -n "$pkg" ] || continue
