@@ -7,12 +7,12 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/sirupsen/logrus"
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/internal/hostpath"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -47,14 +47,6 @@ type Overrides struct {
 	NetworkConfig   *string
 }
 
-// HostPath joins a host path to the root prefix.
-func HostPath(root, p string) string {
-	if root == "" || root == "/" {
-		return p
-	}
-	return filepath.Join(root, p)
-}
-
 // LoadConfig reads the elemental config file (a missing file is an error, as
 // upstream) and applies the overrides. Errors name the file and the key.
 func LoadConfig(path string, o Overrides) (*protocol.Config, error) {
@@ -67,7 +59,7 @@ func LoadConfig(path string, o Overrides) (*protocol.Config, error) {
 // A CA that cannot be read or holds no certificate is a configuration
 // error now, not a dial that fails on every retry.
 func ReadConfig(root, path string, o Overrides, log *logrus.Entry) (*protocol.Config, error) {
-	path = HostPath(root, path)
+	path = hostpath.Join(root, path)
 	b, err := readLimited(path, maxConfigFileBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, configErr("config file %s does not exist", path)
@@ -112,13 +104,13 @@ func ReadConfig(root, path string, o Overrides, log *logrus.Entry) (*protocol.Co
 	return cfg, nil
 }
 
-// CAPath is where a ca-cert value that names a file is read on a node
-// under root; "" when the value is PEM text or empty.
-func CAPath(root, caCert string) string {
-	if caCert == "" || strings.Contains(caCert, "-----BEGIN") {
-		return ""
+// caUnderRoot is a ca-cert value as a node under root reads it: a file it
+// names is taken under root; PEM text (or nothing) stays as it is.
+func caUnderRoot(root, caCert string) string {
+	if caCert == "" || protocol.IsCAPEM(caCert) {
+		return caCert
 	}
-	return HostPath(root, caCert)
+	return hostpath.Join(root, caCert)
 }
 
 // checkCA loads the CA as the dial will, so a missing, unreadable or empty
@@ -131,13 +123,9 @@ func checkCA(root, path, caCert string, fromFlag bool) error {
 	if fromFlag {
 		where = "--registration-ca-cert"
 	}
-	pemText := []byte(caCert)
-	if p := CAPath(root, caCert); p != "" {
-		b, err := readLimited(p, maxConfigFileBytes)
-		if err != nil {
-			return configErr("%s: reading the CA: %w", where, err)
-		}
-		pemText = b
+	pemText, err := protocol.CAPEM(caUnderRoot(root, caCert))
+	if err != nil {
+		return configErr("%s: %w", where, err)
 	}
 	if !x509.NewCertPool().AppendCertsFromPEM(pemText) {
 		return configErr("%s: no PEM certificate in it", where)

@@ -48,6 +48,14 @@ func stepErr(step string, err error) error {
 	return &StepError{Step: step, Err: err}
 }
 
+// HeaderNetworkConfig on the websocket upgrade tells a nodereg server that
+// this client can ask for the network config with MsgNetworkConfig, so it
+// may reply before addresses are ready; upstream servers ignore it.
+const (
+	HeaderNetworkConfig   = "X-Nodereg-Network-Config"
+	NetworkConfigExplicit = "explicit"
+)
+
 // DefaultSessionDeadline is upstream's RegistrationDeadlineSeconds: both
 // sides give a connection 10 s in all (PROTOCOL.md 2.5).
 const DefaultSessionDeadline = 10 * time.Second
@@ -77,6 +85,23 @@ func WebSocketURL(u string) (string, error) {
 	return "ws" + strings.TrimPrefix(u, "http"), nil
 }
 
+// IsCAPEM tells a registration.ca-cert holding PEM text from one naming a
+// file (upstream's rule): callers that move the file (under a root) ask it.
+func IsCAPEM(caCert string) bool { return strings.Contains(caCert, "-----BEGIN") }
+
+// CAPEM is the one reading of registration.ca-cert: PEM text as it is, or
+// else the path of a file holding it (upstream's rule).
+func CAPEM(caCert string) ([]byte, error) {
+	if IsCAPEM(caCert) {
+		return []byte(caCert), nil
+	}
+	b, err := os.ReadFile(caCert)
+	if err != nil {
+		return nil, fmt.Errorf("ca-cert: reading %s: %w", caCert, err)
+	}
+	return b, nil
+}
+
 // TLSConfig builds the client TLS configuration from a CA given as a file
 // path or PEM text.
 func TLSConfig(caCert string, noSystemPool bool) (*tls.Config, error) {
@@ -86,13 +111,9 @@ func TLSConfig(caCert string, noSystemPool bool) (*tls.Config, error) {
 		}
 		return &tls.Config{MinVersion: tls.VersionTLS12}, nil
 	}
-	pemText := []byte(caCert)
-	if !strings.Contains(caCert, "-----BEGIN") {
-		b, err := os.ReadFile(caCert)
-		if err != nil {
-			return nil, fmt.Errorf("ca-cert: reading %s: %w", caCert, err)
-		}
-		pemText = b
+	pemText, err := CAPEM(caCert)
+	if err != nil {
+		return nil, err
 	}
 	var pool *x509.CertPool
 	if !noSystemPool {
@@ -141,6 +162,7 @@ func Dial(ctx context.Context, o DialOptions, auth Authenticator) (*ClientConn, 
 	}
 	hdr := http.Header{}
 	hdr.Set("Authorization", token)
+	hdr.Set(HeaderNetworkConfig, NetworkConfigExplicit)
 	ws, resp, err := d.DialContext(ctx, wsURL, hdr)
 	if err != nil {
 		return nil, stepErr(StepDial, dialError(err, resp))

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodereg/nodereg/tests/internal/node"
-	"github.com/nodereg/nodereg/tests/internal/testbin"
+	"github.com/nodereg/nodereg/internal/testutil/node"
+	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
 
 // selfSigned writes a self-signed certificate for 127.0.0.1 and its key

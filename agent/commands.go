@@ -1,0 +1,101 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/nodereg/nodereg/agent/inventory"
+	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/protocol"
+)
+
+// formatAddresses is the report-back annotation value:
+// "eth0=10.0.0.5/24,fd00::5/64;eth1=…", sorted.
+func formatAddresses(m map[string][]string) string {
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+"="+strings.Join(m[k], ","))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ";")
+}
+
+// ResetNetwork removes the network config this agent wrote (the files in
+// its manifest and the applicator, nothing else) and forgets its digest, so
+// the next boot applies the server's config afresh. It says what it
+// removed, or that there was nothing; a NetworkManager that cannot be
+// reloaded is a warning (the files are gone, which is what was asked).
+func ResetNetwork(ctx context.Context, o Options) error {
+	r := newRun(o)
+	log := r.log.WithField("phase", PhaseApply)
+	removed, err := r.applier(PhaseApply).RemoveNetwork(ctx)
+	if !o.DryRun {
+		for _, p := range removed {
+			log.WithField("path", p).Info("removed")
+		}
+	}
+	var reload *apply.ReloadError
+	switch {
+	case errors.As(err, &reload):
+		// NetworkManager catches up at its next reload or boot.
+		log.WithError(reload.Err).Warn("network config removed, but NetworkManager was not reloaded")
+	case err != nil:
+		return &PhaseError{Phase: PhaseApply, Err: err}
+	case len(removed) == 0 && o.DryRun:
+		fmt.Fprintln(r.o.Out, "# nothing to remove")
+	case o.DryRun:
+		// The printing edges listed what would go.
+	case len(removed) == 0:
+		log.Info("reset network: nothing to remove")
+	default:
+		log.WithField("files", len(removed)).Info("reset network: network config removed")
+	}
+	statePath := r.path(r.o.StatePath)
+	st, note, err := LoadState(statePath)
+	if err != nil {
+		return &PhaseError{Phase: PhaseState, Err: err}
+	}
+	if note != "" || st.NetworkDigest == "" {
+		return nil
+	}
+	st.NetworkDigest, st.NetworkState, st.NetworkAddresses = "", "", ""
+	if err := st.Save(r.files, statePath); err != nil {
+		return &PhaseError{Phase: PhaseState, Err: err}
+	}
+	return nil
+}
+
+// DumpInventory collects the inventory, labels and annotations the agent
+// would send and returns them as JSON, with no secret in it (upstream's
+// dumpdata).
+func DumpInventory(ctx context.Context, o Options) ([]byte, error) {
+	r := newRun(o)
+	cfg, err := ReadConfig(r.o.Root, r.o.ConfigPath, r.o.Overrides, r.log)
+	if _, statErr := os.Stat(r.path(r.o.ConfigPath)); errors.Is(statErr, fs.ErrNotExist) {
+		// No config on this machine (yet): nothing to say.
+		cfg, err = &protocol.Config{}, nil
+	}
+	if err != nil {
+		// The inventory does not need a server: dump without the config,
+		// saying what is left out.
+		r.log.WithError(err).Warn("config not read: its labels are left out")
+		cfg = &protocol.Config{}
+	}
+	inv, err := inventory.Collect(ctx, inventory.Options{Root: r.o.Root, Log: r.log})
+	if err != nil {
+		return nil, err
+	}
+	labels, err := inventory.Labels(cfg.Elemental.Registration.Labels, r.path(r.o.LabelsFile), r.o.Labels)
+	if err != nil {
+		return nil, &ConfigError{Err: err}
+	}
+	reg := cfg.Elemental.Registration
+	ann := inventory.Annotations(inventory.AnnotationOptions{Root: r.o.Root, RegVersion: r.o.Version, Auth: kind(reg, reg.Auth), NoToolkit: reg.NoToolkit})
+	return inventory.Dump(inv, labels, ann)
+}
