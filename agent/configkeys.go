@@ -3,10 +3,12 @@ package agent
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/bootstrap"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -43,6 +45,11 @@ func unknownKeys(file string, b []byte) []UnknownKey {
 
 var rawValueType = reflect.TypeOf(protocol.RawValue{})
 
+// readElsewhere are keys of the config file that protocol.Config does not
+// hold because another package reads them, and refuses its own unknown
+// keys below them (bootstrap: the local bootstrap network).
+var readElsewhere = []string{bootstrap.Key}
+
 func walkKeys(file, prefix string, n *yaml.Node, t reflect.Type, out *[]UnknownKey) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -76,6 +83,9 @@ func walkKeys(file, prefix string, n *yaml.Node, t reflect.Type, out *[]UnknownK
 			path = prefix + "." + k.Value
 		}
 		ft, ok := fields[k.Value]
+		if !ok && slices.Contains(readElsewhere, path) {
+			continue
+		}
 		if !ok {
 			u := UnknownKey{File: file, Key: path, Line: k.Line}
 			if c := closest(k.Value, names); c != "" {
