@@ -59,17 +59,24 @@ func LoadConfig(path string, o Overrides) (*protocol.Config, error) {
 // A CA that cannot be read or holds no certificate is a configuration
 // error now, not a dial that fails on every retry.
 func ReadConfig(root, path string, o Overrides, log *logrus.Entry) (*protocol.Config, error) {
+	cfg, _, err := readConfig(root, path, o, log)
+	return cfg, err
+}
+
+// readConfig is ReadConfig that also returns the file's bytes, for the
+// settings protocol.Config has no field for (the bootstrap network).
+func readConfig(root, path string, o Overrides, log *logrus.Entry) (*protocol.Config, []byte, error) {
 	path = hostpath.Join(root, path)
 	b, err := readLimited(path, maxConfigFileBytes)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, configErr("config file %s does not exist", path)
+		return nil, nil, configErr("config file %s does not exist", path)
 	}
 	if err != nil {
-		return nil, configErr("reading config file: %w", err)
+		return nil, nil, configErr("reading config file: %w", err)
 	}
 	cfg := &protocol.Config{}
 	if err := yaml.Unmarshal(b, cfg); err != nil {
-		return nil, configErr("config file %s: %w", path, err)
+		return nil, nil, configErr("config file %s: %w", path, err)
 	}
 	if log != nil {
 		for _, u := range unknownKeys(path, b) {
@@ -96,12 +103,12 @@ func ReadConfig(root, path string, o Overrides, log *logrus.Entry) (*protocol.Co
 		r.NetworkConfig = networkModeAuto
 	}
 	if err := validate(path, r); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := checkCA(root, path, r.CACert, o.CACert != nil); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return cfg, nil
+	return cfg, b, nil
 }
 
 // caUnderRoot is a ca-cert value as a node under root reads it: a file it

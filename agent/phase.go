@@ -23,6 +23,12 @@ const (
 	// PhaseIdentity opens the TPM (auth tpm) or reads the MAC or SMBIOS
 	// UUID (auth mac, sys-uuid).
 	PhaseIdentity Phase = "identity"
+	// PhaseBootstrap brings up the local bootstrap network when the
+	// server is not reachable as the node is and no network config of
+	// ours is applied (docs/bootstrap.md); without a bootstrap config it
+	// does nothing. A phase of its own, after identity (whose TPM work
+	// needs no network) and right before register, which needs it.
+	PhaseBootstrap Phase = "bootstrap"
 	// PhaseRegister runs the registration conversation, with retries; the
 	// inventory collected since PhaseConfig is sent here.
 	PhaseRegister Phase = "register"
@@ -48,7 +54,7 @@ func Phases(m Mode) []Phase {
 	if m != ModeBoot {
 		last = PhaseHandOver
 	}
-	return []Phase{PhaseConfig, PhaseState, PhaseIdentity, PhaseRegister, PhaseFetchNetwork, PhasePlan, last, PhaseFinish}
+	return []Phase{PhaseConfig, PhaseState, PhaseIdentity, PhaseBootstrap, PhaseRegister, PhaseFetchNetwork, PhasePlan, last, PhaseFinish}
 }
 
 // do runs one phase with its start and end lines and STATUS; a failure is

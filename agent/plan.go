@@ -72,15 +72,17 @@ func (r *run) printPlan(ctx context.Context, net *fetched, plan *apply.Plan) err
 // applyLive makes the plan the running network and persists it (boot mode).
 func (r *run) applyLive(ctx context.Context, net *fetched, plan *apply.Plan) error {
 	if plan == nil {
+		r.dropBootstrap(ctx)
 		return nil
 	}
 	if err := r.applier(PhaseApply).ApplyLive(ctx, plan, r.serverReachable); err != nil {
-		return err
+		return r.keepBootstrap(ctx, err)
 	}
 	r.state.NetworkDigest = plan.Digest()
 	r.state.NetworkState = netStateApplied
 	r.state.NetworkAddresses = formatAddresses(apply.InterfaceAddresses(net.rendered))
 	r.result.Applied = true
+	r.dropBootstrap(ctx)
 	return nil
 }
 

@@ -160,6 +160,7 @@ func (r *run) registerOnce(ctx context.Context, netState string) (*protocol.Repl
 		got = got.WithField("configurator", reply.Network.Configurator).WithField("addresses", len(reply.Network.IPAddresses))
 	}
 	got.Debug("received MsgConfig")
+	r.checkServerReply(reply)
 	r.cfg = &cfg
 	if r.state.InitialRegistration.IsZero() {
 		r.state.InitialRegistration = time.Now().UTC()

@@ -14,6 +14,7 @@ import (
 	"github.com/nodereg/nodereg/agent/inventory"
 	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/bootstrap"
 	"github.com/nodereg/nodereg/internal/hostpath"
 	"github.com/nodereg/nodereg/internal/logx"
 	"github.com/nodereg/nodereg/protocol"
@@ -94,6 +95,13 @@ type run struct {
 	runner apply.Runner
 	// applyPlan is PhaseApply's work: applyLive, or printPlan in a dry run.
 	applyPlan func(context.Context, *fetched, *apply.Plan) error
+	// boot is the local bootstrap network config (nil: none); bootKeyfiles
+	// the bootstrap profiles this run brought up or took over (agent/bootstrap.go).
+	boot         *bootstrap.Config
+	bootKeyfiles []string
+	// appliedDigest is the state's network digest as read, before install
+	// and reset forget it: whether a config of ours is applied here.
+	appliedDigest string
 }
 
 // Result is what a run did, for the caller's summary and for tests.
@@ -133,7 +141,7 @@ func (r *run) phases(ctx context.Context) error {
 	for _, p := range []struct {
 		phase Phase
 		fn    func(context.Context) error
-	}{{PhaseConfig, r.loadConfig}, {PhaseState, r.loadState}, {PhaseIdentity, r.identity}} {
+	}{{PhaseConfig, r.loadConfig}, {PhaseState, r.loadState}, {PhaseIdentity, r.identity}, {PhaseBootstrap, r.bootstrapNetwork}} {
 		if err := r.do(ctx, p.phase, p.fn); err != nil {
 			return err
 		}
@@ -217,11 +225,14 @@ func (r *run) close() {
 func (r *run) path(p string) string { return hostpath.Join(r.o.Root, p) }
 
 func (r *run) loadConfig(ctx context.Context) error {
-	cfg, err := ReadConfig(r.o.Root, r.o.ConfigPath, r.o.Overrides, r.log.WithField("phase", PhaseConfig))
+	cfg, raw, err := readConfig(r.o.Root, r.o.ConfigPath, r.o.Overrides, r.log.WithField("phase", PhaseConfig))
 	if err != nil {
 		return err
 	}
 	r.cfg = cfg
+	if err := r.loadBootstrap(raw); err != nil {
+		return err
+	}
 	reg := cfg.Elemental.Registration
 	// Labels and the annotations that do not depend on the connection are
 	// read once per run, not once per attempt.
@@ -263,6 +274,7 @@ func (r *run) loadState(ctx context.Context) error {
 		// or a reset, or the toolkit did not come back.
 		r.log.WithField("phase", PhaseState).WithField("last-phase", st.LastPhase).Info("the previous run ended at its hand-over to the toolkit")
 	}
+	r.appliedDigest = st.NetworkDigest
 	if r.o.Mode != ModeBoot {
 		// Install and reset register as new (upstream starts from an empty
 		// state); the TPM's cached AK and emulated seed are identity, kept.

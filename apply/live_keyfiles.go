@@ -98,6 +98,21 @@ func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(con
 	return nil
 }
 
+// Activate reloads NetworkManager's profiles and brings up the ones stored
+// in files (host paths, anywhere NetworkManager reads keyfiles from, such
+// as its runtime directory under /run), by UUID, as a live keyfile apply
+// does. No files: only the reload. The agent's bootstrap network uses it.
+func (a *Applier) Activate(ctx context.Context, files []string) error {
+	nmcli, err := Lookup("nmcli", a.tools().Nmcli)
+	if err != nil {
+		return err
+	}
+	if step, err := a.activate(ctx, nmcli, files); err != nil {
+		return fmt.Errorf("%s: %w", step, err)
+	}
+	return nil
+}
+
 // activate reloads NetworkManager's profiles and brings up the ones stored
 // in files (host paths), by UUID.
 func (a *Applier) activate(ctx context.Context, nmcli string, files []string) (step string, err error) {

@@ -68,6 +68,9 @@ type Reply struct {
 	// ExplicitNetworkConfig is the server's announcement that it answers
 	// MsgNetworkConfig.
 	ExplicitNetworkConfig bool
+	// Payload is the MsgConfig payload as received (bounded by the
+	// message size), for checks of keys protocol.Config does not know.
+	Payload []byte
 }
 
 // DecodeConfigReply decodes a MsgConfig payload on top of cfg, so keys the
@@ -85,7 +88,7 @@ func DecodeConfigReply(p []byte, cfg *Config) (*Reply, error) {
 	if err := yaml.Unmarshal(p, &tail); err != nil {
 		return nil, fmt.Errorf("decoding network config in reply: %w", err)
 	}
-	r := &Reply{ExplicitNetworkConfig: tail.Explicit}
+	r := &Reply{ExplicitNetworkConfig: tail.Explicit, Payload: p}
 	if tail.Configurator != "" || tail.IPAddresses != nil || tail.Config != nil {
 		nc := tail.NetworkConfig
 		r.Network = &nc

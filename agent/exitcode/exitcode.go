@@ -18,6 +18,7 @@ import (
 	"syscall"
 
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/bootstrap"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/tpm"
 )
@@ -163,6 +164,19 @@ var table = []row{
 		return errors.Is(err, tpm.ErrNoDevice) || errors.Is(err, tpm.ErrEmulationNotBuilt) || errors.Is(err, tpm.ErrBadSeed)
 	}},
 	{"update refused by an old server", Config, func(err error) bool { return errors.Is(err, protocol.ErrUpdateUnsupported) }},
+	// The bootstrap network (docs/bootstrap.md): a block that does not
+	// parse or validate, a machine the static table does not name or names
+	// twice, a static address someone else holds: the admin's table must
+	// change.
+	{"bootstrap network config", Config, func(err error) bool {
+		return is[*bootstrap.ConfigError](err) || is[*bootstrap.NoMatchError](err) ||
+			is[*bootstrap.AmbiguousError](err) || is[*bootstrap.TakenError](err)
+	}},
+	// Every range address held, or a probe that could not run (no carrier,
+	// link down): another boot may find one free or the link up.
+	{"bootstrap range exhausted or probe failed", TempFail, func(err error) bool {
+		return is[*bootstrap.ExhaustedError](err) || errors.Is(err, bootstrap.ErrLinkDown) || errors.Is(err, bootstrap.ErrNoCarrier)
+	}},
 }
 
 func stoppedBy(sig syscall.Signal) func(error) bool {

@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"syscall"
 	"testing"
@@ -23,6 +24,7 @@ import (
 	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/bootstrap"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/tpm"
 )
@@ -227,4 +229,59 @@ func TestMeaningNamesEveryCode(t *testing.T) {
 			t.Errorf("code %d has no meaning", c)
 		}
 	}
+}
+
+// bootstrapConfig is a static bootstrap block with the given entries.
+func bootstrapConfig(t *testing.T, entries string) *bootstrap.Config {
+	t.Helper()
+	c, err := bootstrap.FromConfigFile([]byte(`elemental:
+  registration:
+    bootstrap-network:
+      configurator: nmconnections
+      config:
+        eth0: |
+          [connection]
+          id=bootstrap-eth0
+          type=ethernet
+          interface-name=eth0
+          [ipv4]
+          method=manual
+          address1={boot-ip}/24
+      ipAddresses:
+        boot-ip:
+          static:
+` + entries))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestBootstrapTableErrorsAre78(t *testing.T) {
+	_, err := bootstrap.FromConfigFile([]byte("elemental:\n  registration:\n    bootstrap-network:\n      configurator: nmc\n"))
+	if err == nil {
+		t.Fatal("a bootstrap block with configurator nmc was accepted")
+	}
+	expect(t, err, 78)
+
+	facts := bootstrap.Facts{MACs: []string{"52:54:00:00:00:01"}, UUID: "4c4c4544-0042-3610-8052-b4c04f385631"}
+	_, err = bootstrap.Preview(bootstrapConfig(t, "          - mac: 52:54:00:99:99:99\n            address: 10.0.0.5\n"), facts)
+	if !errors.As(err, new(*bootstrap.NoMatchError)) {
+		t.Fatalf("no matching entry: %v, want a *NoMatchError", err)
+	}
+	expect(t, err, 78)
+
+	_, err = bootstrap.Preview(bootstrapConfig(t, "          - mac: 52:54:00:00:00:01\n            address: 10.0.0.5\n          - uuid: 4c4c4544-0042-3610-8052-b4c04f385631\n            address: 10.0.0.6\n"), facts)
+	if !errors.As(err, new(*bootstrap.AmbiguousError)) {
+		t.Fatalf("two matching entries: %v, want an *AmbiguousError", err)
+	}
+	expect(t, err, 78)
+
+	expect(t, &bootstrap.TakenError{Placeholder: "boot-ip", Address: netip.MustParseAddr("10.0.0.5"), Interface: "eth0"}, 78)
+}
+
+func TestBootstrapExhaustedOrProbeFailureIs75(t *testing.T) {
+	expect(t, &bootstrap.ExhaustedError{Placeholder: "boot-ip", Range: "10.0.0.100-10.0.0.101"}, 75)
+	expect(t, fmt.Errorf("probing 10.0.0.5: %w", bootstrap.ErrNoCarrier), 75)
+	expect(t, fmt.Errorf("probing 10.0.0.5: %w", bootstrap.ErrLinkDown), 75)
 }
