@@ -189,3 +189,59 @@ func TestRootAndRegisterPassTheSameOverrides(t *testing.T) {
 		}
 	}
 }
+
+// render --bootstrap prints the bootstrap profile and the first address of
+// the machine under --root, and writes nothing; without a bootstrap block
+// it says so (exit 78).
+func TestRenderBootstrap(t *testing.T) {
+	url, conns := listener(t)
+	root := scratchRoot(t, url)
+	if code, _, stderr := run("--root", root, "render", "--bootstrap"); code != 78 || !strings.Contains(stderr, "elemental.registration.bootstrap-network") {
+		t.Errorf("no bootstrap block: exit %d, stderr %q; want 78 naming the key", code, stderr)
+	}
+	nic := filepath.Join(root, "sys/class/net/eth0")
+	for p, v := range map[string]string{nic + "/address": "52:54:00:31:00:09\n", nic + "/addr_assign_type": "0\n"} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := "elemental:\n  registration:\n    url: " + url + `
+    bootstrap-network:
+      configurator: nmconnections
+      config:
+        bootstrap-eth0: |
+          [connection]
+          id=bootstrap-eth0
+          type=ethernet
+          interface-name=eth0
+          [ipv4]
+          method=manual
+          address1={boot-ip}/24,10.231.0.1
+      ipAddresses:
+        boot-ip:
+          static:
+          - mac: 52:54:00:31:00:09
+            address: 10.231.0.29
+`
+	if err := os.WriteFile(filepath.Join(root, "oem/registration/config.yaml"), []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := run("--root", root, "render", "--bootstrap")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"first try 10.231.0.29 from static[0] (mac 52:54:00:31:00:09)", "address1=10.231.0.29/24,10.231.0.1", "nodereg-bootstrap-bootstrap-eth0.nmconnection"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, stdout)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, "run")); err == nil {
+		t.Error("render --bootstrap created /run under the root")
+	}
+	if conns.Load() != 0 {
+		t.Errorf("render --bootstrap connected to the server %d times", conns.Load())
+	}
+}

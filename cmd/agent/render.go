@@ -21,25 +21,43 @@ import (
 const maxRenderInput = 1 << 20
 
 func (c *cli) renderCommand() *cobra.Command {
-	var file string
+	var file, configPath string
+	var boot bool
 	cmd := &cobra.Command{
-		Use:   "render --network-config FILE",
+		Use:   "render --network-config FILE | --bootstrap",
 		Short: "Render a NetworkConfig file offline: what --dry-run prints, with no server",
 		Long: `Renders a NetworkConfig YAML file (configurator, ipAddresses, config) and
 prints what a dry run prints: the digested config, the keyfiles, the yip
 applicator and the commands. Talks to no server; writes nothing. A key the
-NetworkConfig does not have is an error.`,
+NetworkConfig does not have is an error.
+
+With --bootstrap it prints the bootstrap network of the config file
+(elemental.registration.bootstrap-network) as this machine would bring it
+up on a segment without DHCP: the address it would try first and where it
+comes from, and the runtime keyfiles. Nothing is probed or written.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := render(c.stdout, file); err != nil {
+			var err error
+			switch {
+			case boot && file != "":
+				return errors.New("--bootstrap and --network-config are mutually exclusive")
+			case boot:
+				err = agent.PrintBootstrap(context.Background(), c.stdout, c.root, configPath)
+			case file == "":
+				return errors.New(`required flag(s) "network-config" not set (or --bootstrap)`)
+			default:
+				err = render(c.stdout, file)
+			}
+			if err != nil {
 				fmt.Fprintf(c.stderr, "render: %v\n", err)
 				return done(exitcode.Of(err))
 			}
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&file, "network-config", "", "NetworkConfig YAML file (required)")
-	_ = cmd.MarkFlagRequired("network-config")
+	cmd.Flags().StringVar(&file, "network-config", "", "NetworkConfig YAML file (required unless --bootstrap)")
+	cmd.Flags().BoolVar(&boot, "bootstrap", false, "print the bootstrap network of the config file (--config-path) for this machine")
+	cmd.Flags().StringVar(&configPath, "config-path", agent.DefaultConfigPath, "with --bootstrap: elemental config file (under --root)")
 	return cmd
 }
 

@@ -77,6 +77,13 @@ type lab struct {
 	regCfg  string
 	store   string
 	agent   string
+	// id names the lab's namespaces; bridged: the server side is a bridge.
+	id      string
+	bridged bool
+	// runNM, when set, is bound at /run/NetworkManager for NetworkManager:
+	// its runtime keyfile directory is compiled in, and the agent under
+	// --root writes the bootstrap profiles to <root>/run/NetworkManager.
+	runNM string
 }
 
 // proc is a process started by the lab, stopped by its PID.
@@ -178,13 +185,10 @@ func newLab(t *testing.T, cfg string) *lab {
 	requireLab(t)
 	l := &lab{t: t, dir: t.TempDir()}
 	// Names unique per process and test, short enough for IFNAMSIZ-free use.
-	id := fmt.Sprintf("%d%x", os.Getpid()%100000, time.Now().UnixNano()%0xffff)
-	l.srvNS, l.nodeNS = "nrbs"+id, "nrbn"+id
+	l.id = fmt.Sprintf("%d%x", os.Getpid()%100000, time.Now().UnixNano()%0xffff)
+	l.srvNS, l.nodeNS = "nrbs"+l.id, "nrbn"+l.id
 	for _, ns := range []string{l.srvNS, l.nodeNS} {
-		if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-			t.Skipf("boot simulation cannot create a named network namespace (ip netns add): %v %s", err, bytes.TrimSpace(out))
-		}
-		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+		addNS(t, ns)
 	}
 	// The veth is created inside the namespaces: it never exists in the
 	// host's.
@@ -192,8 +196,29 @@ func newLab(t *testing.T, cfg string) *lab {
 	run(t, "ip", "netns", "exec", l.srvNS, "ip", "addr", "add", fmt.Sprintf("%s/%d", serverIP, prefixLen), "dev", serverIf)
 	run(t, "ip", "netns", "exec", l.srvNS, "ip", "link", "set", serverIf, "up")
 	run(t, "ip", "netns", "exec", l.srvNS, "ip", "link", "set", "lo", "up")
-	run(t, l.inNode("ip", "link", "set", "lo", "up")...)
+	l.startNodeServices()
 
+	l.agent = testbin.Build(t, "./cmd/agent")
+	l.regCfg = filepath.Join(l.dir, "regserver.yaml")
+	l.store = filepath.Join(l.dir, "regserver-store.json")
+	l.startServer(cfg)
+	return l
+}
+
+func addNS(t *testing.T, ns string) {
+	t.Helper()
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Skipf("boot simulation cannot create a named network namespace (ip netns add): %v %s", err, bytes.TrimSpace(out))
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+}
+
+// startNodeServices gives the node namespace its loopback, its udevd and
+// its system bus.
+func (l *lab) startNodeServices() {
+	t := l.t
+	t.Helper()
+	run(t, l.inNode("ip", "link", "set", "lo", "up")...)
 	// A udevd of the node's own: the kernel sends a namespace's uevents
 	// only into that namespace, and NetworkManager leaves a device without
 	// a udev database entry unmanaged.
@@ -214,12 +239,62 @@ func newLab(t *testing.T, cfg string) *lab {
 		_, err := os.Stat(bus)
 		return err == nil && !db.exited()
 	}, func() string { return l.logTail(db) })
+}
 
-	l.agent = testbin.Build(t, "./cmd/agent")
-	l.regCfg = filepath.Join(l.dir, "regserver.yaml")
-	l.store = filepath.Join(l.dir, "regserver-store.json")
-	l.startServer(cfg)
-	return l
+// bridgeName is the server namespace's bridge once a second node joins.
+const bridgeName = "nrbr0"
+
+// bridge turns the server's side of the segment into a bridge (once): the
+// server's address moves from its veth to the bridge, the veth becomes a
+// port, and further nodes (addPeer) and hosts (addHolder) join as ports.
+func (l *lab) bridge() {
+	if l.bridged {
+		return
+	}
+	inSrv := func(argv ...string) { run(l.t, append([]string{"ip", "netns", "exec", l.srvNS}, argv...)...) }
+	inSrv("ip", "link", "add", bridgeName, "type", "bridge", "stp_state", "0", "forward_delay", "0")
+	inSrv("ip", "addr", "del", fmt.Sprintf("%s/%d", serverIP, prefixLen), "dev", serverIf)
+	inSrv("ip", "link", "set", serverIf, "master", bridgeName)
+	inSrv("ip", "addr", "add", fmt.Sprintf("%s/%d", serverIP, prefixLen), "dev", bridgeName)
+	inSrv("ip", "link", "set", bridgeName, "up")
+	l.bridged = true
+	waitFor(l.t, "regserver on the bridge", l.serverUp, func() string { return l.logTail(l.reg) })
+}
+
+// joinBridge creates a veth from the bridge (port srvIf) into namespace ns,
+// where it is named ifName.
+func (l *lab) joinBridge(srvIf, ns, ifName string) {
+	l.bridge()
+	inSrv := func(argv ...string) { run(l.t, append([]string{"ip", "netns", "exec", l.srvNS}, argv...)...) }
+	inSrv("ip", "link", "add", srvIf, "type", "veth", "peer", "name", ifName, "netns", ns)
+	inSrv("ip", "link", "set", srvIf, "master", bridgeName)
+	inSrv("ip", "link", "set", srvIf, "up")
+}
+
+// addPeer is a second node on the server's segment: a namespace of its own
+// with NIC nodeIf behind the bridge (port srvIf), its own udevd, bus and
+// NetworkManager, sharing regserver and the agent binary.
+func (l *lab) addPeer(srvIf string) *lab {
+	l.t.Helper()
+	p := &lab{t: l.t, dir: l.t.TempDir(), id: l.id, srvNS: l.srvNS, nodeNS: "nrbn" + l.id + srvIf[len(srvIf)-1:],
+		reg: l.reg, regCfg: l.regCfg, store: l.store, agent: l.agent, bridged: true}
+	addNS(l.t, p.nodeNS)
+	l.joinBridge(srvIf, p.nodeNS, nodeIf)
+	p.startNodeServices()
+	return p
+}
+
+// addHolder is a plain host on the segment (no NetworkManager) that holds
+// addr, as a machine the admin forgot about would: it answers ARP for it.
+func (l *lab) addHolder(srvIf, addr string) {
+	l.t.Helper()
+	ns := "nrbh" + l.id
+	addNS(l.t, ns)
+	l.joinBridge(srvIf, ns, "nrhold0")
+	in := func(argv ...string) { run(l.t, append([]string{"ip", "netns", "exec", ns}, argv...)...) }
+	in("ip", "addr", "add", fmt.Sprintf("%s/%d", addr, prefixLen), "dev", "nrhold0")
+	in("ip", "link", "set", "nrhold0", "up")
+	in("ip", "link", "set", "lo", "up")
 }
 
 // startServer (re)starts regserver with cfg on the lab's store.
@@ -369,9 +444,16 @@ func (l *lab) startNM(keyfileDir string) {
 	conf := filepath.Join(l.dir, "NetworkManager.conf")
 	must(l.t, os.WriteFile(conf, []byte(nmConf(keyfileDir)), 0o600))
 	// /var/lib/NetworkManager is a private tmpfs: the host's stays as is.
-	l.nm = l.start("NetworkManager.log", l.privately(
-		`mount -t tmpfs tmpfs /var/lib/NetworkManager && exec env "$1" NetworkManager --no-daemon --debug --log-level=INFO --config "$2" --state-file "$3"`,
-		l.busEnv, conf, filepath.Join(l.dir, "NetworkManager.state"))...)
+	script := `mount -t tmpfs tmpfs /var/lib/NetworkManager && exec env "$1" NetworkManager --no-daemon --debug --log-level=INFO --config "$2" --state-file "$3"`
+	args := []string{l.busEnv, conf, filepath.Join(l.dir, "NetworkManager.state")}
+	if l.runNM != "" {
+		// The node's /run/NetworkManager is the scratch root's, so the
+		// runtime profiles the agent writes there are the ones NM reads.
+		must(l.t, os.MkdirAll(l.runNM, 0o755))
+		script = `mkdir -p /run/NetworkManager && mount --bind "$4" /run/NetworkManager && ` + script
+		args = append(args, l.runNM)
+	}
+	l.nm = l.start("NetworkManager.log", l.privately(script, args...)...)
 	waitFor(l.t, "NetworkManager on the private bus", func() bool {
 		return !l.nm.exited() && l.nmcli("-t", "general", "status") == nil
 	}, func() string { return l.logTail(l.nm) })

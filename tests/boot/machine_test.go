@@ -33,12 +33,22 @@ type machine struct {
 	*lab
 	root string
 	mac  string
+	// nmStarted is when the last boot started NetworkManager.
+	nmStarted time.Time
 }
 
 func newMachine(t *testing.T, cfg string) *machine {
 	t.Helper()
-	l := newLab(t, cfg)
-	m := &machine{lab: l, root: t.TempDir(), mac: "52:54:00:31:00:02"}
+	return machineOn(newLab(t, cfg), "52:54:00:31:00:02")
+}
+
+// machineOn is a machine in lab l whose NIC's permanent MAC is mac (its
+// SMBIOS UUID ends in the MAC's digits).
+func machineOn(l *lab, mac string) *machine {
+	t := l.t
+	t.Helper()
+	m := &machine{lab: l, root: t.TempDir(), mac: mac}
+	l.runNM = m.path("run/NetworkManager")
 	// The identity the agent's mac auth reads (the veth's own MAC is
 	// random; a NIC's permanent one is what a real node sends).
 	nic := m.path("sys/class/net/" + nodeIf)
@@ -47,9 +57,14 @@ func newMachine(t *testing.T, cfg string) *machine {
 	must(t, os.WriteFile(filepath.Join(nic, "addr_assign_type"), []byte("0\n"), 0o644))
 	dmi := m.path("sys/class/dmi/id")
 	must(t, os.MkdirAll(dmi, 0o755))
-	must(t, os.WriteFile(filepath.Join(dmi, "product_uuid"), []byte("00000000-0000-4000-8000-525400310002\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(dmi, "product_uuid"), []byte(m.uuid()+"\n"), 0o644))
 	m.writeConfig("auth: mac")
 	return m
+}
+
+// uuid is the machine's SMBIOS system UUID.
+func (m *machine) uuid() string {
+	return "00000000-0000-4000-8000-" + strings.ReplaceAll(m.mac, ":", "")
 }
 
 // writeConfig writes the registration config with the given extra lines
@@ -118,6 +133,7 @@ func (m *machine) boot(mode string, bootstrapAddr bool) time.Time {
 		run(m.t, m.inNode("ip", "addr", "add", fmt.Sprintf("%s/%d", bootstrap, prefixLen), "dev", nodeIf)...)
 	}
 	run(m.t, m.inNode("ip", "link", "set", nodeIf, "up")...)
+	m.nmStarted = time.Now()
 	m.startNM(m.path(keyfileDir))
 	return start
 }
@@ -140,16 +156,28 @@ func (m *machine) diag() string {
 	return fmt.Sprintf("ip addr:\n%s\nnmcli device show:\n%s\nnmcli connection show:\n%s\nNetworkManager log:\n%s", ipOut, dev, conns, m.logTail(m.nm))
 }
 
-// agentRun is one run of bin/agent: its exit code and combined output.
+// agentRun is one run of bin/agent: its exit code and combined output; err
+// is set when it could not be run at all.
 type agentRun struct {
 	code int
 	out  string
+	err  error
 }
 
 // runAgent runs bin/agent in the node's namespace as the boot service
 // would, talking to the namespace's NetworkManager through the private bus.
 func (m *machine) runAgent(extraEnv []string, args ...string) agentRun {
 	m.t.Helper()
+	res := m.runAgentNoFatal(extraEnv, args...)
+	if res.err != nil {
+		m.t.Fatalf("running the agent: %v", res.err)
+	}
+	return res
+}
+
+// runAgentNoFatal is runAgent for a goroutine of its own (machines booting
+// at the same time): it reports a failure to start in err.
+func (m *machine) runAgentNoFatal(extraEnv []string, args ...string) agentRun {
 	argv := m.inNode(append([]string{"env", m.busEnv}, extraEnv...)...)
 	argv = append(argv, m.agent, "--root", m.root, "--apply-live", "--deadline", "30s", "--network-timeout", "30s")
 	argv = append(argv, args...)
@@ -157,16 +185,16 @@ func (m *machine) runAgent(extraEnv []string, args ...string) agentRun {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
-	code := 0
+	res := agentRun{out: out.String()}
 	var ee *exec.ExitError
 	switch {
 	case errors.As(err, &ee):
-		code = ee.ExitCode()
+		res.code = ee.ExitCode()
 	case err != nil:
-		m.t.Fatalf("running the agent: %v", err)
+		res.err = err
 	}
-	m.t.Logf("agent %s: exit %d\n%s", strings.Join(args, " "), code, out.String())
-	return agentRun{code: code, out: out.String()}
+	m.t.Logf("agent %s (%s): exit %d\n%s", strings.Join(args, " "), m.mac, res.code, res.out)
+	return res
 }
 
 // runStage runs one boot stage (with its .before and .after, as elemental
