@@ -298,13 +298,19 @@ func TestBootstrapResetAndInstall(t *testing.T) {
 	must(t, os.MkdirAll(bin, 0o755))
 	must(t, os.Symlink(stub, filepath.Join(bin, "elemental")))
 
-	for _, c := range []struct{ flag, mode, verb string }{{"--reset", recovery, "reset"}, {"--install", active, "install"}} {
+	// The hook writes the new system's OEM files where the toolkit mounts
+	// OEM during each operation.
+	for _, c := range []struct{ flag, mode, verb, oem string }{
+		{"--reset", recovery, "reset", "/oem"}, {"--install", active, "install", "/run/elemental/oem"},
+	} {
 		m := newMachine(t, serverConfig(keyfileTemplate))
 		m.writeBootstrapConfig(staticByMAC(m.mac, "10.231.0.21")...)
 		if c.flag == "--install" {
-			// A live ISO: no /oem at all, the config on the media.
+			// A live ISO: nothing persisted (an empty /oem), the config
+			// on the media.
 			cfg := m.read("oem/registration/config.yaml")
 			must(t, os.RemoveAll(m.path("oem")))
+			must(t, os.MkdirAll(m.path("oem"), 0o755))
 			m.boot(c.mode, false)
 			live := m.path("run/initramfs/live/livecd-cloud-config.yaml")
 			must(t, os.MkdirAll(filepath.Dir(live), 0o755))
@@ -330,7 +336,7 @@ func TestBootstrapResetAndInstall(t *testing.T) {
 			t.Fatalf("%s: elemental calls %+v, want one `elemental %s`", c.flag, call, c.verb)
 		}
 		hook := m.read("tmp/elemental/cloud-init/elemental-before-hook.yaml")
-		app := hookFile(t, hook, "before-"+c.verb, "/oem/elemental-network.yaml")
+		app := hookFile(t, hook, "before-"+c.verb, c.oem+"/elemental-network.yaml")
 		if !strings.Contains(app, "address1="+cidr(pool)) {
 			t.Errorf("%s: the hook's applicator lacks the pool address %s:\n%s", c.flag, pool, app)
 		}
