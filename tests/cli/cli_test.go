@@ -264,7 +264,7 @@ func TestDefaultLogIsOneLinePerPhaseResult(t *testing.T) {
 	if strings.Contains(r.stderr, "[started]") {
 		t.Errorf("phase start lines at the default level:\n%s", r.stderr)
 	}
-	for _, phase := range []string{"config", "state", "identity", "register", "fetch-network", "plan", "apply", "finish"} {
+	for _, phase := range []string{"config", "state", "identity", "bootstrap", "register", "fetch-network", "plan", "apply", "finish"} {
 		found := 0
 		for _, l := range strings.Split(r.stderr, "\n") {
 			if strings.Contains(l, `msg="[finished]"`) && strings.HasSuffix(l, "phase="+phase) {
