@@ -116,7 +116,7 @@ func (r *run) handOver(ctx context.Context, net *fetched, plan *apply.Plan) erro
 
 // hookFiles are the OEM files of the new system.
 func (r *run) hookFiles(plan *apply.Plan) ([]hookFile, error) {
-	regYAML, err := yaml.Marshal(map[string]any{"elemental": map[string]any{"registration": r.cfg.Elemental.Registration}})
+	regYAML, err := registrationYAML(r.cfg.Elemental.Registration, r.boot)
 	if err != nil {
 		return nil, err
 	}
