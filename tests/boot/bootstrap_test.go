@@ -343,3 +343,23 @@ func TestBootstrapResetAndInstall(t *testing.T) {
 		r.boot(c.verb+" registered", time.Since(start))
 	}
 }
+
+// A node whose segment has DHCP (here: the address an installer or DHCP
+// would have set, as in case 1) reaches the server as it is and never
+// brings the bootstrap network up, though its config has one.
+func TestBootstrapNotUsedWhenReachable(t *testing.T) {
+	r := newReport(t, "B0 DHCP works: bootstrap never brought up")
+	m := newMachine(t, serverConfig(keyfileTemplate))
+	m.writeBootstrapConfig(staticByMAC(m.mac, "10.231.0.21")...)
+	m.boot(active, true)
+	res := m.runAgent(nil)
+	if res.code != 0 {
+		t.Fatalf("agent exit %d", res.code)
+	}
+	if !strings.Contains(res.out, "bootstrap network not needed") || bootstrapAddr(res.out) != "" {
+		t.Errorf("the agent did not skip the bootstrap network")
+	}
+	pool := m.poolAddr()
+	r.boot("first", m.waitAddr(m.nmStarted, cidr(pool)))
+	checkOnlyPool(t, m, pool, "DHCP-like first boot")
+}
