@@ -1,0 +1,224 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mudler/yip/pkg/schema"
+	"gopkg.in/yaml.v3"
+
+	"github.com/nodereg/nodereg/agent/retry/retrytest"
+	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/bootstrap"
+	"github.com/nodereg/nodereg/internal/testutil"
+	"github.com/nodereg/nodereg/internal/testutil/node"
+	"github.com/nodereg/nodereg/protocol"
+)
+
+// bootstrapBlock is a static bootstrap network for the test machines' eth0,
+// indented to sit under elemental.registration.
+const bootstrapBlock = `    bootstrap-network:
+      configurator: nmconnections
+      config:
+        bootstrap-eth0: |
+          [connection]
+          id=bootstrap-eth0
+          type=ethernet
+          interface-name=eth0
+          [ipv4]
+          method=manual
+          address1={boot-ip}/24
+      ipAddresses:
+        boot-ip:
+          static:
+          - mac: 52:54:00:aa:00:21
+            address: 10.231.0.21
+`
+
+func TestDecideBootstrap(t *testing.T) {
+	down := errors.New("connect: network is unreachable")
+	for _, c := range []struct {
+		name        string
+		hasConfig   bool
+		unreachable error
+		digest      string
+		applicator  bool
+		want        bool
+		reason      string
+		// dialled: the reachability question was asked.
+		dialled bool
+	}{
+		{"no DHCP, nothing applied: bring it up", true, down, "", false, true, "not reachable (connect: network is unreachable)", true},
+		{"server reachable (DHCP works)", true, nil, "", false, false, "reachable as the node is", true},
+		{"unreachable, config applied (state)", true, down, "sha256:abc", false, false, "applied (state file)", false},
+		{"unreachable, applicator under /oem", true, down, "", true, false, "applicator of ours is under /oem", false},
+		{"no bootstrap config", false, down, "", false, false, "no " + bootstrap.Key, false},
+		{"reachable and applied", true, nil, "sha256:abc", true, false, "applied (state file)", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dialled := false
+			d := decideBootstrap(c.hasConfig, c.digest, c.applicator, func() error { dialled = true; return c.unreachable })
+			if d.Needed != c.want || !strings.Contains(d.Reason, c.reason) {
+				t.Errorf("decideBootstrap = %+v, want needed %v with a reason containing %q", d, c.want, c.reason)
+			}
+			if dialled != c.dialled {
+				t.Errorf("reachability asked: %v, want %v", dialled, c.dialled)
+			}
+		})
+	}
+}
+
+// Only a network failure makes the server unreachable: a listener answers,
+// and a refused connection means the network works (a bootstrap address
+// would not change that).
+func TestServerUnreachableOnlyOnNetworkFailure(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	testutil.Must(t, err)
+	up := "https://" + ln.Addr().String() + "/elemental/registration/x"
+	if err := serverUnreachable(t.Context(), up, time.Second); err != nil {
+		t.Errorf("listening server: %v", err)
+	}
+	ln.Close()
+	if err := serverUnreachable(t.Context(), up, time.Second); err != nil {
+		t.Errorf("refused connection counted as unreachable: %v", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := serverUnreachable(ctx, up, time.Second); err == nil {
+		t.Error("a dial that could not happen counted as reachable")
+	}
+}
+
+// The server never sets the bootstrap network: a MsgConfig payload that
+// carries it is logged as refused, and the run keeps its local settings.
+func TestServerSentBootstrapIsRefused(t *testing.T) {
+	payload := []byte("elemental:\n  registration:\n    url: https://x.example/r\n    bootstrap-network:\n      configurator: nmconnections\n")
+	cfg := &protocol.Config{}
+	reply, err := protocol.DecodeConfigReply(payload, cfg)
+	testutil.Must(t, err)
+	var log testutil.Log
+	local := &bootstrap.Config{Configurator: "nmstate"}
+	r := &run{log: log.Entry(), boot: local}
+	r.checkServerReply(reply)
+	if !strings.Contains(log.String(), bootstrap.ErrServerSent.Error()) {
+		t.Errorf("no refusal logged:\n%s", log.String())
+	}
+	if r.boot != local || r.boot.Configurator != "nmstate" {
+		t.Errorf("the run's bootstrap settings changed: %+v", r.boot)
+	}
+	log = testutil.Log{}
+	r = &run{log: log.Entry()}
+	plain, err := protocol.DecodeConfigReply([]byte("elemental:\n  registration:\n    url: https://x.example/r\n"), &protocol.Config{})
+	testutil.Must(t, err)
+	r.checkServerReply(plain)
+	if log.String() != "" {
+		t.Errorf("a reply without the key logged: %s", log.String())
+	}
+}
+
+// A node whose server is reachable (DHCP works) never brings the bootstrap
+// network up, even with a bootstrap config: a live run (real runner, not
+// persist-only) writes nothing under /run and touches no link (eth0 does not
+// exist here: any attempt would fail the run).
+func TestReachableServerNeverBringsUpBootstrap(t *testing.T) {
+	s := &scriptedServer{script: script{gets: []answer{{reply: &protocol.ConfigReply{}}}}}
+	m := node.New(t, "52:54:00:aa:00:21", s.start(t), "    no-smbios: true\n"+bootstrapBlock)
+	var log testutil.Log
+	if _, err := Run(t.Context(), Options{Root: m.Root, Log: log.Entry(), Clock: retrytest.NewClock(time.Now())}); err != nil {
+		t.Fatalf("run: %v\n%s", err, log.String())
+	}
+	if !strings.Contains(log.String(), "bootstrap network not needed") || !strings.Contains(log.String(), "reachable as the node is") {
+		t.Errorf("no line saying the bootstrap network is not needed:\n%s", log.String())
+	}
+	if _, err := os.Stat(filepath.Join(m.Root, "run")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the run created %s/run (%v)", m.Root, err)
+	}
+}
+
+// A bad bootstrap block ends the run in the config phase with exit 78,
+// naming the key, before any connection.
+func TestBadBootstrapConfigIs78(t *testing.T) {
+	s := &scriptedServer{script: script{gets: []answer{{reply: &protocol.ConfigReply{}}}}}
+	m := node.New(t, "52:54:00:aa:00:22", s.start(t), strings.Replace(bootstrapBlock, "address: 10.231.0.21", "address: 10.231.0.21/24", 1))
+	_, err := Run(t.Context(), Options{Root: m.Root, Clock: retrytest.NewClock(time.Now())})
+	var pe *PhaseError
+	if ExitCode(err) != ExitConfig || !errors.As(err, &pe) || pe.Phase != PhaseConfig || !strings.Contains(err.Error(), bootstrap.Key+".ipAddresses.boot-ip") {
+		t.Fatalf("run: %v (exit %d), want exit 78 in phase config naming the key", err, ExitCode(err))
+	}
+	if len(s.seen) != 0 {
+		t.Errorf("the server saw %d registrations", len(s.seen))
+	}
+}
+
+// --dry-run shows the bootstrap profile and the address tried first, and
+// writes nothing.
+func TestDryRunPrintsBootstrap(t *testing.T) {
+	s := &scriptedServer{script: script{gets: []answer{{reply: &protocol.ConfigReply{}}}}}
+	m := node.New(t, "52:54:00:aa:00:21", s.start(t), "    no-smbios: true\n"+bootstrapBlock)
+	before := testutil.Tree(t, m.Root)
+	var out strings.Builder
+	if _, err := Run(t.Context(), Options{Root: m.Root, DryRun: true, Out: &out, Clock: retrytest.NewClock(time.Now())}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"# bootstrap network: not needed (the registration server is reachable as the node is)",
+		"{boot-ip}: first try 10.231.0.21 from static[0] (mac 52:54:00:aa:00:21), probed on eth0 before use",
+		"# ---- bootstrap keyfile: /run/NetworkManager/system-connections/nodereg-bootstrap-bootstrap-eth0.nmconnection (0600, gone at reboot)",
+		"address1=10.231.0.21/24",
+		"nmcli connection up uuid '<UUID of /run/NetworkManager/system-connections/nodereg-bootstrap-bootstrap-eth0.nmconnection>'",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("dry run output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if d := testutil.TreeDiff(before, testutil.Tree(t, m.Root)); d != "" {
+		t.Errorf("dry run changed the root:\n%s", d)
+	}
+}
+
+// An install or reset hands the bootstrap block on to the new system's
+// registration config: it reads back to the same settings.
+func TestHandOverKeepsTheBootstrapBlock(t *testing.T) {
+	s := &scriptedServer{script: script{gets: []answer{{reply: &protocol.ConfigReply{}}}}}
+	url := s.start(t)
+	m := node.New(t, "52:54:00:aa:00:21", url, "    no-smbios: true\n"+bootstrapBlock)
+	t.Setenv(apply.EnvElemental, "/bin/true")
+	if _, err := Run(t.Context(), Options{Root: m.Root, Mode: ModeReset, Clock: retrytest.NewClock(time.Now())}); err != nil {
+		t.Fatal(err)
+	}
+	hook, err := os.ReadFile(filepath.Join(m.Root, cloudInitDir, hookFileName))
+	testutil.Must(t, err)
+	var cfg schema.YipConfig
+	testutil.Must(t, yaml.Unmarshal(hook, &cfg))
+	var reg string
+	for _, st := range cfg.Stages["before-reset"] {
+		for _, f := range st.Files {
+			if strings.HasSuffix(f.Path, "elemental-registration.yaml") {
+				var inner schema.YipConfig
+				testutil.Must(t, yaml.Unmarshal([]byte(f.Content), &inner))
+				reg = inner.Stages["initramfs"][0].Files[0].Content
+			}
+		}
+	}
+	got, err := bootstrap.FromConfigFile([]byte(reg))
+	if err != nil || got == nil {
+		t.Fatalf("the new system's registration config has no valid bootstrap block (%v):\n%s", err, reg)
+	}
+	b, err := os.ReadFile(filepath.Join(m.Root, node.ConfigPath))
+	testutil.Must(t, err)
+	want, err := bootstrap.FromConfigFile(b)
+	testutil.Must(t, err)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("bootstrap block handed on as %+v, want %+v", got, want)
+	}
+	if !strings.Contains(reg, "url: "+url) {
+		t.Errorf("registration lost its url:\n%s", reg)
+	}
+}
