@@ -19,6 +19,7 @@ import (
 	"github.com/nodereg/nodereg/bootstrap"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
+	"github.com/nodereg/nodereg/internal/testutil/testbin"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -220,5 +221,64 @@ func TestHandOverKeepsTheBootstrapBlock(t *testing.T) {
 	}
 	if !strings.Contains(reg, "url: "+url) {
 		t.Errorf("registration lost its url:\n%s", reg)
+	}
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Cleanup()
+	os.Exit(code)
+}
+
+// An nmstate bootstrap network gets its keyfiles from the same keyfile
+// generator as the IPAM config (nmstatectl gc; here the stand-in): the
+// printout names the file gc made, carrying the address Preview would try
+// first.
+func TestBootstrapNmstateUsesTheKeyfileGenerator(t *testing.T) {
+	t.Setenv(apply.EnvNmstatectl, testbin.NmstatectlStub(t))
+	m := node.New(t, "52:54:00:aa:00:23", "https://127.0.0.1:1/r", `    bootstrap-network:
+      configurator: nmstate
+      config:
+        interfaces:
+        - name: eth0
+          type: ethernet
+          state: up
+          ipv4:
+            enabled: true
+            dhcp: false
+            address:
+            - ip: "{boot-ip}"
+              prefix-length: 24
+      ipAddresses:
+        boot-ip:
+          range:
+            start: 10.231.0.100
+            end: 10.231.0.149
+            prefix: 24
+            gateway: 10.231.0.1
+`)
+	b, err := os.ReadFile(filepath.Join(m.Root, node.ConfigPath))
+	testutil.Must(t, err)
+	c, err := bootstrap.FromConfigFile(b)
+	testutil.Must(t, err)
+	facts, err := bootstrap.ReadFacts(m.Root)
+	testutil.Must(t, err)
+	preview, err := bootstrap.Preview(c, facts)
+	testutil.Must(t, err)
+	first := preview.Choices[0].FirstTry.String()
+	var out strings.Builder
+	if err := PrintBootstrap(t.Context(), &out, m.Root, "/"+node.ConfigPath); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"bootstrap keyfile: /run/NetworkManager/system-connections/nodereg-bootstrap-eth0.nmconnection",
+		"=" + first + "/24\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("printout lacks %q:\n%s", want, out.String())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(m.Root, "run")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("printing created %s/run", m.Root)
 	}
 }
