@@ -33,6 +33,10 @@ func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(con
 		targets = append(targets, t)
 	}
 	log := a.log().WithField("configurator", p.Configurator)
+	if note := p.GeneratorNote(); note != "" {
+		log = log.WithField("generator", p.Generator)
+		log.Info(note)
+	}
 	// Keyfiles owned by the previous config and not by this one go away
 	// too, else NetworkManager keeps two profiles for one device.
 	old, err := a.readManifest()
