@@ -250,3 +250,31 @@ func TestApplyLiveBuiltinGoesKeyfileWay(t *testing.T) {
 		t.Errorf("root not restored:\n%s", d)
 	}
 }
+
+// nmstate's `state: down` is a keyfile with autoconnect=false: the keyfile
+// way loads it and does not bring it up (a boot would not either), so a
+// profile for a device that is not there does not fail the apply.
+func TestApplyLiveBuiltinLeavesDownProfilesDown(t *testing.T) {
+	root := t.TempDir()
+	lab := startNM(t, path.Join(root, keyfileDirRel))
+	a := &Applier{Root: root, Env: lab.env, Nmstate: NmstateBuiltin}
+	r := &Rendered{Configurator: protocol.ConfiguratorNmstate, Digested: []byte("interfaces:\n- {name: eth9, type: ethernet, state: down}\n")}
+	p := mustPlan(t, a, r)
+	if len(p.Keyfiles) != 1 || !strings.Contains(string(p.Keyfiles[0].Content), "autoconnect=false\n") {
+		t.Fatalf("keyfiles %v", p.Keyfiles)
+	}
+	for _, c := range p.Live {
+		if slices.Contains(c.Args, "up") {
+			t.Errorf("the plan brings a down profile up: %s", c)
+		}
+	}
+	if err := a.ApplyLive(context.Background(), p, nil); err != nil {
+		t.Fatalf("ApplyLive: %v", err)
+	}
+	if got := lab.profiles(t); !slices.Contains(got, "eth9") {
+		t.Errorf("NetworkManager profiles %v lack eth9", got)
+	}
+	if _, err := os.Stat(a.host("/" + applicatorPath)); err != nil {
+		t.Errorf("not persisted: %v", err)
+	}
+}

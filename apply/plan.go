@@ -161,7 +161,9 @@ func nmstateCommands(nmstatectl, timeout string, digested []byte) []Command {
 func (a *Applier) keyfileCommands(nmcli string, kfs []Keyfile) []Command {
 	cmds := []Command{reloadCommand(nmcli), profilesCommand(nmcli)}
 	for _, kf := range kfs {
-		cmds = append(cmds, Command{Name: nmcli, Args: []string{"connection", "up", "uuid", "<UUID of " + path.Join(a.paths().KeyfileDir, kf.Name) + ">"}})
+		if autoconnects(kf.Content) {
+			cmds = append(cmds, Command{Name: nmcli, Args: []string{"connection", "up", "uuid", "<UUID of " + path.Join(a.paths().KeyfileDir, kf.Name) + ">"}})
+		}
 	}
 	return cmds
 }
