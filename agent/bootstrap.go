@@ -404,9 +404,11 @@ func (r *run) printBootstrap(ctx context.Context) error {
 
 // PrintBootstrap is `agent render --bootstrap`: the bootstrap profile the
 // machine under root would use (config file at configPath under root) and
-// the address it would try first, without probing, dialling or writing.
-func PrintBootstrap(ctx context.Context, w io.Writer, root, configPath string) error {
+// the address it would try first, without probing, dialling or writing;
+// nmstate chooses an nmstate config's keyfile generator, as for render.
+func PrintBootstrap(ctx context.Context, w io.Writer, root, configPath string, nmstate apply.NmstateChoice) error {
 	r := newRun(Options{DryRun: true, Out: w, Root: root, ConfigPath: configPath})
+	r.nmstate = nmstate
 	b, err := readLimited(r.path(r.o.ConfigPath), maxConfigFileBytes)
 	if err != nil {
 		return configErr("reading config file: %w", err)

@@ -267,7 +267,7 @@ func TestBootstrapNmstateUsesTheKeyfileGenerator(t *testing.T) {
 	testutil.Must(t, err)
 	first := preview.Choices[0].FirstTry.String()
 	var out strings.Builder
-	if err := PrintBootstrap(t.Context(), &out, m.Root, "/"+node.ConfigPath); err != nil {
+	if err := PrintBootstrap(t.Context(), &out, m.Root, "/"+node.ConfigPath, apply.NmstateNmstatectl); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{

@@ -95,6 +95,8 @@ type run struct {
 	runner apply.Runner
 	// applyPlan is PhaseApply's work: applyLive, or printPlan in a dry run.
 	applyPlan func(context.Context, *fetched, *apply.Plan) error
+	// nmstate is the local choice of nmstate's keyfile generator.
+	nmstate apply.NmstateChoice
 	// boot is the local bootstrap network config (nil: none); bootKeyfiles
 	// the bootstrap profiles this run brought up or took over (agent/bootstrap.go).
 	boot         *bootstrap.Config
@@ -225,11 +227,11 @@ func (r *run) close() {
 func (r *run) path(p string) string { return hostpath.Join(r.o.Root, p) }
 
 func (r *run) loadConfig(ctx context.Context) error {
-	cfg, raw, err := readConfig(r.o.Root, r.o.ConfigPath, r.o.Overrides, r.log.WithField("phase", PhaseConfig))
+	cfg, nmstate, raw, err := readConfigFile(r.o.Root, r.o.ConfigPath, r.o.Overrides, r.log.WithField("phase", PhaseConfig))
 	if err != nil {
 		return err
 	}
-	r.cfg = cfg
+	r.cfg, r.nmstate = cfg, nmstate
 	if err := r.loadBootstrap(raw); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/agent/exitcode"
+	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -23,13 +24,16 @@ const maxRenderInput = 1 << 20
 func (c *cli) renderCommand() *cobra.Command {
 	var file, configPath string
 	var boot bool
+	nmstate := newNmstateChoice()
 	cmd := &cobra.Command{
 		Use:   "render --network-config FILE | --bootstrap",
 		Short: "Render a NetworkConfig file offline: what --dry-run prints, with no server",
 		Long: `Renders a NetworkConfig YAML file (configurator, ipAddresses, config) and
 prints what a dry run prints: the digested config, the keyfiles, the yip
 applicator and the commands. Talks to no server; writes nothing. A key the
-NetworkConfig does not have is an error.
+NetworkConfig does not have is an error. An nmstate config's keyfiles come
+from nmstatectl gc when it is installed, else from the built-in translator
+(--nmstate chooses); the output says which.
 
 With --bootstrap it prints the bootstrap network of the config file
 (elemental.registration.bootstrap-network) as this machine would bring it
@@ -42,11 +46,11 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 			case boot && file != "":
 				return errors.New("--bootstrap and --network-config are mutually exclusive")
 			case boot:
-				err = agent.PrintBootstrap(context.Background(), c.stdout, c.root, configPath)
+				err = agent.PrintBootstrap(context.Background(), c.stdout, c.root, configPath, apply.NmstateChoice(nmstate.value))
 			case file == "":
 				return errors.New(`required flag(s) "network-config" not set (or --bootstrap)`)
 			default:
-				err = render(c.stdout, file)
+				err = render(c.stdout, file, apply.NmstateChoice(nmstate.value))
 			}
 			if err != nil {
 				fmt.Fprintf(c.stderr, "render: %v\n", err)
@@ -58,10 +62,11 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 	cmd.Flags().StringVar(&file, "network-config", "", "NetworkConfig YAML file (required unless --bootstrap)")
 	cmd.Flags().BoolVar(&boot, "bootstrap", false, "print the bootstrap network of the config file (--config-path) for this machine")
 	cmd.Flags().StringVar(&configPath, "config-path", agent.DefaultConfigPath, "with --bootstrap: elemental config file (under --root)")
+	cmd.Flags().Var(nmstate, "nmstate", nmstateUsage)
 	return cmd
 }
 
-func render(w io.Writer, file string) error {
+func render(w io.Writer, file string, nmstate apply.NmstateChoice) error {
 	b, err := readFile(file, maxRenderInput)
 	if err != nil {
 		return &exitcode.ConfigError{Err: err}
@@ -72,7 +77,7 @@ func render(w io.Writer, file string) error {
 	if err := dec.Decode(&nc); err != nil && !errors.Is(err, io.EOF) {
 		return &exitcode.ConfigError{Err: fmt.Errorf("%s: %w", file, err)}
 	}
-	if err := agent.PrintRender(context.Background(), w, &nc); err != nil {
+	if err := agent.PrintRender(context.Background(), w, &nc, nmstate); err != nil {
 		// Offline, an unresolved placeholder is the file's fault, not a
 		// server that is not ready yet.
 		return &exitcode.ConfigError{Err: fmt.Errorf("%s: %w", file, err)}

@@ -242,7 +242,7 @@ func (l *lab) startNodeServices() {
 }
 
 // bridgeName is the server namespace's bridge once a second node joins.
-const bridgeName = "nrbr0"
+const bridgeName = "nrsbr0"
 
 // bridge turns the server's side of the segment into a bridge (once): the
 // server's address moves from its veth to the bridge, the veth becomes a
