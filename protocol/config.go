@@ -131,8 +131,14 @@ type RawValue struct {
 	Value any
 }
 
-// UnmarshalYAML decodes either the raw byte-list form or plain YAML.
+// UnmarshalYAML decodes either the raw byte-list form or plain YAML. Each
+// value gets a decoder of its own, whose alias budget starts afresh: the
+// value is first held to the reply budget, and DecodeConfigReply holds the
+// whole reply to it before any value is decoded.
 func (r *RawValue) UnmarshalYAML(n *yaml.Node) error {
+	if err := checkExpanded(n); err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
 	if raw, ok, err := rawBytes(n); ok {
 		if err != nil {
 			return err

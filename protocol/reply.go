@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 
 	"gopkg.in/yaml.v3"
 )
@@ -72,23 +73,49 @@ type Reply struct {
 
 // DecodeConfigReply decodes a MsgConfig payload on top of cfg, so keys the
 // server does not send (no-toolkit, labels) keep their local values, as
-// upstream does (PROTOCOL.md 7.1); the same bytes are decoded again for the
-// network section and the announcement.
+// upstream does (PROTOCOL.md 7.1); the same document is decoded again for
+// the network section and the announcement. The document is parsed once and
+// held to one budget (MaxReplyNodes, MaxReplyText) before anything is
+// decoded; on error cfg is unchanged.
 func DecodeConfigReply(p []byte, cfg *Config) (*Reply, error) {
-	if err := yaml.Unmarshal(p, cfg); err != nil {
+	root, err := parseBounded(p)
+	if err != nil {
+		return nil, fmt.Errorf("decoding config reply: %w", err)
+	}
+	next := cfg.clone()
+	if err := root.Decode(&next); err != nil {
 		return nil, fmt.Errorf("decoding config reply: %w", err)
 	}
 	var tail struct {
 		NetworkConfig `yaml:",inline"`
 		Explicit      bool `yaml:"explicitNetworkConfig"`
 	}
-	if err := yaml.Unmarshal(p, &tail); err != nil {
+	if err := root.Decode(&tail); err != nil {
 		return nil, fmt.Errorf("decoding network config in reply: %w", err)
 	}
+	*cfg = next
 	r := &Reply{ExplicitNetworkConfig: tail.Explicit}
 	if tail.Configurator != "" || tail.IPAddresses != nil || tail.Config != nil {
 		nc := tail.NetworkConfig
 		r.Network = &nc
 	}
 	return r, nil
+}
+
+// clone copies c deeply enough that decoding on top of the copy leaves c as
+// it was: yaml.v3 decodes into existing maps and pointees.
+func (c *Config) clone() Config {
+	n := *c
+	n.CloudConfig = maps.Clone(c.CloudConfig)
+	reg := &n.Elemental.Registration
+	reg.Labels = maps.Clone(reg.Labels)
+	if c.Elemental.Reset != nil {
+		r := *c.Elemental.Reset
+		n.Elemental.Reset = &r
+	}
+	if c.Elemental.Install.Snapshotter != nil {
+		s := *c.Elemental.Install.Snapshotter
+		n.Elemental.Install.Snapshotter = &s
+	}
+	return n
 }
