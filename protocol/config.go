@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -186,11 +187,16 @@ func rawBytes(n *yaml.Node) (raw []byte, ok bool, err error) {
 	}
 	raw = make([]byte, 0, len(seq.Content))
 	for _, item := range seq.Content {
-		var b int
 		if item.Kind != yaml.ScalarNode || item.Tag != "!!int" {
 			return nil, true, fmt.Errorf("line %d: raw byte %q is not an integer", item.Line, item.Value)
 		}
-		if err := item.Decode(&b); err != nil || b < 0 || b > 255 {
+		// Plain decimal is what every server writes; a decoder per byte
+		// (item.Decode) would cost more than the rest of the reply.
+		b, err := strconv.Atoi(item.Value)
+		if err != nil {
+			err = item.Decode(&b)
+		}
+		if err != nil || b < 0 || b > 255 {
 			return nil, true, fmt.Errorf("line %d: raw byte %q out of range", item.Line, item.Value)
 		}
 		raw = append(raw, byte(b))
