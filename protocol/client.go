@@ -373,9 +373,6 @@ func (cc *ClientConn) ExplicitNetworkConfig(ctx context.Context) (*NetworkConfig
 	if err != nil {
 		return nil, stepErr(StepNetworkConfig, err)
 	}
-	var nc NetworkConfig
-	if err := json.Unmarshal(p, &nc); err != nil {
-		return nil, stepErr(StepNetworkConfig, fmt.Errorf("decoding network config: %w", err))
-	}
-	return &nc, nil
+	nc, err := DecodeNetworkConfigJSON(p)
+	return nc, stepErr(StepNetworkConfig, err)
 }

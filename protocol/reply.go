@@ -2,9 +2,12 @@ package protocol
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -118,4 +121,52 @@ func (c *Config) clone() Config {
 		n.Elemental.Install.Snapshotter = &s
 	}
 	return n
+}
+
+// DecodeNetworkConfigJSON decodes a MsgNetworkConfig payload, held to the
+// reply budget. The seed PR's server (commit 342bba26, PROTOCOL.md 7.4)
+// sends {"ipAddresses":{...},"config":{...}} with no configurator, from a
+// time when nmstate was the only one: a config without configurator is
+// therefore nmstate here (and only here; in MsgConfig, see Unused).
+func DecodeNetworkConfigJSON(p []byte) (*NetworkConfig, error) {
+	if est := estimateJSONNodes(p); est > MaxReplyNodes {
+		return nil, fmt.Errorf("decoding network config: %w: about %d JSON values, the limit is %d", ErrReplyTooLarge, est, MaxReplyNodes)
+	}
+	var nc NetworkConfig
+	if err := json.Unmarshal(p, &nc); err != nil {
+		return nil, fmt.Errorf("decoding network config: %w", err)
+	}
+	if nc.Configurator == "" && len(nc.Config) > 0 {
+		nc.Configurator = ConfiguratorNmstate
+	}
+	return &nc, nil
+}
+
+// estimateJSONNodes bounds from above the values json.Unmarshal builds for
+// p: every value but the first follows a ',' or ':', every container opens
+// with '[' or '{'.
+func estimateJSONNodes(p []byte) int {
+	n := 1
+	for _, b := range p {
+		switch b {
+		case ',', ':', '[', '{':
+			n++
+		}
+	}
+	return n
+}
+
+// Unused explains, for the agent to log as a warning, a network config that
+// carries a config no configurator will apply (configurator "" or none);
+// "" when there is nothing to say. Such a config is not applied: a server
+// that means it must name its configurator.
+func (n *NetworkConfig) Unused() string {
+	if n == nil || n.IsReal() || len(n.Config) == 0 {
+		return ""
+	}
+	c := "no configurator"
+	if n.Configurator != "" {
+		c = fmt.Sprintf("configurator %q", n.Configurator)
+	}
+	return fmt.Sprintf("the server sent a network config (%s) with %s: it is not applied", strings.Join(slices.Sorted(maps.Keys(n.Config)), ", "), c)
 }
