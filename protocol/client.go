@@ -72,7 +72,7 @@ type DialOptions struct {
 // the substring replace mangles other URLs (PROTOCOL.md 2.1 pitfall).
 func WebSocketURL(u string) (string, error) {
 	if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
-		return "", fmt.Errorf("registration URL %q: scheme must be http or https", u)
+		return "", fmt.Errorf("registration URL %q: scheme must be http or https", RedactURL(u))
 	}
 	return "ws" + strings.TrimPrefix(u, "http"), nil
 }
@@ -113,12 +113,26 @@ func TLSConfig(caCert string, noSystemPool bool) (*tls.Config, error) {
 // ClientConn is an authenticated, version-negotiated connection.
 type ClientConn struct {
 	c *Conn
+	// token is the registration token, removed from every error.
+	token string
 	// Version is the negotiated protocol version.
 	Version byte
 }
 
-// Dial connects, authenticates with auth and negotiates the version.
+// Dial connects, authenticates with auth and negotiates the version. No
+// error it returns carries the registration token, whatever the server
+// echoes.
 func Dial(ctx context.Context, o DialOptions, auth Authenticator) (*ClientConn, error) {
+	token := RegistrationToken(o.URL)
+	cc, err := dial(ctx, o, auth)
+	if err != nil {
+		return nil, redactError(err, token)
+	}
+	cc.token = token
+	return cc, nil
+}
+
+func dial(ctx context.Context, o DialOptions, auth Authenticator) (*ClientConn, error) {
 	wsURL, err := WebSocketURL(o.URL)
 	if err != nil {
 		return nil, stepErr(StepDial, err)
@@ -273,6 +287,14 @@ var ErrUpdateUnsupported = errors.New("elemental-operator protocol version does 
 // Register runs the registration on a negotiated connection, decoding the
 // config reply on top of cfg (PROTOCOL.md 4.2, 4.3, 3.5 gates).
 func (cc *ClientConn) Register(ctx context.Context, reg *Payloads, cfg *Config) (*Reply, error) {
+	r, err := cc.register(ctx, reg, cfg)
+	if err != nil {
+		return nil, redactError(err, cc.token)
+	}
+	return r, nil
+}
+
+func (cc *ClientConn) register(ctx context.Context, reg *Payloads, cfg *Config) (*Reply, error) {
 	stop := context.AfterFunc(ctx, func() { cc.c.ws.Close() })
 	defer stop()
 	v := cc.Version
@@ -361,6 +383,14 @@ func (cc *ClientConn) sendRaw(step string, t MsgType, p []byte) error {
 // 0x0C (PROTOCOL.md 7.4). The answer is the config, or *ErrorReply with a
 // reason such as WaitingForIPAddress.
 func (cc *ClientConn) ExplicitNetworkConfig(ctx context.Context) (*NetworkConfig, error) {
+	nc, err := cc.explicitNetworkConfig(ctx)
+	if err != nil {
+		return nil, redactError(err, cc.token)
+	}
+	return nc, nil
+}
+
+func (cc *ClientConn) explicitNetworkConfig(ctx context.Context) (*NetworkConfig, error) {
 	stop := context.AfterFunc(ctx, func() { cc.c.ws.Close() })
 	defer stop()
 	if cc.Version < versionNetworkConfig {
