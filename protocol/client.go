@@ -78,6 +78,32 @@ func WebSocketURL(u string) (string, error) {
 	return "ws" + strings.TrimPrefix(u, "http"), nil
 }
 
+// CAPEM is the PEM text of elemental.registration.ca-cert from the local
+// config or a flag: the PEM text itself, or the path of a regular file
+// holding it (PROTOCOL.md 2.4), read without following a symlink and at
+// most safefile.MaxPEM bytes. It is the one loader for the CA: the TLS
+// client and the system-agent kubeconfig use the same bytes, and a CA that
+// cannot be read is an error, never its path passed on as data. A ca-cert
+// from the server is PEM text only (KeepLocal).
+func CAPEM(caCert string) ([]byte, error) {
+	if caCert == "" {
+		return nil, errors.New("ca-cert: empty")
+	}
+	if isPEMText(caCert) {
+		if err := safefile.CheckPEM([]byte(caCert)); err != nil {
+			return nil, fmt.Errorf("ca-cert: %w", err)
+		}
+		return []byte(caCert), nil
+	}
+	b, err := safefile.ReadPEM(caCert)
+	if err != nil {
+		return nil, fmt.Errorf("ca-cert: %w", err)
+	}
+	return b, nil
+}
+
+func isPEMText(s string) bool { return strings.Contains(s, "-----BEGIN") }
+
 // TLSConfig builds the client TLS configuration from a CA given as a file
 // path or PEM text.
 func TLSConfig(caCert string, noSystemPool bool) (*tls.Config, error) {
@@ -106,32 +132,6 @@ func TLSConfig(caCert string, noSystemPool bool) (*tls.Config, error) {
 	}
 	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
-
-// CAPEM is the PEM text of elemental.registration.ca-cert from the local
-// config or a flag: the PEM text itself, or the path of a regular file
-// holding it (PROTOCOL.md 2.4), read without following a symlink and at
-// most safefile.MaxPEM bytes. It is the one loader for the CA: the TLS
-// client and the system-agent kubeconfig use the same bytes, and a CA that
-// cannot be read is an error, never its path passed on as data. A ca-cert
-// from the server is PEM text only (KeepLocal).
-func CAPEM(caCert string) ([]byte, error) {
-	if caCert == "" {
-		return nil, errors.New("ca-cert: empty")
-	}
-	if isPEMText(caCert) {
-		if err := safefile.CheckPEM([]byte(caCert)); err != nil {
-			return nil, fmt.Errorf("ca-cert: %w", err)
-		}
-		return []byte(caCert), nil
-	}
-	b, err := safefile.ReadPEM(caCert)
-	if err != nil {
-		return nil, fmt.Errorf("ca-cert: %w", err)
-	}
-	return b, nil
-}
-
-func isPEMText(s string) bool { return strings.Contains(s, "-----BEGIN") }
 
 // ClientConn is an authenticated, version-negotiated connection.
 type ClientConn struct {
