@@ -3,11 +3,15 @@ package hostile
 import (
 	"os"
 	"testing"
+
+	"github.com/nodereg/nodereg/tests/internal/testbin"
 )
 
 func TestMain(m *testing.M) {
 	if name := os.Getenv(childEnv); name != "" {
 		decodeChild(name)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	testbin.Cleanup()
+	os.Exit(code)
 }

@@ -1,0 +1,77 @@
+package hostile
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nodereg/nodereg/agent"
+	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/protocol"
+	"github.com/nodereg/nodereg/tests/internal/node"
+	"github.com/nodereg/nodereg/tests/internal/testbin"
+)
+
+// seedPRNetwork is the seed PR server's explicit answer (PROTOCOL.md 7.4),
+// compact JSON without configurator, for the machine's eth0.
+const seedPRNetwork = `{"ipAddresses":{"ip1":"192.168.122.10"},"config":{"interfaces":[{"name":"eth0","type":"ethernet","state":"up","ipv4":{"enabled":true,"dhcp":false,"address":[{"ip":"{ip1}","prefix-length":24}]}}],"routes":{"config":[{"destination":"0.0.0.0/0","next-hop-interface":"eth0","next-hop-address":"192.168.122.1"}]}}}`
+
+func useStub(t *testing.T) {
+	t.Helper()
+	t.Setenv(apply.EnvNmstatectl, testbin.Build(t, "./tests/stubs/nmstatectl"))
+}
+
+func runAgent(ctx context.Context, m *node.Machine, log *node.Log, o agent.Options) (*agent.Result, error) {
+	o.Root, o.Out, o.Log, o.Runner, o.Version = m.Root, log, log.Entry(), m.Runner(), "hostile"
+	if o.SessionDeadline == 0 {
+		o.SessionDeadline = 2 * time.Second
+	}
+	return agent.Run(ctx, o)
+}
+
+// TestAgentRefusesAliasBomb: the reply of issue 12 item 1 ends the run at
+// the register phase with the budget named, and the machine's files are
+// as they were.
+func TestAgentRefusesAliasBomb(t *testing.T) {
+	useStub(t)
+	s := &Server{Config: issueReply()}
+	url, _ := s.Start(t, false, "tok")
+	m := node.New(t, "52:54:00:0c:00:01", url, "")
+	m.WriteState(t, "emulatedTPMSeed: 5\n")
+	before := node.Files(t, m.Root)
+	var log node.Log
+	_, err := runAgent(t.Context(), m, &log, agent.Options{Deadline: time.Second, NetworkTimeout: time.Second})
+	var pe *agent.PhaseError
+	if !errors.As(err, &pe) || !errors.Is(err, protocol.ErrReplyTooLarge) {
+		t.Fatalf("got %v\n%s", err, log.String())
+	}
+	if ch := node.Changed(before, node.Files(t, m.Root)); len(ch) > 0 {
+		t.Errorf("files changed by a refused reply: %v", ch)
+	}
+	t.Logf("%s (%d attempts)", err, s.Hits())
+}
+
+// TestAgentAppliesSeedPRExplicitReply: with network-config: explicit, the
+// seed PR server's answer is applied as nmstate (issue 12 item 7), not
+// taken for "no network config".
+func TestAgentAppliesSeedPRExplicitReply(t *testing.T) {
+	useStub(t)
+	s := &Server{Config: []byte("elemental:\n    registration:\n        auth: mac\n"), Network: []byte(seedPRNetwork)}
+	url, _ := s.Start(t, false, "tok")
+	m := node.New(t, "52:54:00:0c:00:02", url, "    network-config: explicit\n")
+	var log node.Log
+	res, err := runAgent(t.Context(), m, &log, agent.Options{Deadline: 5 * time.Second, NetworkTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	if res.Configurator != protocol.ConfiguratorNmstate || res.Addresses["ip1"] != "192.168.122.10" || !res.Applied {
+		t.Fatalf("result %+v\n%s", res, log.String())
+	}
+	calls, err := os.ReadFile(m.StubDir + "/calls.jsonl")
+	if err != nil || !strings.Contains(string(calls), "192.168.122.10") {
+		t.Errorf("nmstatectl was not given the address: %v\n%s", err, calls)
+	}
+}
