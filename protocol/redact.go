@@ -54,12 +54,18 @@ func RegistrationToken(u string) string {
 	return path[strings.LastIndexByte(path, '/')+1:]
 }
 
-// RedactURL is u with its token replaced by Redacted, for logs.
+// RedactURL is u with its token replaced by Redacted, and a password in
+// it masked, for logs.
 func RedactURL(u string) string {
 	tok := RegistrationToken(u)
 	s := Redact(u, tok)
 	if i := strings.LastIndex(s, "/"+tok); tok != "" && i >= 0 {
 		s = s[:i+1] + Redacted + s[i+1+len(tok):]
+	}
+	if pu, err := url.Parse(s); err == nil && pu.User != nil {
+		if _, ok := pu.User.Password(); ok {
+			s = pu.Redacted()
+		}
 	}
 	return s
 }

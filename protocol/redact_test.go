@@ -38,7 +38,8 @@ func TestRedactURL(t *testing.T) {
 		"https://h/custom/t":                           "https://h/custom/REDACTED",
 		"https://h/":                                   "https://h/",
 		"ftp://h/elemental/registration/tok%zz":        "ftp://h/elemental/registration/REDACTED",
-		"https://user:pw@h/elemental/registration/tok": "https://user:pw@h/elemental/registration/REDACTED",
+		"https://user:pw@h/elemental/registration/tok": "https://user:xxxxx@h/elemental/registration/REDACTED",
+		"https://user@h/elemental/registration/tok":    "https://user@h/elemental/registration/REDACTED",
 	} {
 		if got := RedactURL(in); got != want {
 			t.Errorf("%s: %q, want %q", in, got, want)
