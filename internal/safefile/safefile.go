@@ -13,7 +13,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"syscall"
+	"time"
+
+	"github.com/nodereg/nodereg/internal/atomicfile"
 )
 
 var (
@@ -140,4 +144,26 @@ func CheckPEM(b []byte) error {
 		return ErrNoPEM
 	}
 	return nil
+}
+
+// SetAside renames a file the agent cannot parse to
+// <path>.corrupt-<unix time> in the same directory, so the run can start
+// afresh while a person can still look at what was there; it returns the
+// new name. Nothing is removed: a name already taken gets a counter.
+func SetAside(path string, now time.Time) (string, error) {
+	base := fmt.Sprintf("%s.corrupt-%d", path, now.Unix())
+	aside := base
+	for i := 1; ; i++ {
+		if _, err := os.Lstat(aside); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		aside = fmt.Sprintf("%s.%d", base, i)
+	}
+	if err := os.Rename(path, aside); err != nil {
+		return "", fmt.Errorf("setting %s aside: %w", path, err)
+	}
+	if err := atomicfile.SyncDir(filepath.Dir(path)); err != nil {
+		return aside, fmt.Errorf("setting %s aside: %w", path, err)
+	}
+	return aside, nil
 }

@@ -169,3 +169,29 @@ func TestSwappedAfterTheLook(t *testing.T) {
 		t.Errorf("fifo: %v", err)
 	}
 }
+
+func TestSetAside(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "network-manifest.json")
+	now := time.Unix(1700000000, 0)
+	var asides []string
+	for i := range 2 {
+		if err := os.WriteFile(p, []byte{'{', byte('0' + i)}, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		aside, err := SetAside(p, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		asides = append(asides, aside)
+		if b, err := os.ReadFile(aside); err != nil || b[1] != byte('0'+i) {
+			t.Errorf("%s: %q %v", aside, b, err)
+		}
+	}
+	if asides[0] != p+".corrupt-1700000000" || asides[1] != p+".corrupt-1700000000.1" {
+		t.Errorf("names %q", asides)
+	}
+	if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("%s still there: %v", p, err)
+	}
+}
