@@ -88,6 +88,13 @@ func Redact(s, token string) string {
 	return s
 }
 
+// RedactError is err with the token of registrationURL removed from what
+// it prints, for errors made outside this package that may carry the URL
+// (net/http's *url.Error quotes it whole).
+func RedactError(err error, registrationURL string) error {
+	return redactError(err, RegistrationToken(registrationURL))
+}
+
 // redactedError is err with the token removed from its text; errors.Is and
 // errors.As still see err.
 type redactedError struct {

@@ -149,3 +149,19 @@ func TestClientErrorsNeverCarryTheToken(t *testing.T) {
 		t.Errorf("bad scheme: %v", err)
 	}
 }
+
+// TestRedactError: net/http's error quotes the whole URL.
+func TestRedactError(t *testing.T) {
+	url := "http://127.0.0.1:1/elemental/registration/HttpTokenSecret-42"
+	_, err := http.Get(url)
+	if err == nil || !strings.Contains(err.Error(), "HttpTokenSecret") {
+		t.Fatalf("expected an error quoting the URL: %v", err)
+	}
+	red := RedactError(err, url)
+	if strings.Contains(red.Error(), "HttpTokenSecret") || !errors.Is(red, err) {
+		t.Errorf("%v", red)
+	}
+	if RedactError(nil, url) != nil {
+		t.Error("nil error not nil")
+	}
+}
