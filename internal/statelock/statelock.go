@@ -5,6 +5,9 @@
 // state directory; the kernel drops it when the holder exits, however it
 // exits, so a crash never leaves a stale lock. The holder's pid is written
 // in the file only to name it in the error of a run that gave up waiting.
+// The holder removes the file when it is done, so a run leaves nothing
+// behind; a waiter that then wins the lock on the removed file notices and
+// locks the path afresh.
 package statelock
 
 import (
@@ -46,61 +49,81 @@ func (e *HeldError) Error() string {
 }
 
 // Lock is a held lock.
-type Lock struct{ f *os.File }
+type Lock struct {
+	f    *os.File
+	path string
+}
 
 // Acquire takes the lock at path, waiting at most wait (0: try once) or
 // until ctx ends, and writes this process's pid in it.
 func Acquire(ctx context.Context, path string, wait time.Duration) (*Lock, error) {
-	f, err := open(path)
-	if err != nil {
-		return nil, err
-	}
 	start := time.Now()
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	tick := time.NewTicker(poll)
 	defer tick.Stop()
 	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		f, err := open(path)
+		if err != nil {
+			return nil, err
+		}
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		if err == nil {
-			break
+			if current(f, path) {
+				if err := writePID(f); err != nil {
+					f.Close()
+					return nil, fmt.Errorf("state lock %s: %w", path, err)
+				}
+				return &Lock{f: f, path: path}, nil
+			}
+			// Locked a file its holder removed on release: try the
+			// path again.
+			f.Close()
+			continue
 		}
 		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
 			f.Close()
 			return nil, fmt.Errorf("state lock %s: %w", path, err)
 		}
+		pid := holder(f)
+		f.Close()
 		select {
 		case <-tick.C:
 			continue
 		case <-deadline.C:
 		case <-ctx.Done():
 		}
-		held := &HeldError{Path: path, PID: holder(f), Waited: time.Since(start).Round(time.Millisecond)}
-		f.Close()
+		held := &HeldError{Path: path, PID: pid, Waited: time.Since(start).Round(time.Millisecond)}
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%w: %w", ctx.Err(), held)
 		}
 		return nil, held
 	}
-	if err := writePID(f); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("state lock %s: %w", path, err)
-	}
-	return &Lock{f: f}, nil
 }
 
-// Release drops the lock. The file stays: removing it would let a waiter
-// hold a lock on a file a newcomer no longer sees.
+// current reports whether f is still the file at path.
+func current(f *os.File, path string) bool {
+	fi, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	pi, err := os.Lstat(path)
+	return err == nil && os.SameFile(fi, pi)
+}
+
+// Release removes the lock file, still holding the lock, then drops the
+// lock (close unlocks).
 func (l *Lock) Release() error {
 	if l == nil || l.f == nil {
 		return nil
 	}
-	// Empty the pid first, so a stale pid is never reported; the unlock
-	// is implied by close.
-	_ = l.f.Truncate(0)
+	rmErr := os.Remove(l.path)
+	if errors.Is(rmErr, os.ErrNotExist) {
+		rmErr = nil
+	}
 	err := l.f.Close()
 	l.f = nil
-	return err
+	return errors.Join(rmErr, err)
 }
 
 // open opens (creating) the lock file without following a symlink or

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -52,11 +53,51 @@ func TestSecondHolderWaitsThenNamesTheFirst(t *testing.T) {
 	if err := a.Release(); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := os.Lstat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("lock file left after release: %v", err)
+	}
 	b, err := Acquire(t.Context(), path, 0)
 	if err != nil {
 		t.Fatalf("after release: %v", err)
 	}
 	b.Release()
+}
+
+// TestManyWaiters: runs that queue for the lock while holders come and go
+// (each removing the file) never hold it at the same time.
+func TestManyWaiters(t *testing.T) {
+	path := filepath.Join(t.TempDir(), Name)
+	var mu sync.Mutex
+	holders, most := 0, 0
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 5 {
+				l, err := Acquire(t.Context(), path, 30*time.Second)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				holders++
+				most = max(most, holders)
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+				mu.Lock()
+				holders--
+				mu.Unlock()
+				if err := l.Release(); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if most != 1 {
+		t.Errorf("%d holders at once", most)
+	}
 }
 
 func TestWaiterGetsTheLockWhenReleased(t *testing.T) {
