@@ -3,7 +3,7 @@
 package hostile
 
 // The cases of issue 12 that need the agent wired to the libraries (see the
-// report of branch hostile: KeepLocal, devnode.CheckTPM, safefile, the
+// docs/issue12-wiring.md: KeepLocal, devnode.CheckTPM, safefile, the
 // corrupt manifest set aside, hard deadlines, the inventory awaited,
 // statelock, RedactURL). They are behind the "wired" tag until that wiring
 // lands, because the agent code is being restructured (issue 15); then the
