@@ -9,7 +9,7 @@ LDFLAGS   := -s -w -X main.version=$(VERSION)
 STATIC    := CGO_ENABLED=0
 GOTEST    ?= $(GO) test -count=1
 
-.PHONY: help build build-emulated test test-unit test-emulated test-fuzz test-boot demo bench lint clean
+.PHONY: help build build-emulated test test-unit test-race test-slow test-emulated test-fuzz test-boot demo bench lint clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -21,10 +21,21 @@ build: ## build bin/agent and bin/regserver (static, no cgo)
 build-emulated: ## build bin/agent-emulated with the in-process emulated TPM (cgo, OpenSSL; slow first time)
 	CGO_ENABLED=1 $(GO) build -trimpath -tags emulatedtpm -ldflags '$(LDFLAGS)' -o $(BIN)/agent-emulated ./cmd/agent
 
-test: lint test-unit test-emulated test-fuzz test-boot ## run every test (the README's test command)
+test: lint test-unit test-race test-emulated test-fuzz test-boot ## run every test (the README's test command)
 
 test-unit: ## go test ./... (default build)
 	$(GOTEST) -timeout 20m ./...
+
+# The packages with goroutines of their own: the run (inventory in the
+# background), retries, both sides of the conversation, the server and its
+# store, the sd_notify watchdog, and the fault tests' parallel runs.
+RACE_PKGS ?= ./agent/... ./protocol/... ./server/... ./systemd/... ./apply/... ./internal/... ./tests/faults/ ./tests/e2e/
+test-race: ## go test -race for the packages with concurrency (needs cgo)
+	CGO_ENABLED=1 $(GOTEST) -race -timeout 20m $(RACE_PKGS)
+
+test-slow: ## go test ./... and the ten slowest tests (wall time each)
+	@mkdir -p $(BIN); $(GOTEST) -json -timeout 20m ./... >$(BIN)/test-slow.json || { grep -h '"Action":"fail"' $(BIN)/test-slow.json | head; exit 1; }
+	@$(GO) run ./tests/slowest <$(BIN)/test-slow.json
 
 test-emulated: ## tests that need the emulated TPM (build tag emulatedtpm, cgo)
 	CGO_ENABLED=1 $(GOTEST) -timeout 20m -tags emulatedtpm ./tpm/... ./server/... ./agent/... ./tests/...
@@ -43,10 +54,17 @@ demo: build ## reference server + agent end to end on loopback (the main job)
 bench: build build-emulated ## benchmarks with budgets: one table of medians, PASS/OVER per line (about a minute)
 	CGO_ENABLED=1 $(GO) run -tags emulatedtpm ./tests/bench -bin $(BIN)
 
-lint: ## gofmt and go vet
+# staticcheck (honnef.co/go/tools) is the field's standard Go linter; the
+# version is pinned here, and `go run pkg@version` keeps it out of go.mod (the
+# agent's module graph) and works offline once the module cache has it.
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+lint: ## gofmt, go vet and staticcheck (pinned)
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags bootsim ./tests/boot/
+	$(STATICCHECK) ./...
+	$(STATICCHECK) -tags bootsim ./tests/boot/
 
 clean: ## remove build output
 	rm -rf $(BIN)

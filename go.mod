@@ -13,6 +13,8 @@ require (
 	github.com/mudler/yip v1.21.0
 	github.com/sirupsen/logrus v1.10.2
 	github.com/twpayne/go-vfs/v4 v4.3.0
+	go.etcd.io/bbolt v1.4.3
+	golang.org/x/net v0.35.0
 	golang.org/x/sys v0.31.0
 	gopkg.in/yaml.v3 v3.0.1
 )
@@ -114,7 +116,6 @@ require (
 	go.opentelemetry.io/otel/metric v1.34.0 // indirect
 	go.opentelemetry.io/otel/trace v1.34.0 // indirect
 	golang.org/x/crypto v0.36.0 // indirect
-	golang.org/x/net v0.35.0 // indirect
 	golang.org/x/sync v0.12.0 // indirect
 	golang.org/x/text v0.23.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20250212204824-5a70512c5d8b // indirect

@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -43,14 +42,6 @@ type Overrides struct {
 	NoToolkit       *bool
 	TPMDevice       *string
 	NetworkConfig   *string
-}
-
-// HostPath joins a host path to the root prefix.
-func HostPath(root, p string) string {
-	if root == "" || root == "/" {
-		return p
-	}
-	return filepath.Join(root, p)
 }
 
 // LoadConfig reads the elemental config file (a missing file is an error, as

@@ -16,11 +16,11 @@ const (
 
 // PhaseError is a failure in one phase of the run.
 type PhaseError struct {
-	Phase string
+	Phase Phase
 	Err   error
 }
 
-func (e *PhaseError) Error() string { return e.Phase + ": " + e.Err.Error() }
+func (e *PhaseError) Error() string { return string(e.Phase) + ": " + e.Err.Error() }
 func (e *PhaseError) Unwrap() error { return e.Err }
 
 // ConfigError is a failure only a change of configuration (local or on the

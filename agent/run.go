@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -17,36 +14,28 @@ import (
 	"github.com/nodereg/nodereg/agent/inventory"
 	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/hostpath"
+	"github.com/nodereg/nodereg/internal/logx"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/tpm"
-)
-
-// Phase names: in every log line and in the systemd STATUS.
-const (
-	PhaseConfig   = "config"
-	PhaseState    = "state"
-	PhaseIdentity = "identity"
-	PhaseInv      = "inventory"
-	PhaseRegister = "register"
-	PhaseNetwork  = "network-config"
-	PhaseRender   = "render"
-	PhasePersist  = "persist"
-	PhaseApply    = "apply"
-	PhaseFinish   = "finish"
 )
 
 // Notifier receives progress for the service manager (package systemd).
 type Notifier interface {
 	Status(phase, detail string)
-	Extend(d time.Duration)
+	// RetryHook is a retry.Policy.OnWait that extends the start timeout
+	// by each wait plus margin and says in STATUS why it waits.
+	RetryHook(phase string, margin time.Duration) func(attempt int, d time.Duration, err error)
 	Ready()
 }
 
 type nopNotifier struct{}
 
 func (nopNotifier) Status(string, string) {}
-func (nopNotifier) Extend(time.Duration)  {}
-func (nopNotifier) Ready()                {}
+func (nopNotifier) RetryHook(string, time.Duration) func(int, time.Duration, error) {
+	return func(int, time.Duration, error) {}
+}
+func (nopNotifier) Ready() {}
 
 // Options are everything a run needs; cmd/agent fills them from flags.
 type Options struct {
@@ -77,34 +66,28 @@ type Options struct {
 	Runner          apply.Runner
 }
 
-// phase is one step of a run, named in logs and in the systemd STATUS.
-type phase struct {
-	name string
-	fn   func(context.Context) error
-}
-
+// run is what spans the whole run; what one phase hands the next (the
+// reply, the network config, the plan) is passed and returned instead.
 type run struct {
-	o        Options
-	log      *logrus.Entry
-	notify   Notifier
-	cfg      *protocol.Config
-	state    *State
-	tpm      *tpm.TPM
-	auth     protocol.Authenticator
-	inv      *inventory.Inventory
-	invDone  chan struct{}
-	invOnce  sync.Once
-	reply    *protocol.Reply
-	network  *protocol.NetworkConfig
-	rendered *apply.Rendered
-	plan     *apply.Plan
-	result   Result
+	o      Options
+	log    *logrus.Entry
+	notify Notifier
+	cfg    *protocol.Config
+	state  *State
+	tpm    *tpm.TPM
+	auth   protocol.Authenticator
+	inv    *pendingInventory
 	// labels and annotations (but registration-ip) are what this run
 	// sends; read once.
 	labels      map[string]string
 	annotations map[string]string
-	// waiting: the run is asking again for addresses still pending.
-	waiting bool
+	result      Result
+	// files and runner are the run's side effects on the host: real, or
+	// printing ones in a dry run.
+	files  apply.Files
+	runner apply.Runner
+	// applyPlan is PhaseApply's work: applyLive, or printPlan in a dry run.
+	applyPlan func(context.Context, *fetched, *apply.Plan) error
 }
 
 // Result is what a run did, for the caller's summary and for tests.
@@ -126,39 +109,54 @@ type Result struct {
 	TPM     tpm.Counts
 }
 
-// Run is one boot run: register or update, get the network config, render
-// it, persist and apply it, save the state.
+// Run is one run through Phases(o.Mode): register or update, get the
+// network config, plan it, then apply it (boot) or hand it to the toolkit
+// (install, reset), and save the state.
 func Run(ctx context.Context, o Options) (*Result, error) {
 	r := newRun(o)
 	defer r.close()
-	last := phase{PhasePersist, r.persist}
-	if o.Mode != ModeBoot {
-		last = phase{PhaseHandOver, r.handOver}
+	err := r.phases(ctx)
+	if o.DryRun {
+		fmt.Fprintln(r.o.Out, "# dry run: nothing written, nothing applied")
 	}
-	phases := []phase{
-		{PhaseConfig, r.loadConfig},
-		{PhaseState, r.loadState},
-		{PhaseIdentity, r.identity},
-		{PhaseRegister, r.register},
-		{PhaseNetwork, r.networkConfig},
-		{PhaseRender, r.render},
-		last,
-		{PhaseFinish, r.finish},
-	}
-	for _, p := range phases {
-		if err := r.phase(ctx, p.name, p.fn); err != nil {
-			return &r.result, err
+	return &r.result, err
+}
+
+// phases is Phases(r.o.Mode) with what each phase needs and produces.
+func (r *run) phases(ctx context.Context) error {
+	for _, p := range []struct {
+		phase Phase
+		fn    func(context.Context) error
+	}{{PhaseConfig, r.loadConfig}, {PhaseState, r.loadState}, {PhaseIdentity, r.identity}} {
+		if err := r.do(ctx, p.phase, p.fn); err != nil {
+			return err
 		}
 	}
-	return &r.result, nil
+	reply, err := step(ctx, r, PhaseRegister, r.register)
+	if err != nil {
+		return err
+	}
+	net, err := step(ctx, r, PhaseFetchNetwork, func(ctx context.Context) (*fetched, error) { return r.fetchNetwork(ctx, reply) })
+	if err != nil {
+		return err
+	}
+	plan, err := step(ctx, r, PhasePlan, func(ctx context.Context) (*apply.Plan, error) { return r.plan(ctx, net) })
+	if err != nil {
+		return err
+	}
+	if r.o.Mode == ModeBoot {
+		err = r.do(ctx, PhaseApply, func(ctx context.Context) error { return r.applyPlan(ctx, net, plan) })
+	} else {
+		err = r.do(ctx, PhaseHandOver, func(ctx context.Context) error { return r.handOver(ctx, net, plan) })
+	}
+	if err != nil {
+		return err
+	}
+	return r.do(ctx, PhaseFinish, r.finish)
 }
 
 func newRun(o Options) *run {
-	if o.Log == nil {
-		l := logrus.New()
-		l.Out = io.Discard
-		o.Log = logrus.NewEntry(l)
-	}
+	o.Log = logx.OrDiscard(o.Log)
 	if o.Notifier == nil {
 		o.Notifier = nopNotifier{}
 	}
@@ -177,7 +175,21 @@ func newRun(o Options) *run {
 	if o.LabelsFile == "" {
 		o.LabelsFile = DefaultLabelsFile
 	}
-	return &run{o: o, log: o.Log, notify: o.Notifier}
+	if o.Runner == nil {
+		o.Runner = apply.ExecRunner{}
+	}
+	r := &run{o: o, log: o.Log, notify: o.Notifier, files: apply.HostFiles{}, runner: o.Runner}
+	r.applyPlan = r.applyLive
+	if o.DryRun {
+		// A dry run is the same run with printing edges: files and
+		// commands that change the host are printed, read-only commands
+		// run, systemd is not told, and the plan is printed, not applied.
+		r.files = apply.PrintFiles{W: o.Out}
+		r.runner = apply.PrintRunner{W: o.Out, Real: o.Runner}
+		r.notify = nopNotifier{}
+		r.applyPlan = r.printPlan
+	}
+	return r
 }
 
 func (r *run) close() {
@@ -190,27 +202,7 @@ func (r *run) close() {
 	}
 }
 
-// phase runs one phase with its start and end lines and STATUS.
-func (r *run) phase(ctx context.Context, name string, fn func(context.Context) error) error {
-	log := r.log.WithField("phase", name)
-	log.Info("[started]")
-	r.notify.Status(name, "started")
-	start := time.Now()
-	err := fn(ctx)
-	d := time.Since(start).Round(time.Microsecond)
-	if err != nil {
-		log.WithField("duration", d).WithError(err).Error("[failed]")
-		r.notify.Status(name, "failed: "+err.Error())
-		return &PhaseError{Phase: name, Err: err}
-	}
-	log.WithField("duration", d).Info("[finished]")
-	if r.state != nil {
-		r.state.LastPhase = name
-	}
-	return nil
-}
-
-func (r *run) path(p string) string { return HostPath(r.o.Root, p) }
+func (r *run) path(p string) string { return hostpath.Join(r.o.Root, p) }
 
 func (r *run) loadConfig(ctx context.Context) error {
 	cfg, err := LoadConfig(r.path(r.o.ConfigPath), r.o.Overrides)
@@ -231,19 +223,14 @@ func (r *run) loadConfig(ctx context.Context) error {
 		r.log.WithField("url", reg.URL).Warn("registration URL is plain http: the conversation is neither encrypted nor authenticated")
 	}
 	// The inventory needs nothing from the server: collect it while the
-	// TPM and the connection are being set up.
-	r.invDone = make(chan struct{})
-	go func() {
-		defer close(r.invDone)
-		// The wait for it happens inside a connection's session, so it gets
-		// half a session at most; a slow module is left out, not waited for.
-		inv, err := inventory.Collect(ctx, inventory.Options{Root: r.o.Root, NoSMBIOS: reg.NoSMBIOS, Deadline: protocol.DefaultSessionDeadline / 2, Log: r.log.WithField("phase", PhaseInv)})
-		if err != nil {
-			r.log.WithError(err).Warn("hardware inventory unavailable: registering without it")
-			inv = &inventory.Inventory{}
-		}
-		r.inv = inv
-	}()
+	// TPM and the connection are being set up; PhaseRegister sends it.
+	r.inv = collectInventory(ctx, inventory.Options{
+		Root: r.o.Root, NoSMBIOS: reg.NoSMBIOS,
+		// The wait for it happens inside a connection's session, so it
+		// gets half a session at most; a slow module is left out.
+		Deadline: protocol.DefaultSessionDeadline / 2,
+		Log:      r.log.WithField("phase", PhaseRegister).WithField("step", "inventory"),
+	})
 	return nil
 }
 
@@ -254,6 +241,11 @@ func (r *run) loadState(ctx context.Context) error {
 	}
 	if note != "" {
 		r.log.Warn(note)
+	}
+	if st.LastPhase != "" && st.LastPhase != PhaseFinish {
+		// Saved at the hand-over: this is the first run after an install
+		// or a reset, or the toolkit did not come back.
+		r.log.WithField("phase", PhaseState).WithField("last-phase", st.LastPhase).Info("the previous run ended at its hand-over to the toolkit")
 	}
 	if r.o.Mode != ModeBoot {
 		// Install and reset register as new (upstream starts from an empty
@@ -326,401 +318,14 @@ func (r *run) openTPM() error {
 	return nil
 }
 
-// awaitInventory waits for the collection started in the config phase.
-// It is called once the connection is up, so collection overlaps the TPM
-// work and the dial.
-func (r *run) awaitInventory(ctx context.Context) error {
-	select {
-	case <-r.invDone:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	r.invOnce.Do(func() {
-		if len(r.inv.Degraded) > 0 {
-			r.log.WithField("phase", PhaseInv).WithField("families", strings.Join(r.inv.Degraded, ",")).Warn("inventory is partial")
-		}
-	})
-	return nil
-}
-
-func (r *run) dialOptions() protocol.DialOptions {
-	reg := r.cfg.Elemental.Registration
-	// The upgrade gets no more time than a whole session: a server that
-	// accepts TCP and never answers must not hold the run for gorilla's
-	// default 45 s.
-	session := r.o.SessionDeadline
-	if session == 0 {
-		session = protocol.DefaultSessionDeadline
-	}
-	return protocol.DialOptions{URL: reg.URL, CACert: reg.CACert, SessionDeadline: session, HandshakeTimeout: session}
-}
-
-func (r *run) policy(deadline time.Duration, phase string) retry.Policy {
-	return retry.Policy{
-		Deadline: deadline,
-		Clock:    r.o.Clock,
-		Max:      30 * time.Second,
-		OnWait: func(attempt int, d time.Duration, err error) {
-			r.log.WithField("phase", phase).WithField("attempt", attempt).WithError(err).Warnf("retrying in %s", d.Round(time.Millisecond))
-			r.notify.Status(phase, fmt.Sprintf("waiting %s after attempt %d: %v", d.Round(time.Second), attempt, err))
-			// Keep systemd from timing the start out while we wait on
-			// purpose; the margin covers the next attempt.
-			r.notify.Extend(d + protocol.DefaultSessionDeadline + 5*time.Second)
-		},
-	}
-}
-
-// bound cuts an attempt still running past the retry deadline after at most
-// one more session.
-func (r *run) bound(ctx context.Context, deadline time.Duration) (context.Context, context.CancelFunc) {
-	if deadline <= 0 {
-		return context.WithCancel(ctx)
-	}
-	return context.WithTimeout(ctx, deadline+r.dialOptions().SessionDeadline)
-}
-
-// register runs the registration conversation with retries.
-func (r *run) register(ctx context.Context) error {
-	ctx, cancel := r.bound(ctx, r.o.Deadline)
-	defer cancel()
-	return r.policy(r.o.Deadline, PhaseRegister).Do(ctx, "registration", func(ctx context.Context, attempt int) error {
-		reply, err := r.registerOnce(ctx)
-		if err != nil {
-			return classifyRegister(err)
-		}
-		r.reply = reply
-		return nil
-	})
-}
-
-func (r *run) registerOnce(ctx context.Context) (*protocol.Reply, error) {
-	reg := r.cfg.Elemental.Registration
-	cc, err := protocol.Dial(ctx, r.dialOptions(), r.auth)
-	if err != nil {
-		return nil, err
-	}
-	defer cc.Close()
-	if err := r.awaitInventory(ctx); err != nil {
-		return nil, err
-	}
-	r.result.Updated = r.state.Registered()
-	annotations := maps.Clone(r.annotations)
-	if ip := cc.RegistrationIP(); ip != "" {
-		annotations["registration-ip"] = ip
-	}
-	r.reportBack(annotations)
-	payloads := &protocol.Payloads{
-		Update:           r.state.Registered(),
-		NoSMBIOS:         reg.NoSMBIOS,
-		SMBIOS:           r.inv.SMBIOS,
-		SystemDataV2:     r.inv.SystemDataV2,
-		LegacySystemData: r.inv.LegacySystemData,
-		Annotations:      annotations,
-		Labels:           r.labels,
-	}
-	if payloads.SMBIOS == nil {
-		payloads.SMBIOS = map[string]any{}
-	}
-	if payloads.SystemDataV2 == nil {
-		payloads.SystemDataV2 = map[string]any{}
-	}
-	// Decode onto a copy: a failed attempt must not half-change the config.
-	cfg := *r.cfg
-	reply, err := cc.Register(ctx, payloads, &cfg)
-	if err != nil {
-		return nil, err
-	}
-	r.cfg = &cfg
-	if r.state.InitialRegistration.IsZero() {
-		r.state.InitialRegistration = time.Now().UTC()
-	}
-	return reply, nil
-}
-
-// classifyRegister marks failures no retry can fix as terminal.
-func classifyRegister(err error) error {
-	var ce *ConfigError
-	if errors.As(err, &ce) {
-		return retry.Terminal(err)
-	}
-	var er *protocol.ErrorReply
-	if errors.As(err, &er) && strings.Contains(er.Message, "MachineInventory not found") {
-		return retry.Terminal(&ConfigError{Err: fmt.Errorf("the server has no inventory for this machine any more: re-provisioning needed (run `agent --reset` from recovery): %w", err)})
-	}
-	if errors.Is(err, protocol.ErrUpdateUnsupported) {
-		return retry.Terminal(&ConfigError{Err: err})
-	}
-	// Any other MsgError is the server refusing on purpose (inventory
-	// creation failed, template error): asking again gives the same
-	// answer, so an operator must act. Pending addresses are not refused
-	// this way: they come as a missing or unresolved network config.
-	if errors.As(err, &er) && er.Reason != protocol.ReasonWaitingForIPAddress {
-		return retry.Terminal(&ConfigError{Err: fmt.Errorf("the server refused the registration: %w", err)})
-	}
-	return err
-}
-
-// networkConfig gets a network config that carries real addresses: from the
-// registration reply, or by asking explicitly when the server announced it
-// or the admin configured it (DESIGN.md "Asking for the network config").
-func (r *run) networkConfig(ctx context.Context) error {
-	mode := r.cfg.Elemental.Registration.NetworkConfig
-	explicit := mode == networkModeExplicit || (mode == networkModeAuto && r.reply.ExplicitNetworkConfig)
-	// A server that announced the explicit exchange only embeds a config
-	// whose claims all hold addresses: an unresolved placeholder is then a
-	// template error, not a pending claim.
-	authoritative := r.reply.ExplicitNetworkConfig
-	if !explicit && !r.reply.Network.IsReal() {
-		r.log.WithField("phase", PhaseNetwork).Info("no network config for this machine (configurator none)")
-		return nil
-	}
-	first := r.reply.Network
-	defer func() { r.waiting = false }()
-	ctx, cancel := r.bound(ctx, r.o.NetworkTimeout)
-	defer cancel()
-	return r.policy(r.o.NetworkTimeout, PhaseNetwork).Do(ctx, "network config", func(ctx context.Context, attempt int) error {
-		nc := first
-		first = nil
-		r.waiting = attempt > 1
-		var err error
-		switch {
-		case nc != nil:
-		case explicit:
-			nc, err = r.explicitOnce(ctx)
-		default:
-			// Upstream servers: registering again is the only way to ask.
-			var reply *protocol.Reply
-			if reply, err = r.registerOnce(ctx); err == nil {
-				nc = reply.Network
-			}
-			if err != nil {
-				err = classifyRegister(err)
-			}
-		}
-		if err != nil {
-			return classifyNetwork(err)
-		}
-		if !nc.IsReal() {
-			r.network = nc
-			return nil
-		}
-		rendered, err := apply.Render(nc)
-		var ue *apply.UnresolvedError
-		var fe *apply.FieldError
-		switch {
-		case errors.As(err, &ue) && (authoritative || explicit):
-			return retry.Terminal(&ConfigError{Err: fmt.Errorf("the server's network template uses a placeholder no address pool provides: %w", err)})
-		case errors.As(err, &ue):
-			return fmt.Errorf("addresses not ready yet: %w", err)
-		case errors.As(err, &fe):
-			return retry.Terminal(&ConfigError{Err: err})
-		case err != nil:
-			return retry.Terminal(&ConfigError{Err: err})
-		}
-		r.network, r.rendered = nc, rendered
-		r.result.Configurator, r.result.Addresses = rendered.Configurator, nc.IPAddresses
-		return nil
-	})
-}
-
-func (r *run) explicitOnce(ctx context.Context) (*protocol.NetworkConfig, error) {
-	cc, err := protocol.Dial(ctx, r.dialOptions(), r.auth)
-	if err != nil {
-		return nil, err
-	}
-	defer cc.Close()
-	return cc.ExplicitNetworkConfig(ctx)
-}
-
-// classifyNetwork: pending addresses are retried (honouring the server's
-// retry-after); an exhausted pool or a failed claim ends the run with the
-// server's reason, retryable later by systemd (exit 75).
-func classifyNetwork(err error) error {
-	var er *protocol.ErrorReply
-	if errors.As(err, &er) {
-		switch er.Reason {
-		case protocol.ReasonPoolExhausted, protocol.ReasonAllocationFailed:
-			return retry.Terminal(err)
-		}
-	}
-	return err
-}
-
-func (r *run) applier() *apply.Applier {
-	a := &apply.Applier{
-		Root:   r.o.Root,
-		Runner: r.o.Runner,
-		Tools:  apply.ToolsFromEnv(os.Getenv),
-		Log:    r.log.WithField("phase", PhaseApply),
-	}
-	if a.Runner == nil {
-		a.Runner = apply.ExecRunner{}
-	}
-	if r.o.DryRun {
-		a.DryRun = r.o.Out
-	}
-	return a
-}
-
-// render turns the rendered config into a plan: keyfiles (nmstatectl gc for
-// nmstate), the yip applicator, the commands. Dry runs print it.
-func (r *run) render(ctx context.Context) error {
-	if r.rendered == nil {
-		return nil
-	}
-	r.result.Digest = r.rendered.Digest()
-	if !r.o.DryRun && r.result.Digest == r.state.NetworkDigest && r.applicatorPresent() {
-		r.log.WithField("phase", PhaseRender).WithField("digest", r.result.Digest).Info("network config unchanged since the last run: nothing to render or apply")
-		return nil
-	}
-	plan, err := r.applier().Plan(ctx, r.rendered)
-	var tm *apply.ToolMissingError
-	switch {
-	case errors.As(err, &tm) && r.o.DryRun:
-		// A dry run on an admin's workstation still shows what it can.
-		printRendered(r.o.Out, r.network, r.rendered)
-		fmt.Fprintf(r.o.Out, "# keyfiles and applicator not shown: %v\n", err)
-		return nil
-	case errors.As(err, &tm):
-		return &ConfigError{Err: err}
-	case err != nil:
-		var fe *apply.FieldError
-		if errors.As(err, &fe) {
-			return &ConfigError{Err: err}
-		}
-		return err
-	}
-	r.plan = plan
-	if r.o.DryRun {
-		for _, name := range sortedKeys(r.network.IPAddresses) {
-			fmt.Fprintf(r.o.Out, "# address %s = %s\n", name, r.network.IPAddresses[name])
-		}
-		plan.Print(r.o.Out)
-	}
-	return nil
-}
-
-// persist writes and applies the plan when it differs from what the last
-// run applied: an unchanged config costs nothing at boot.
-func (r *run) persist(ctx context.Context) error {
-	if r.plan == nil || r.o.DryRun {
-		return nil
-	}
-	if err := r.applier().ApplyLive(ctx, r.plan, r.serverReachable); err != nil {
-		return err
-	}
-	r.state.NetworkDigest = r.plan.Digest()
-	r.state.NetworkState = netStateApplied
-	r.state.NetworkAddresses = formatAddresses(apply.InterfaceAddresses(r.rendered))
-	r.result.Applied = true
-	return nil
-}
-
-// reportBack tells the server what this node did with its network config
-// (ironcore's "node reports its NIC addresses" idea), as annotations that
-// upstream servers store like any other: the state (pending, ready,
-// applied) and the addresses per interface.
-func (r *run) reportBack(a map[string]string) {
-	st := r.state.NetworkState
-	if r.waiting {
-		st = netStatePending
-	}
-	if st != "" {
-		a["network-config.state"] = st
-	}
-	if r.state.NetworkAddresses != "" {
-		a["network-config.addresses"] = r.state.NetworkAddresses
-	}
-}
-
-// applicatorPresent guards the unchanged-digest shortcut: if someone removed
-// the applicator the config is written again.
-func (r *run) applicatorPresent() bool {
-	if r.rendered.Configurator == protocol.ConfiguratorNone {
-		return true
-	}
-	_, err := os.Stat(r.path(apply.DefaultPaths().Applicator))
-	return err == nil
-}
-
-// serverReachable is the check between a live apply and its commit: the
-// registration server must still answer over the new network. A plain GET
-// of the registration URL is answered by every elemental-operator without
-// authentication (PROTOCOL.md 2.3).
-func (r *run) serverReachable(ctx context.Context) error {
-	// A server restarting at this very moment must not roll back a good
-	// network: ask a few times, well inside the checkpoint's timeout.
-	p := retry.Policy{Initial: time.Second, Max: 4 * time.Second, Deadline: reachabilityWindow, Clock: r.o.Clock}
-	return p.Do(ctx, "reachability check", func(ctx context.Context, _ int) error { return r.reachableOnce(ctx) })
-}
-
-// reachabilityWindow is how long the check after a live apply may take;
-// nmstate's checkpoint (60 s by default) rolls back on its own after that.
-const reachabilityWindow = 15 * time.Second
-
-func (r *run) reachableOnce(ctx context.Context) error {
-	reg := r.cfg.Elemental.Registration
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	client := &http.Client{}
-	if strings.HasPrefix(reg.URL, "https://") {
-		tc, err := protocol.TLSConfig(reg.CACert, false)
-		if err != nil {
-			return err
-		}
-		client.Transport = &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment}
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, reg.URL, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("registration server unreachable after applying the network config: %w", err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode >= 500 {
-		return fmt.Errorf("registration server answers %s after applying the network config", resp.Status)
-	}
-	return nil
-}
-
 func (r *run) finish(ctx context.Context) error {
 	if r.tpm != nil {
 		r.state.SetAKBlob(r.tpm.AKBlob())
 	}
-	if r.o.DryRun {
-		fmt.Fprintln(r.o.Out, "# dry run: nothing written, nothing applied")
-		return nil
-	}
 	r.state.LastPhase = PhaseFinish
-	if err := r.state.Save(r.path(r.o.StatePath)); err != nil {
+	if err := r.state.Save(r.files, r.path(r.o.StatePath)); err != nil {
 		return err
 	}
 	r.notify.Ready()
 	return nil
-}
-
-func printRendered(w io.Writer, nc *protocol.NetworkConfig, rd *apply.Rendered) {
-	fmt.Fprintf(w, "# network config: configurator %s\n", rd.Configurator)
-	for _, name := range sortedKeys(nc.IPAddresses) {
-		fmt.Fprintf(w, "# address %s = %s\n", name, nc.IPAddresses[name])
-	}
-	fmt.Fprintf(w, "--- digested config\n%s", rd.Digested)
-	for _, k := range rd.Keyfiles {
-		fmt.Fprintf(w, "--- keyfile %s\n%s", k.Name, k.Content)
-	}
-}
-
-// PrintRender renders nc offline and prints what a dry run would print:
-// the digested config, the keyfiles, the yip applicator and the commands.
-func PrintRender(ctx context.Context, w io.Writer, nc *protocol.NetworkConfig) error {
-	rd, err := apply.Render(nc)
-	if err != nil {
-		return err
-	}
-	r := newRun(Options{DryRun: true, Out: w})
-	r.network, r.rendered = nc, rd
-	r.state = &State{}
-	return r.render(ctx)
 }

@@ -12,7 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/nodereg/nodereg/internal/atomicfile"
+	"github.com/nodereg/nodereg/apply"
 )
 
 // State is the state file: elemental-register's keys (PROTOCOL.md 8.4), so
@@ -34,8 +34,10 @@ type State struct {
 	// its network config.
 	NetworkState     string `yaml:"nodereg-network-state,omitempty"`
 	NetworkAddresses string `yaml:"nodereg-network-addresses,omitempty"`
-	// LastPhase is the last phase the previous run completed.
-	LastPhase string `yaml:"nodereg-last-phase,omitempty"`
+	// LastPhase is where the previous run saved this file: PhaseFinish,
+	// or PhaseHandOver when it handed over to the toolkit (install,
+	// reset), which the first run after it logs.
+	LastPhase Phase `yaml:"nodereg-last-phase,omitempty"`
 
 	// loaded is the file as read: an unchanged state is not written
 	// again (two fsyncs saved on every warm boot).
@@ -85,9 +87,10 @@ func LoadState(path string) (st *State, note string, err error) {
 	return st, "", nil
 }
 
-// Save writes the state atomically, creating its directory with 0700 as
-// upstream does.
-func (s *State) Save(path string) error {
+// Save writes the state through files (atomically on the host), creating
+// its directory with 0700 as upstream does; an unchanged state is not
+// written again.
+func (s *State) Save(files apply.Files, path string) error {
 	b, err := yaml.Marshal(s)
 	if err != nil {
 		return fmt.Errorf("encoding state: %w", err)
@@ -95,10 +98,10 @@ func (s *State) Save(path string) error {
 	if bytes.Equal(b, s.loaded) {
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if err := files.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("creating state directory: %w", err)
 	}
-	if err := atomicfile.Write(path, b, 0o600); err != nil {
+	if err := files.WriteFile(path, b, 0o600); err != nil {
 		return err
 	}
 	s.loaded = b

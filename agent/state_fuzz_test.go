@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nodereg/nodereg/apply"
 )
 
 // FuzzLoadState: whatever is on disk (a half-written file from another
@@ -49,7 +51,7 @@ func FuzzLoadState(f *testing.F) {
 			}
 			return
 		}
-		if err := st.Save(path); err != nil {
+		if err := st.Save(apply.HostFiles{}, path); err != nil {
 			t.Fatalf("saving a state we read: %v", err)
 		}
 		again, note, err := LoadState(path)

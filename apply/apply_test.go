@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/nodereg/nodereg/internal/testutil"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,7 +54,7 @@ func TestPlanNmstate(t *testing.T) {
 	if got := stub.subcommands(t); !reflect.DeepEqual(got, []string{"gc"}) {
 		t.Fatalf("planning ran %v, want only gc", got)
 	}
-	if c := stub.calls(t)[0]; c.Stdin != string(r.Digested) || !reflect.DeepEqual(c.Args, []string{"gc", "-"}) {
+	if c := stub.Calls(t)[0]; c.Stdin != string(r.Digested) || !reflect.DeepEqual(c.Args, []string{"gc", "-"}) {
 		t.Errorf("gc call %+v did not get the digested state", c)
 	}
 	want := gcKeyfiles(t, r.Digested)
@@ -160,7 +161,7 @@ func TestApplyLiveNmstateCommits(t *testing.T) {
 			t.Errorf("reachability check without a deadline")
 		}
 		// The checkpoint exists while the check runs.
-		if _, err := os.Stat(stub.state); err != nil {
+		if _, err := os.Stat(stub.State); err != nil {
 			t.Errorf("no pending checkpoint during the check: %v", err)
 		}
 		return nil
@@ -171,7 +172,7 @@ func TestApplyLiveNmstateCommits(t *testing.T) {
 	if checked != 1 {
 		t.Errorf("reachable called %d times", checked)
 	}
-	calls := stub.calls(t)
+	calls := stub.Calls(t)
 	subs := stub.subcommands(t)
 	if !reflect.DeepEqual(subs, []string{"gc", "apply", "commit"}) {
 		t.Fatalf("calls %v, want gc apply commit", subs)
@@ -211,7 +212,7 @@ func TestApplyLiveNmstateRollsBack(t *testing.T) {
 			if err := prev.ApplyLive(context.Background(), mustPlan(t, prev, renderVector(t, "192.168.122.150")), nil); err != nil {
 				t.Fatal(err)
 			}
-			before := treeHash(t, root)
+			before := testutil.Tree(t, root)
 			prevApplicator := readFile(t, root, applicatorPath)
 
 			stub2 := newStub(t)
@@ -244,7 +245,7 @@ func TestApplyLiveNmstateRollsBack(t *testing.T) {
 			if got := readFile(t, root, applicatorPath); got != prevApplicator {
 				t.Errorf("previous applicator not kept byte for byte")
 			}
-			if d := diffTrees(before, treeHash(t, root)); d != "" {
+			if d := testutil.TreeDiff(before, testutil.Tree(t, root)); d != "" {
 				t.Errorf("root changed by a rolled-back apply:\n%s", d)
 			}
 		})
@@ -268,7 +269,7 @@ func TestToolMissingFailsFirst(t *testing.T) {
 		t.Run(tc.tool, func(t *testing.T) {
 			root := t.TempDir()
 			writeFile(t, root, "oem/90_custom.yaml", "x\n", 0o644)
-			before := treeHash(t, root)
+			before := testutil.Tree(t, root)
 			_, err := tc.a(root).Plan(context.Background(), tc.r)
 			var tm *ToolMissingError
 			if !errors.As(err, &tm) || tm.Tool != tc.tool || !strings.Contains(err.Error(), tc.tool) {
@@ -277,7 +278,7 @@ func TestToolMissingFailsFirst(t *testing.T) {
 			if !errors.Is(err, exec.ErrNotFound) && !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("cause not kept: %v", err)
 			}
-			if d := diffTrees(before, treeHash(t, root)); d != "" {
+			if d := testutil.TreeDiff(before, testutil.Tree(t, root)); d != "" {
 				t.Errorf("root changed:\n%s", d)
 			}
 		})
@@ -310,7 +311,7 @@ func TestHostileConfigsWriteNothing(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			root := t.TempDir()
 			writeFile(t, root, "oem/90_custom.yaml", "x\n", 0o644)
-			before := treeHash(t, root)
+			before := testutil.Tree(t, root)
 			stub := newStub(t)
 			a := stub.applier(root)
 			err := func() error {
@@ -328,10 +329,10 @@ func TestHostileConfigsWriteNothing(t *testing.T) {
 			if !errors.As(err, &fe) || !strings.HasPrefix(fe.Path, "config.") && !strings.HasPrefix(fe.Path, "ipAddresses.") {
 				t.Fatalf("want FieldError naming a field, got %v", err)
 			}
-			if d := diffTrees(before, treeHash(t, root)); d != "" {
+			if d := testutil.TreeDiff(before, testutil.Tree(t, root)); d != "" {
 				t.Errorf("root changed:\n%s", d)
 			}
-			if calls := stub.calls(t); len(calls) != 0 {
+			if calls := stub.Calls(t); len(calls) != 0 {
 				t.Errorf("tool ran: %v", calls)
 			}
 		})
@@ -376,7 +377,7 @@ func TestResetNetworkRemovesOnlyOwned(t *testing.T) {
 	}
 	writeFile(t, root, keyfileDirRel+"/eth0.nmconnection", string(p.Keyfiles[0].Content), 0o600)
 	foreign := map[string]string{}
-	for k, v := range treeHash(t, root) {
+	for k, v := range testutil.Tree(t, root) {
 		if strings.Contains(k, "foreign") || strings.HasSuffix(k, "90_custom.yaml") || strings.HasSuffix(k, "notes.txt") {
 			foreign[k] = v
 		}
@@ -387,7 +388,7 @@ func TestResetNetworkRemovesOnlyOwned(t *testing.T) {
 	if err := a.ResetNetwork(context.Background()); err != nil {
 		t.Fatalf("ResetNetwork: %v", err)
 	}
-	after := treeHash(t, root)
+	after := testutil.Tree(t, root)
 	for k, v := range foreign {
 		if after[k] != v {
 			t.Errorf("foreign %s changed: %q -> %q", k, v, after[k])
@@ -413,7 +414,7 @@ func TestResetNetworkIgnoresForeignManifestEntries(t *testing.T) {
 	writeFile(t, root, "etc/passwd", "root:x:0:0\n", 0o644)
 	writeFile(t, root, "oem/nodereg/network-manifest.json",
 		`{"version":1,"files":[{"path":"/etc/passwd","kind":"keyfile"},{"path":"/etc/NetworkManager/system-connections/../../passwd","kind":"keyfile"}]}`, 0o600)
-	a := &Applier{Root: root, DryRun: nil, Tools: Tools{Nmcli: "/nonexistent/nmcli"}}
+	a := &Applier{Root: root, Tools: Tools{Nmcli: "/nonexistent/nmcli"}}
 	err := a.ResetNetwork(context.Background())
 	var tm *ToolMissingError
 	if !errors.As(err, &tm) {
@@ -433,14 +434,14 @@ func TestApplyLiveKeyfilesRollsBack(t *testing.T) {
 	const prevKeyfile = "[connection]\nid=eth0\ntype=ethernet\ninterface-name=eth0\n\n[ipv4]\nmethod=auto\n"
 	writeFile(t, root, keyfileDirRel+"/eth0.nmconnection", prevKeyfile, 0o600)
 	writeFile(t, root, applicatorPath, "name: previous\n", 0o600)
-	before := treeHash(t, root)
+	before := testutil.Tree(t, root)
 	a := &Applier{Root: root, Env: lab.env}
 	p := mustPlan(t, a, renderNmconnections(t, "10.0.0.2"))
 	err := a.ApplyLive(context.Background(), p, nil)
 	if !errors.Is(err, ErrRolledBack) || !strings.Contains(err.Error(), "connection up") {
 		t.Fatalf("want a rolled-back connection up failure, got %v", err)
 	}
-	if d := diffTrees(before, treeHash(t, root)); d != "" {
+	if d := testutil.TreeDiff(before, testutil.Tree(t, root)); d != "" {
 		t.Errorf("root not restored:\n%s", d)
 	}
 	if got := lab.profiles(t); !reflect.DeepEqual(got, []string{"eth0"}) {
@@ -458,21 +459,23 @@ func TestDryRunWritesNothing(t *testing.T) {
 	}
 	writeFile(t, root, keyfileDirRel+"/foreign.nmconnection", "[connection]\nid=f\n", 0o600)
 	writeFile(t, root, "oem/90_custom.yaml", "x\n", 0o644)
-	before := treeHash(t, root)
+	before := testutil.Tree(t, root)
 
 	for _, r := range []*Rendered{renderVector(t, "192.168.122.170"), renderNmconnections(t, "10.0.0.9")} {
 		var out bytes.Buffer
 		stub := newStub(t)
 		a := stub.applier(root)
-		a.DryRun = &out
-		a.Tools.Nmcli = "/bin/true" // never run in dry-run; must only resolve
+		// The dry run's edges: printed files and commands; only the
+		// read-only ones run.
+		a.Files = PrintFiles{W: &out}
+		a.Runner = PrintRunner{W: &out, Real: a.runner()}
+		a.Tools.Nmcli = "/bin/false" // nothing may run it but a read-only query
 		p := mustPlan(t, a, r)
 		p.Print(&out)
-		if err := a.ApplyLive(context.Background(), p, func(context.Context) error {
-			t.Error("dry-run checked reachability")
-			return nil
-		}); err != nil {
-			t.Fatalf("dry-run ApplyLive: %v", err)
+		if r.Configurator == "nmstate" {
+			if err := a.ApplyLive(context.Background(), p, nil); err != nil {
+				t.Fatalf("dry-run ApplyLive: %v", err)
+			}
 		}
 		if err := a.Persist(p); err != nil {
 			t.Fatal(err)
@@ -495,7 +498,7 @@ func TestDryRunWritesNothing(t *testing.T) {
 			}
 		}
 	}
-	if d := diffTrees(before, treeHash(t, root)); d != "" {
+	if d := testutil.TreeDiff(before, testutil.Tree(t, root)); d != "" {
 		t.Errorf("dry-run changed the root:\n%s", d)
 	}
 }
@@ -556,9 +559,9 @@ func TestExecRunner(t *testing.T) {
 }
 
 func TestToolsFromEnv(t *testing.T) {
-	env := map[string]string{EnvNmstatectl: "/opt/nmstatectl", EnvSystemctl: "/bin/sc", EnvElemental: "/usr/bin/elemental-test"}
+	env := map[string]string{EnvNmstatectl: "/opt/nmstatectl", EnvElemental: "/usr/bin/elemental-test", "NODEREG_SYSTEMCTL": "/bin/sc"}
 	got := ToolsFromEnv(func(k string) string { return env[k] })
-	want := Tools{Nmstatectl: "/opt/nmstatectl", Nmcli: "nmcli", Nmc: "nmc", Systemctl: "/bin/sc", Elemental: "/usr/bin/elemental-test"}
+	want := Tools{Nmstatectl: "/opt/nmstatectl", Nmcli: "nmcli", Nmc: "nmc", Elemental: "/usr/bin/elemental-test"}
 	if got != want {
 		t.Errorf("ToolsFromEnv = %+v, want %+v", got, want)
 	}

@@ -3,10 +3,11 @@ package apply
 import (
 	"errors"
 	"fmt"
-	"github.com/nodereg/nodereg/internal/atomicfile"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -30,16 +31,16 @@ func takeSnapshot(paths ...string) (snapshot, error) {
 	return s, nil
 }
 
-// restore writes every file back, or removes the ones that did not exist.
-// Files this package writes are all 0600.
-func (s snapshot) restore() error {
+// restore writes every file back through files, or removes the ones that
+// did not exist. Files this package writes are all 0600.
+func (s snapshot) restore(files Files) error {
 	var errs []error
-	for _, p := range sortedKeys(s) {
+	for _, p := range slices.Sorted(maps.Keys(s)) {
 		if s[p] == nil {
-			errs = append(errs, atomicfile.Remove(p))
+			errs = append(errs, files.Remove(p))
 			continue
 		}
-		errs = append(errs, atomicfile.Write(p, s[p], 0o600))
+		errs = append(errs, files.WriteFile(p, s[p], 0o600))
 	}
 	return errors.Join(errs...)
 }

@@ -1,17 +1,14 @@
 package apply
 
 import (
-	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io/fs"
+	"github.com/nodereg/nodereg/internal/testutil"
+	"github.com/nodereg/nodereg/internal/testutil/testbin"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
@@ -22,69 +19,27 @@ import (
 var stubPath string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "apply-stub-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	stubPath = filepath.Join(dir, "nmstatectl")
-	build := exec.Command("go", "build", "-o", stubPath, "github.com/nodereg/nodereg/tests/stubs/nmstatectl")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
+	var err error
+	if stubPath, err = testbin.Path("./tests/stubs/nmstatectl"); err != nil {
 		fmt.Fprintln(os.Stderr, "building the nmstatectl stand-in:", err)
 		os.Exit(1)
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	testbin.Cleanup()
 	os.Exit(code)
 }
 
 // stubEnv is one test's nmstatectl stand-in: its call log and checkpoint.
-type stubEnv struct {
-	log, state string
-}
+type stubEnv struct{ testutil.Stub }
 
-func newStub(t testing.TB) *stubEnv {
-	d := t.TempDir()
-	return &stubEnv{log: filepath.Join(d, "calls.jsonl"), state: filepath.Join(d, "checkpoint")}
-}
+func newStub(t testing.TB) *stubEnv { return &stubEnv{testutil.NewStub(t)} }
 
-func (s *stubEnv) env(extra ...string) []string {
-	return append([]string{"NMSTATECTL_STUB_LOG=" + s.log, "NMSTATECTL_STUB_STATE=" + s.state}, extra...)
-}
-
-type stubCall struct {
-	Args  []string `json:"args"`
-	Stdin string   `json:"stdin"`
-}
-
-func (s *stubEnv) calls(t testing.TB) []stubCall {
-	t.Helper()
-	f, err := os.Open(s.log)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []stubCall
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var c stubCall
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatalf("stub log line %q: %v", sc.Text(), err)
-		}
-		out = append(out, c)
-	}
-	return out
-}
+func (s *stubEnv) env(extra ...string) []string { return append(s.Env(), extra...) }
 
 // subcommands lists the first argument of each call, e.g. [gc apply commit].
 func (s *stubEnv) subcommands(t testing.TB) []string {
 	var subs []string
-	for _, c := range s.calls(t) {
+	for _, c := range s.Calls(t) {
 		subs = append(subs, c.Args[0])
 	}
 	return subs
@@ -102,56 +57,6 @@ func count(l []string, s string) int {
 
 func (s *stubEnv) applier(root string, extraEnv ...string) *Applier {
 	return &Applier{Root: root, Tools: Tools{Nmstatectl: stubPath}, Env: s.env(extraEnv...)}
-}
-
-// treeHash lists every entry below root with its mode and content hash, so
-// "byte-identical" compares names, modes and bytes.
-func treeHash(t testing.TB, root string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		v := info.Mode().String()
-		if info.Mode().IsRegular() {
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			s := sha256.Sum256(b)
-			v += " " + hex.EncodeToString(s[:])
-		}
-		out[rel] = v
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-func diffTrees(a, b map[string]string) string {
-	var d []string
-	keys := map[string]bool{}
-	for k := range a {
-		keys[k] = true
-	}
-	for k := range b {
-		keys[k] = true
-	}
-	for k := range keys {
-		if a[k] != b[k] {
-			d = append(d, fmt.Sprintf("%s: %q -> %q", k, a[k], b[k]))
-		}
-	}
-	sort.Strings(d)
-	return strings.Join(d, "\n")
 }
 
 func writeFile(t testing.TB, root, p, content string, perm os.FileMode) {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -59,4 +60,58 @@ func parseKeyfile(path string, text []byte) (keyfileSections, error) {
 		return nil, &FieldError{Path: path, Reason: "keyfile [connection] has neither id nor type"}
 	}
 	return secs, nil
+}
+
+// InterfaceAddresses lists the addresses (with prefix length) the rendered
+// config puts on each interface, for the node's report back to the server.
+func InterfaceAddresses(r *Rendered) map[string][]string {
+	out := map[string][]string{}
+	if r == nil {
+		return out
+	}
+	if ifaces, ok := r.State["interfaces"].([]any); ok {
+		for _, i := range ifaces {
+			m, _ := i.(map[string]any)
+			name, _ := m["name"].(string)
+			for _, fam := range []string{"ipv4", "ipv6"} {
+				f, _ := m[fam].(map[string]any)
+				addrs, _ := f["address"].([]any)
+				for _, a := range addrs {
+					am, _ := a.(map[string]any)
+					ip, _ := am["ip"].(string)
+					if name != "" && ip != "" {
+						out[name] = append(out[name], fmt.Sprintf("%s/%v", ip, am["prefix-length"]))
+					}
+				}
+			}
+		}
+	}
+	for _, kf := range r.Keyfiles {
+		name, addrs := keyfileAddresses(kf)
+		out[name] = append(out[name], addrs...)
+	}
+	for k := range out {
+		slices.Sort(out[k])
+	}
+	return out
+}
+
+// keyfileAddresses reads interface-name (default: the file's name) and the
+// addressN keys of [ipv4] and [ipv6] ("ip/prefix[,gateway]") of a keyfile
+// Render has already checked.
+func keyfileAddresses(kf Keyfile) (iface string, addrs []string) {
+	secs, _ := parseKeyfile(kf.Name, kf.Content)
+	iface = secs["connection"]["interface-name"]
+	if iface == "" {
+		iface = strings.TrimSuffix(kf.Name, keyfileSuffix)
+	}
+	for _, fam := range []string{"ipv4", "ipv6"} {
+		for k, v := range secs[fam] {
+			if strings.HasPrefix(k, "address") {
+				a, _, _ := strings.Cut(v, ",")
+				addrs = append(addrs, a)
+			}
+		}
+	}
+	return iface, addrs
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -19,6 +20,9 @@ type Command struct {
 	Args  []string
 	Env   []string // added to the agent's environment
 	Stdin []byte
+	// ReadOnly: the command changes nothing on the host (nmstatectl gc,
+	// nmcli connection show), so a dry run runs it too.
+	ReadOnly bool
 }
 
 // String quotes the command the way a shell would need it.
@@ -52,6 +56,31 @@ func shellQuote(s string) string {
 // dry-run swap.
 type Runner interface {
 	Run(ctx context.Context, cmd Command) (stdout []byte, err error)
+}
+
+// RunFunc is a Runner as a function value.
+type RunFunc func(ctx context.Context, cmd Command) ([]byte, error)
+
+// Run implements Runner.
+func (f RunFunc) Run(ctx context.Context, cmd Command) ([]byte, error) { return f(ctx, cmd) }
+
+// PrintRunner is a dry run's Runner: read-only commands run through Real,
+// every other one is printed ("# would run ...") and not run.
+type PrintRunner struct {
+	W    io.Writer
+	Real Runner // nil: ExecRunner
+}
+
+// Run implements Runner.
+func (p PrintRunner) Run(ctx context.Context, c Command) ([]byte, error) {
+	if c.ReadOnly {
+		if p.Real == nil {
+			return ExecRunner{}.Run(ctx, c)
+		}
+		return p.Real.Run(ctx, c)
+	}
+	fmt.Fprintf(p.W, "# would run %s\n", c)
+	return nil, nil
 }
 
 // CommandError is a failed run: the command, its exit code (-1 when it did

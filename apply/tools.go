@@ -6,14 +6,13 @@ import (
 	"path/filepath"
 )
 
-// Tools is the one table of external programs this package runs. Each entry
+// Tools is the one table of external programs the agent runs. Each entry
 // is a name looked up in PATH or an absolute path; ToolsFromEnv lets images
 // and tests point them elsewhere (STYLE.md 4).
 type Tools struct {
 	Nmstatectl string // NODEREG_NMSTATECTL
 	Nmcli      string // NODEREG_NMCLI
 	Nmc        string // NODEREG_NMC (nm-configurator)
-	Systemctl  string // NODEREG_SYSTEMCTL
 	Elemental  string // NODEREG_ELEMENTAL (the toolkit's installer, for install/reset)
 }
 
@@ -22,25 +21,46 @@ const (
 	EnvNmstatectl = "NODEREG_NMSTATECTL"
 	EnvNmcli      = "NODEREG_NMCLI"
 	EnvNmc        = "NODEREG_NMC"
-	EnvSystemctl  = "NODEREG_SYSTEMCTL"
 	EnvElemental  = "NODEREG_ELEMENTAL"
 )
 
 // DefaultTools are the names upstream's client runs.
 func DefaultTools() Tools {
-	return Tools{Nmstatectl: "nmstatectl", Nmcli: "nmcli", Nmc: "nmc", Systemctl: "systemctl", Elemental: "elemental"}
+	return Tools{Nmstatectl: "nmstatectl", Nmcli: "nmcli", Nmc: "nmc", Elemental: "elemental"}
+}
+
+func (t *Tools) entries() []struct {
+	env, name string
+	dst       *string
+} {
+	return []struct {
+		env, name string
+		dst       *string
+	}{
+		{EnvNmstatectl, "nmstatectl", &t.Nmstatectl},
+		{EnvNmcli, "nmcli", &t.Nmcli},
+		{EnvNmc, "nmc", &t.Nmc},
+		{EnvElemental, "elemental", &t.Elemental},
+	}
 }
 
 // ToolsFromEnv starts from DefaultTools and applies the NODEREG_* overrides
 // found through getenv (os.Getenv in the agent).
 func ToolsFromEnv(getenv func(string) string) Tools {
 	t := DefaultTools()
-	for _, o := range []struct {
-		env string
-		dst *string
-	}{{EnvNmstatectl, &t.Nmstatectl}, {EnvNmcli, &t.Nmcli}, {EnvNmc, &t.Nmc}, {EnvSystemctl, &t.Systemctl}, {EnvElemental, &t.Elemental}} {
-		if v := getenv(o.env); v != "" {
-			*o.dst = v
+	for _, e := range t.entries() {
+		if v := getenv(e.env); v != "" {
+			*e.dst = v
+		}
+	}
+	return t
+}
+
+// orDefault fills empty entries with their default names.
+func (t Tools) orDefault() Tools {
+	for _, e := range t.entries() {
+		if *e.dst == "" {
+			*e.dst = e.name
 		}
 	}
 	return t
@@ -59,8 +79,10 @@ func (e *ToolMissingError) Error() string {
 
 func (e *ToolMissingError) Unwrap() error { return e.Err }
 
-// resolve finds an executable for one table entry.
-func resolve(tool, value string) (string, error) {
+// Lookup finds the executable of one table entry (tool is its name, e.g.
+// "nmstatectl"; value its entry, "" for the default name) as an absolute
+// path, or returns a *ToolMissingError naming it.
+func Lookup(tool, value string) (string, error) {
 	if value == "" {
 		value = tool
 	}
@@ -73,7 +95,3 @@ func resolve(tool, value string) (string, error) {
 	}
 	return p, nil
 }
-
-// Lookup finds a tool of the table (value as in Tools, "" for the default
-// name) or returns a *ToolMissingError naming it.
-func Lookup(tool, value string) (string, error) { return resolve(tool, value) }

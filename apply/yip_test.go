@@ -3,9 +3,11 @@ package apply
 import (
 	"bytes"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -161,7 +163,7 @@ func TestApplicatorNeutralisesTemplates(t *testing.T) {
 		"broken.nmconnection": "[connection]\nid=x {{ bad syntax }} {{{ }}\ntype=ethernet\n",
 	}
 	var kfs []Keyfile
-	for _, name := range sortedKeys(contents) {
+	for _, name := range slices.Sorted(maps.Keys(contents)) {
 		kfs = append(kfs, Keyfile{Name: name, Content: []byte(contents[name])})
 	}
 	y, err := buildApplicator("/etc/NetworkManager/system-connections", kfs)

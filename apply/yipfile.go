@@ -41,7 +41,7 @@ func buildApplicator(keyfileDir string, kfs []Keyfile) ([]byte, error) {
 		step.Files = append(step.Files, schema.File{
 			Path:        path.Join(keyfileDir, kf.Name),
 			Permissions: 0o600,
-			Content:     neutraliseTemplate(string(kf.Content)),
+			Content:     NeutraliseTemplate(string(kf.Content)),
 		})
 	}
 	cfg := schema.YipConfig{
@@ -61,9 +61,9 @@ func buildApplicator(keyfileDir string, kfs []Keyfile) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// neutraliseTemplate makes yip's text/template pass render s to itself:
+// NeutraliseTemplate makes yip's text/template pass render s to itself:
 // every "{{" becomes an action printing "{{". With no other action in the
 // text the render cannot fail, so neither engine falls back to the raw text.
-func neutraliseTemplate(s string) string {
+func NeutraliseTemplate(s string) string {
 	return strings.ReplaceAll(s, "{{", `{{"{{"}}`)
 }

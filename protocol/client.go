@@ -49,6 +49,14 @@ func stepErr(step string, err error) error {
 	return &StepError{Step: step, Err: err}
 }
 
+// HeaderNetworkConfig on the websocket upgrade tells a nodereg server that
+// this client can ask for the network config with MsgNetworkConfig, so it
+// may reply before addresses are ready; upstream servers ignore it.
+const (
+	HeaderNetworkConfig   = "X-Nodereg-Network-Config"
+	NetworkConfigExplicit = "explicit"
+)
+
 // DefaultSessionDeadline is upstream's RegistrationDeadlineSeconds: both
 // sides give a connection 10 s in all (PROTOCOL.md 2.5).
 const DefaultSessionDeadline = 10 * time.Second
@@ -178,6 +186,7 @@ func dial(ctx context.Context, o DialOptions, auth Authenticator) (*ClientConn, 
 	}
 	hdr := http.Header{}
 	hdr.Set("Authorization", token)
+	hdr.Set(HeaderNetworkConfig, NetworkConfigExplicit)
 	ws, resp, err := d.DialContext(ctx, wsURL, hdr)
 	if err != nil {
 		return nil, stepErr(StepDial, dialError(err, resp))

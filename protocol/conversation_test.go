@@ -62,6 +62,27 @@ func startServer(t *testing.T, h SessionHandler) *httptest.Server {
 	return srv
 }
 
+// send writes one binary message; a failed write fails the test (with
+// Errorf: it also runs on server goroutines), so no case passes on an
+// error it did not expect.
+func send(t *testing.T, ws *websocket.Conn, b []byte) bool {
+	if err := ws.WriteMessage(websocket.BinaryMessage, b); err != nil {
+		t.Errorf("writing % x: %v", b, err)
+		return false
+	}
+	return true
+}
+
+// recv reads one message that must arrive.
+func recv(t *testing.T, ws *websocket.Conn) ([]byte, bool) {
+	_, b, err := ws.ReadMessage()
+	if err != nil {
+		t.Errorf("reading: %v", err)
+		return nil, false
+	}
+	return b, true
+}
+
 func rawDial(t *testing.T, srv *httptest.Server, auth string) *websocket.Conn {
 	t.Helper()
 	hdr := http.Header{}
@@ -132,9 +153,13 @@ func TestServerClosesOnBadAuth(t *testing.T) {
 func TestServerRejectsClientNetworkConfigBelow12(t *testing.T) {
 	srv := startServer(t, &recordingHandler{network: &NetworkConfig{Configurator: "nmstate"}})
 	ws := rawDial(t, srv, "Bearer PLAIN52:54:00:12:34:56")
-	ws.WriteMessage(websocket.BinaryMessage, []byte{0x05, 0x0B})
-	ws.ReadMessage()
-	ws.WriteMessage(websocket.BinaryMessage, []byte{0x0C})
+	send(t, ws, []byte{0x05, 0x0B})
+	if b, ok := recv(t, ws); !ok || string(b) != "\x05\x0b" {
+		t.Fatalf("version 11 not agreed: % x", b)
+	}
+	if !send(t, ws, []byte{0x0C}) {
+		return
+	}
 	if _, b, err := ws.ReadMessage(); err == nil {
 		t.Errorf("0x0C at version 11 answered with % x", b)
 	}
@@ -200,7 +225,9 @@ func TestClientServerRegistration(t *testing.T) {
 		t.Errorf("explicit network config %+v %v", got, err)
 	}
 	h.netErr = &ErrorReply{Message: "waiting for pool-a", Reason: ReasonWaitingForIPAddress, RetryAfterSeconds: 2}
-	cc, _ = Dial(ctx, dial, auth)
+	if cc, err = Dial(ctx, dial, auth); err != nil {
+		t.Fatal(err)
+	}
 	_, err = cc.ExplicitNetworkConfig(ctx)
 	cc.Close()
 	var er *ErrorReply
@@ -237,8 +264,9 @@ func scripted(t *testing.T, fn func(ws *websocket.Conn)) string {
 			return
 		}
 		defer ws.Close()
-		ws.WriteMessage(websocket.BinaryMessage, []byte{0x01})
-		fn(ws)
+		if send(t, ws, []byte{0x01}) {
+			fn(ws)
+		}
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL + "/elemental/registration/t"
@@ -247,22 +275,25 @@ func scripted(t *testing.T, fn func(ws *websocket.Conn)) string {
 // An older server (v1.3.0–v1.6.2, version 10) gets legacy system data and
 // no MsgSystemDataV2; the client adapts to whatever version it is given.
 func TestClientAdaptsToOlderServer(t *testing.T) {
+	var mu sync.Mutex
 	var seen []byte
 	url := scripted(t, func(ws *websocket.Conn) {
 		for {
-			_, b, err := ws.ReadMessage()
-			if err != nil {
+			b, ok := recv(t, ws)
+			if !ok {
 				return
 			}
+			mu.Lock()
 			seen = append(seen, b[0])
+			mu.Unlock()
 			switch MsgType(b[0]) {
 			case MsgVersion:
-				ws.WriteMessage(websocket.BinaryMessage, []byte{0x05, 10})
+				send(t, ws, []byte{0x05, 10})
 			case MsgGet:
-				ws.WriteMessage(websocket.BinaryMessage, append([]byte{0x07}, "elemental:\n    registration:\n        auth: mac\n"...))
+				send(t, ws, append([]byte{0x07}, "elemental:\n    registration:\n        auth: mac\n"...))
 				return
 			default:
-				ws.WriteMessage(websocket.BinaryMessage, []byte{0x01})
+				send(t, ws, []byte{0x01})
 			}
 		}
 	})
@@ -279,6 +310,8 @@ func TestClientAdaptsToOlderServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []byte{0x05, 0x02, 0x06, 0x09, 0x04}
+	mu.Lock()
+	defer mu.Unlock()
 	if string(seen) != string(want) {
 		t.Errorf("message types % x, want % x", seen, want)
 	}
@@ -287,9 +320,10 @@ func TestClientAdaptsToOlderServer(t *testing.T) {
 	}
 	// Version 9 cannot update.
 	url = scripted(t, func(ws *websocket.Conn) {
-		ws.ReadMessage()
-		ws.WriteMessage(websocket.BinaryMessage, []byte{0x05, 9})
-		ws.ReadMessage()
+		if _, ok := recv(t, ws); ok && send(t, ws, []byte{0x05, 9}) {
+			// The client gives up on its own at version 9: it closes.
+			_, _, _ = ws.ReadMessage()
+		}
 	})
 	cc, err = Dial(t.Context(), DialOptions{URL: url}, Plain{AuthKind: "mac", ID: "aa"})
 	if err != nil {
@@ -302,9 +336,10 @@ func TestClientAdaptsToOlderServer(t *testing.T) {
 
 func TestClientRefusesOversizedFrame(t *testing.T) {
 	url := scripted(t, func(ws *websocket.Conn) {
-		ws.ReadMessage()
-		ws.WriteMessage(websocket.BinaryMessage, append([]byte{0x05}, make([]byte, 2048)...))
-		time.Sleep(100 * time.Millisecond)
+		if _, ok := recv(t, ws); ok && send(t, ws, append([]byte{0x05}, make([]byte, 2048)...)) {
+			// Held open until the client drops the connection.
+			_, _, _ = ws.ReadMessage()
+		}
 	})
 	_, err := Dial(t.Context(), DialOptions{URL: url, MaxFrame: 1024}, Plain{AuthKind: "mac", ID: "aa"})
 	if !errors.Is(err, ErrFrame) {

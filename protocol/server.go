@@ -21,7 +21,9 @@ type ServerOptions struct {
 	// Deadline bounds the whole session after the upgrade (default 10 s,
 	// as upstream; PROTOCOL.md 2.5).
 	Deadline time.Duration
-	Log      *logrus.Entry
+	// Log is accepted for the callers' sake; the conversation reports
+	// through its returned error, which the caller logs.
+	Log *logrus.Entry
 }
 
 // IsWebSocketUpgrade reports whether r asks for a websocket, with the same
@@ -49,10 +51,6 @@ const replyMargin = 500 * time.Millisecond
 // returns when the config reply (or the network config) was sent, or on the
 // first error; the connection is closed either way.
 func Accept(w http.ResponseWriter, r *http.Request, o ServerOptions, h SessionHandler) error {
-	log := o.Log
-	if log == nil {
-		log = logrus.NewEntry(logrus.StandardLogger())
-	}
 	header := r.Header.Get("Authorization")
 	var auth ServerAuthenticator
 	for _, a := range o.Auth {

@@ -1,9 +1,14 @@
 package server
 
 import (
+	"crypto/subtle"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -35,6 +40,56 @@ type PoolView struct {
 	Total   uint64   `json:"total"`
 	Used    uint64   `json:"used"`
 	Free    uint64   `json:"free"`
+}
+
+// AdminOptions configure the admin API.
+type AdminOptions struct {
+	// Token, when set, must come as "Authorization: Bearer <Token>".
+	Token string
+}
+
+// Admin is the admin API's handler, for a listener of its own: nodes need
+// the registration listener on the network, the admin API has no business
+// there.
+//
+// It answers only requests whose Host is an IP address or localhost: a
+// web page on a DNS name the attacker re-points at 127.0.0.1 (DNS
+// rebinding) sends its own name as Host and is refused before anything
+// else happens.
+func (s *Server) Admin(o AdminOptions) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !hostIsAddress(r.Host) {
+			writeJSON(w, http.StatusMisdirectedRequest, map[string]string{"error": "Host " + strconv.Quote(r.Host) + " is not an IP address or localhost (DNS rebinding?)"})
+			return
+		}
+		if o.Token != "" {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(o.Token)) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="regserver admin"`)
+				writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "admin API: bearer token missing or wrong"})
+				return
+			}
+		}
+		if !strings.HasPrefix(r.URL.Path, "/admin/") {
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no admin endpoint " + r.URL.Path})
+			return
+		}
+		s.serveAdmin(w, r)
+	})
+}
+
+// hostIsAddress reports whether a Host header names the server by address.
+func hostIsAddress(host string) bool {
+	h := host
+	if hh, _, err := net.SplitHostPort(host); err == nil {
+		h = hh
+	}
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	_, err := netip.ParseAddr(h)
+	return err == nil
 }
 
 // serveAdmin is the JSON admin view: read-only except for deleting an
@@ -97,7 +152,12 @@ func (s *Server) serveAdmin(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		s.log.WithFields(map[string]any{"machine": inv.Hash, "inventory": inv.Name, "released": strings.Join(addrs, ",")}).Info("inventory deleted")
-		writeJSON(w, http.StatusOK, map[string]any{"deleted": inv.Name, "hash": inv.Hash, "released": addrs})
+		answer := map[string]any{"deleted": inv.Name, "hash": inv.Hash, "released": addrs}
+		if len(addrs) > 0 {
+			// The server cannot know whether the machine still uses them.
+			answer["warning"] = fmt.Sprintf("inventory %s held %s: the machine may still be configured with them, and they go to the next machine that claims from their pool", inv.Name, strings.Join(addrs, ", "))
+		}
+		writeJSON(w, http.StatusOK, answer)
 	case coll == "claims" && key == "" && r.Method == http.MethodGet:
 		out := []store.Claim{}
 		s.store.View(func(st *store.State) {
@@ -161,7 +221,10 @@ func view(st *store.State, inv *store.Inventory, full bool) InventoryView {
 		}
 	}
 	if full {
-		v.SMBIOS, v.SystemData = inv.SMBIOS, inv.SystemData
+		// Read from the database: hardware data is not kept in memory.
+		if hw, err := st.Hardware(inv.Hash); err == nil {
+			v.SMBIOS, v.SystemData = hw.SMBIOS, hw.SystemData
+		}
 	}
 	return v
 }

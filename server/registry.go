@@ -6,7 +6,7 @@ import (
 	"maps"
 	"math"
 	"net/netip"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,12 +47,13 @@ func (srv *Server) registerInventory(st *store.State, reg *regconfig.Registratio
 			}
 		}
 		inv = &store.Inventory{Name: name, Hash: s.Identity.Hash, CreatedAt: now}
-		st.Inventories[inv.Hash] = inv
+	}
+	if _, err := st.SetHardware(inv.Hash, s.SMBIOS, s.SystemData, srv.maxHW); err != nil {
+		return nil, &protocol.ErrorReply{Message: fmt.Sprintf("MachineInventory update failed: %v", err)}
 	}
 	inv.AuthKind = s.Identity.Kind
 	inv.Registration = reg.Name
 	inv.UpdatedAt = now
-	st.SetHardware(inv, s.SMBIOS, s.SystemData)
 
 	labels := map[string]string{}
 	for k, tmpl := range reg.MachineInventoryLabels {
@@ -94,6 +95,7 @@ func (srv *Server) registerInventory(st *store.State, reg *regconfig.Registratio
 			Config:       n.Config,
 		}
 	}
+	st.PutInventory(inv)
 	srv.syncClaims(st, inv, now)
 	return inv, nil
 }
@@ -114,29 +116,21 @@ func (srv *Server) syncClaims(st *store.State, inv *store.Inventory, now time.Ti
 		want = inv.Network.IPAddresses
 	}
 	have := map[string]bool{}
-	kept := st.Claims[:0]
-	for _, c := range st.Claims {
-		if c.Inventory == inv.Hash {
-			pool, ok := want[c.IPName]
-			if !ok || pool != c.Pool {
-				continue
-			}
-			have[c.IPName] = true
+	for _, c := range slices.Clone(st.Claims) {
+		if c.Inventory != inv.Hash {
+			continue
 		}
-		kept = append(kept, c)
+		if pool, ok := want[c.IPName]; !ok || pool != c.Pool || have[c.IPName] {
+			st.RemoveClaim(c)
+			continue
+		}
+		have[c.IPName] = true
 	}
-	clear(st.Claims[len(kept):])
-	st.Claims = kept
-	names := make([]string, 0, len(want))
-	for n := range want {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(want)) {
 		if have[n] {
 			continue
 		}
-		st.Claims = append(st.Claims, &store.Claim{
+		st.AddClaim(&store.Claim{
 			Name:      inv.Name + "-" + n,
 			Inventory: inv.Hash,
 			IPName:    n,
@@ -151,27 +145,17 @@ func (srv *Server) syncClaims(st *store.State, inv *store.Inventory, now time.Ti
 // lowest free address first (REFERENCE.md 4.7). It reports whether any
 // claim changed. Claims already holding an address keep it, so the same
 // machine keeps its address across registrations and restarts.
+//
+// Addresses in use are looked up in one registry for the whole server, not
+// per pool: a pool renamed or reshaped between restarts still finds the
+// addresses its old claims hold, so no address is ever held by two claims.
 func (srv *Server) reconcile(st *store.State, now time.Time) bool {
-	inUse := map[string]map[netip.Addr]bool{}
-	used := func(pool string) map[netip.Addr]bool {
-		if m, ok := inUse[pool]; ok {
-			return m
-		}
-		m := map[netip.Addr]bool{}
-		for _, c := range st.Claims {
-			if c.Pool == pool && c.Address != "" {
-				if a, err := netip.ParseAddr(c.Address); err == nil {
-					m[a] = true
-				}
-			}
-		}
-		inUse[pool] = m
-		return m
-	}
+	var held map[netip.Addr]*store.Claim
 	changed := false
 	set := func(c *store.Claim, reason, msg string) {
 		if c.Reason != reason || c.Message != msg {
 			c.Reason, c.Message = reason, msg
+			st.TouchClaim(c)
 			changed = true
 		}
 	}
@@ -186,22 +170,41 @@ func (srv *Server) reconcile(st *store.State, now time.Time) bool {
 		case now.Before(c.NotBefore):
 			set(c, protocol.ReasonWaitingForIPAddress, "Waiting to claim IPAddress "+c.Name)
 		default:
-			u := used(c.Pool)
-			a, err := pool.Allocate(u)
+			if held == nil {
+				held = addressRegistry(st)
+			}
+			a, err := pool.Allocate(func(a netip.Addr) bool { return held[a] != nil })
 			if err != nil {
 				set(c, protocol.ReasonPoolExhausted, fmt.Sprintf("pool %q has no free address for claim %s", c.Pool, c.Name))
 				continue
 			}
-			u[a] = true
+			held[a] = c
 			c.Address, c.Prefix = a.String(), pool.Prefix
+			c.Gateway = ""
 			if pool.Gateway.IsValid() {
 				c.Gateway = pool.Gateway.String()
 			}
 			c.Reason, c.Message = "", ""
+			st.TouchClaim(c)
 			changed = true
 		}
 	}
 	return changed
+}
+
+// addressRegistry maps every address a claim holds, whatever its pool, to
+// that claim.
+func addressRegistry(st *store.State) map[netip.Addr]*store.Claim {
+	held := make(map[netip.Addr]*store.Claim, len(st.Claims))
+	for _, c := range st.Claims {
+		if c.Address == "" {
+			continue
+		}
+		if a, err := netip.ParseAddr(c.Address); err == nil {
+			held[a.Unmap()] = c
+		}
+	}
+	return held
 }
 
 // netStatus is an inventory's network config once every claim holds an
@@ -235,29 +238,9 @@ func (srv *Server) netStatus(st *store.State, inv *store.Inventory, now time.Tim
 
 // releaseInventory deletes an inventory (by name or hash) and its claims.
 func releaseInventory(st *store.State, key string) (*store.Inventory, []*store.Claim) {
-	inv := st.Inventories[key]
-	if inv == nil {
-		for _, i := range st.Inventories {
-			if i.Name == key {
-				inv = i
-				break
-			}
-		}
-	}
+	inv := find(st, key)
 	if inv == nil {
 		return nil, nil
 	}
-	st.DeleteInventory(inv.Hash)
-	var released []*store.Claim
-	kept := st.Claims[:0]
-	for _, c := range st.Claims {
-		if c.Inventory == inv.Hash {
-			released = append(released, c)
-			continue
-		}
-		kept = append(kept, c)
-	}
-	clear(st.Claims[len(kept):])
-	st.Claims = kept
-	return inv, released
+	return inv, st.DeleteInventory(inv.Hash)
 }

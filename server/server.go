@@ -21,17 +21,32 @@ import (
 	"github.com/nodereg/nodereg/server/store"
 )
 
-// DefaultNetworkWait bounds how long MsgGet waits for pending addresses.
-// Upstream's own wait polls after 1 s (PROTOCOL.md 7.5), so an upstream
-// client gets ready addresses in the same time; nodereg agents are not held
-// here at all beyond it: they ask again with MsgNetworkConfig, under their
-// own deadline, so registration and the wait for addresses stay separate
-// (DESIGN.md).
-const DefaultNetworkWait = 1 * time.Second
+// DefaultNetworkWait bounds how long MsgGet from a client that cannot ask
+// explicitly waits for pending addresses: as elemental-operator, up to the
+// session deadline (which cuts it short), then the session fails so the
+// client retries; a config without its network section would look final
+// to elemental-register (PROTOCOL.md 7.5). nodereg agents announce that they
+// ask again with MsgNetworkConfig and are not held at all, so registration
+// and the wait for addresses stay separate (DESIGN.md).
+const DefaultNetworkWait = protocol.DefaultSessionDeadline
 
 // networkPoll is how often a waiting MsgGet re-checks claims another
 // request may have freed; a claim's own delay is waited for exactly.
 const networkPoll = 250 * time.Millisecond
+
+// DefaultMaxSessions bounds the registration sessions in flight, server
+// wide: each holds what its client sent, decoded.
+const DefaultMaxSessions = 128
+
+// defaultSessionSlotWait is how long a registration waits for a free session
+// before it is answered 503: registrations take milliseconds, so a short
+// wait absorbs a herd without failing it.
+const defaultSessionSlotWait = 5 * time.Second
+
+// DefaultMaxHardware is the hardware data kept per inventory: a large
+// server's SMBIOS and system data are tens of KiB; the issue saw 4 MiB
+// SMBIOS documents sent to fill the server.
+const DefaultMaxHardware = 256 << 10
 
 // Options configure a Server. Config and Store are required.
 type Options struct {
@@ -44,9 +59,19 @@ type Options struct {
 	// clients must wait for it.
 	AllocationDelay time.Duration
 	// NetworkWait bounds the wait for pending addresses inside MsgGet
-	// (clients at version >= 12); 0 means DefaultNetworkWait, negative
-	// means reply at once.
+	// (clients at version >= 12 that did not announce the explicit ask);
+	// 0 means DefaultNetworkWait, negative means fail at once.
 	NetworkWait time.Duration
+	// MaxHardware bounds the hardware data (SMBIOS and system data, as
+	// stored) of one inventory; 0 means DefaultMaxHardware, negative means
+	// no bound.
+	MaxHardware int
+	// MaxSessions bounds concurrent registration sessions; 0 means
+	// DefaultMaxSessions.
+	MaxSessions int
+	// SessionSlotWait is how long a registration waits for a session slot
+	// before HTTP 503; 0 means 5 s.
+	SessionSlotWait time.Duration
 	// SessionDeadline and MaxFrame go to protocol.Accept (0: defaults).
 	SessionDeadline time.Duration
 	MaxFrame        int64
@@ -70,11 +95,16 @@ type Server struct {
 	wait    time.Duration
 	session time.Duration
 	frame   int64
+	maxHW   int
 	extURL  string
 	caCert  string
 	now     func() time.Time
 	rnd     io.Reader
 	log     *logrus.Entry
+
+	// sessions holds a token per registration session in flight.
+	sessions chan struct{}
+	slotWait time.Duration
 
 	// active counts websocket sessions: http.Server.Shutdown does not
 	// wait for hijacked connections.
@@ -91,7 +121,7 @@ func New(o Options) (*Server, error) {
 	}
 	s := &Server{
 		cfg: o.Config, store: o.Store, auth: o.Auth, delay: o.AllocationDelay,
-		wait: o.NetworkWait, session: o.SessionDeadline, frame: o.MaxFrame,
+		wait: o.NetworkWait, session: o.SessionDeadline, frame: o.MaxFrame, maxHW: o.MaxHardware,
 		extURL: strings.TrimRight(o.ExternalURL, "/"), caCert: o.CACert,
 		now: o.Now, rnd: o.Random, log: o.Log,
 	}
@@ -100,6 +130,17 @@ func New(o Options) (*Server, error) {
 	}
 	if s.wait == 0 {
 		s.wait = DefaultNetworkWait
+	}
+	if s.maxHW == 0 {
+		s.maxHW = DefaultMaxHardware
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = DefaultMaxSessions
+	}
+	s.sessions = make(chan struct{}, o.MaxSessions)
+	s.slotWait = o.SessionSlotWait
+	if s.slotWait <= 0 {
+		s.slotWait = defaultSessionSlotWait
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -115,6 +156,11 @@ func New(o Options) (*Server, error) {
 	for _, w := range o.Config.Warnings {
 		s.log.Warn(w)
 	}
+	for i := range o.Config.Registrations {
+		if reg := &o.Config.Registrations[i]; len(s.authFor(reg)) == 0 {
+			s.log.Warnf("registration %s: no authenticator for its auth %q (is the server started with --no-tpm?): every machine will be refused", reg.Name, reg.Config.Elemental.Registration.Auth)
+		}
+	}
 	// Claims of pools removed from the config, or delays already served,
 	// are settled before the first request.
 	if err := s.store.Update(func(st *store.State) (bool, error) {
@@ -125,13 +171,9 @@ func New(o Options) (*Server, error) {
 	return s, nil
 }
 
-// ServeHTTP routes /elemental/registration/<token> (PROTOCOL.md 2.2) and
-// /admin/….
+// ServeHTTP routes /elemental/registration/<token> (PROTOCOL.md 2.2). The
+// admin API is not served here: see Admin.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if strings.HasPrefix(r.URL.Path, "/admin/") {
-		s.serveAdmin(w, r)
-		return
-	}
 	parts := strings.Split(r.URL.Path, "/")
 	if len(parts) < 3 {
 		http.Error(w, "", http.StatusNotFound)
@@ -157,16 +199,64 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.servePlain(w, reg, url)
 		return
 	}
-	h := &session{srv: s, reg: reg, url: url}
+	if !s.acquireSession(r) {
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, "too many registration sessions in flight; try again", http.StatusServiceUnavailable)
+		return
+	}
+	defer func() { <-s.sessions }()
+	auth := s.authFor(reg)
+	h := &session{srv: s, reg: reg, url: url,
+		explicit: r.Header.Get(protocol.HeaderNetworkConfig) == protocol.NetworkConfigExplicit}
 	s.active.Add(1)
 	defer s.active.Done()
 	err := protocol.Accept(w, r, protocol.ServerOptions{
-		Auth: s.auth, MaxFrame: s.frame, Deadline: s.session,
+		Auth: auth, MaxFrame: s.frame, Deadline: s.session,
 		Log: s.log.WithField("registration", reg.Name),
 	}, h)
 	if err != nil {
 		s.log.WithFields(logrus.Fields{"registration": reg.Name, "remote": r.RemoteAddr}).Warnf("registration session: %v", err)
 	}
+}
+
+// acquireSession waits a little for a free session slot.
+func (s *Server) acquireSession(r *http.Request) bool {
+	select {
+	case s.sessions <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(s.slotWait)
+	defer t.Stop()
+	select {
+	case s.sessions <- struct{}{}:
+		return true
+	case <-t.C:
+		s.log.WithField("remote", r.RemoteAddr).Warn("registration refused: too many sessions in flight")
+		return false
+	case <-r.Context().Done():
+		return false
+	}
+}
+
+// authFor is the authentication a registration accepts, decided by its
+// auth: tpm (the default) takes TPM only, mac and sys-uuid take PLAIN only.
+// Stricter than elemental-operator, which takes any kind for any
+// registration: there anybody who knows the URL and a MAC address could
+// register as a machine meant to prove itself with its TPM.
+func (s *Server) authFor(reg *regconfig.Registration) []protocol.ServerAuthenticator {
+	prefix := protocol.PrefixTPM
+	switch reg.Config.Elemental.Registration.Auth {
+	case "mac", "sys-uuid":
+		prefix = protocol.PrefixPlain
+	}
+	var out []protocol.ServerAuthenticator
+	for _, a := range s.auth {
+		if a.Accepts(prefix) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // Wait returns when every registration session in flight has ended, or
@@ -236,6 +326,9 @@ type session struct {
 	srv *Server
 	reg *regconfig.Registration
 	url string
+	// explicit: the client announced it asks with MsgNetworkConfig
+	// (protocol.HeaderNetworkConfig), so MsgGet need not wait for it.
+	explicit bool
 }
 
 var errNotFound = &protocol.ErrorReply{Message: "MachineInventory not found", Reason: protocol.ReasonInventoryNotFound}
@@ -276,8 +369,18 @@ func (h *session) Get(ctx context.Context, s *protocol.ServerSession) (*protocol
 		}
 		return nil, fmt.Errorf("MachineInventory update failed: %w", err)
 	}
-	if pending != nil && s.Version >= protocol.Version && pending.Reason == protocol.ReasonWaitingForIPAddress {
-		nc, pending = h.waitNetwork(ctx, s.Identity.Hash, readyAt)
+	if pending != nil && s.Version >= protocol.Version && !h.explicit {
+		if pending.Reason != protocol.ReasonAllocationFailed {
+			nc, pending = h.waitNetwork(ctx, s.Identity.Hash, pending, readyAt)
+		}
+		if pending != nil {
+			// Never a config without its network section: upstream
+			// clients would take it as final. The session fails, the
+			// client retries, as with elemental-operator.
+			srv.log.WithFields(logrus.Fields{"machine": s.Identity.Hash, "inventory": name, "pending": pending.Error()}).Info("network config not ready; session ends with an error")
+			return nil, &protocol.ErrorReply{Reason: pending.Reason, RetryAfterSeconds: pending.RetryAfterSeconds,
+				Message: "NetworkConfig not ready: " + pending.Message}
+		}
 	}
 
 	cfg := h.reg.Config
@@ -285,7 +388,7 @@ func (h *session) Get(ctx context.Context, s *protocol.ServerSession) (*protocol
 	if cfg.Elemental.SystemAgent.URL != "" {
 		cfg.Elemental.SystemAgent.SecretName = name
 	}
-	reply := &protocol.ConfigReply{Config: cfg, ExplicitNetworkConfig: true}
+	reply := &protocol.ConfigReply{Config: cfg, ExplicitNetworkConfig: h.explicit}
 	fields := logrus.Fields{"machine": s.Identity.Hash, "inventory": name, "registration": h.reg.Name, "version": s.Version, "update": s.Updated}
 	switch {
 	case pending != nil:
@@ -303,7 +406,7 @@ func (h *session) Get(ctx context.Context, s *protocol.ServerSession) (*protocol
 // waitNetwork re-checks the inventory's claims until every one holds an
 // address, a terminal reason shows up, or the bounded wait ends, whichever
 // comes first. It keeps the reply inside the session deadline.
-func (h *session) waitNetwork(ctx context.Context, hash string, readyAt time.Time) (*protocol.NetworkConfig, *protocol.ErrorReply) {
+func (h *session) waitNetwork(ctx context.Context, hash string, pending *protocol.ErrorReply, readyAt time.Time) (*protocol.NetworkConfig, *protocol.ErrorReply) {
 	srv := h.srv
 	end := time.Now().Add(srv.wait)
 	if srv.wait < 0 {
@@ -312,16 +415,19 @@ func (h *session) waitNetwork(ctx context.Context, hash string, readyAt time.Tim
 	if d, ok := ctx.Deadline(); ok && d.Before(end) {
 		end = d
 	}
-	var (
-		nc      *protocol.NetworkConfig
-		pending = &protocol.ErrorReply{Reason: protocol.ReasonWaitingForIPAddress}
-	)
-	for pending != nil && pending.Reason == protocol.ReasonWaitingForIPAddress {
-		step := min(max(readyAt.Sub(srv.now()), 0), networkPoll)
-		if time.Until(end) < step {
+	var nc *protocol.NetworkConfig
+	for pending != nil && pending.Reason != protocol.ReasonAllocationFailed && pending.Reason != protocol.ReasonInventoryNotFound {
+		// A delayed claim is due at readyAt; a full pool may be freed by
+		// an admin at any time, so it is polled.
+		step := networkPoll
+		if pending.Reason == protocol.ReasonWaitingForIPAddress {
+			step = min(max(readyAt.Sub(srv.now()), 0), networkPoll)
+		}
+		left := time.Until(end)
+		if left <= 0 {
 			return nil, pending
 		}
-		t := time.NewTimer(step)
+		t := time.NewTimer(min(step, left))
 		select {
 		case <-ctx.Done():
 			t.Stop()

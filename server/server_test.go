@@ -34,6 +34,7 @@ registrations:
   machineInventoryAnnotations: {owner: lab}
   config:
     elemental:
+      registration: {auth: sys-uuid}
       install: {device: /dev/vda}
       reset: {enabled: true}
     cloud-config:
@@ -91,6 +92,16 @@ func memStore(t testing.TB) *store.Store {
 	return st
 }
 
+// fileStore is a database in a temporary directory, closed at the end.
+func fileStore(t testing.TB) *store.Store {
+	st, err := store.Open(filepath.Join(t.TempDir(), "regserver.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
 // machine is the session of a PLAIN machine whose SMBIOS UUID is uuid.
 func machine(uuid string) *protocol.ServerSession {
 	return &protocol.ServerSession{
@@ -103,7 +114,16 @@ func machine(uuid string) *protocol.ServerSession {
 	}
 }
 
+// handler is the session of nodereg's agent, which announced that it asks
+// explicitly (protocol.HeaderNetworkConfig).
 func handler(s *Server) *session {
+	h := upstreamHandler(s)
+	h.explicit = true
+	return h
+}
+
+// upstreamHandler is the session of an unmodified elemental-register.
+func upstreamHandler(s *Server) *session {
 	reg, _ := s.cfg.ByToken("demo-token")
 	return &session{srv: s, reg: reg, url: "http://regserver.test/elemental/registration/demo-token"}
 }
@@ -207,7 +227,7 @@ func TestUpdateUnknownInventory(t *testing.T) {
 }
 
 func TestRestartNeitherLosesNorReassigns(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "regserver.json")
+	path := filepath.Join(t.TempDir(), "regserver.db")
 	cfg := testConfig(t, "192.168.122.150-192.168.122.200")
 	st, err := store.Open(path)
 	if err != nil {
@@ -216,6 +236,9 @@ func TestRestartNeitherLosesNorReassigns(t *testing.T) {
 	s := newServer(t, cfg, st, nil)
 	register(t, s, "uuid-a")
 	register(t, s, "uuid-b")
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	st2, err := store.Open(path)
 	if err != nil {
@@ -236,18 +259,20 @@ func TestDeleteReleasesClaims(t *testing.T) {
 	register(t, s, "uuid-b")
 
 	rec := httptest.NewRecorder()
-	s.ServeHTTP(rec, httptest.NewRequest(http.MethodDelete, "/admin/inventories/m-uuid-a", nil))
+	adminServe(s, rec, httptest.NewRequest(http.MethodDelete, "/admin/inventories/m-uuid-a", nil))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("DELETE = %d %s", rec.Code, rec.Body)
 	}
 	var del struct {
 		Deleted  string   `json:"deleted"`
 		Released []string `json:"released"`
+		Warning  string   `json:"warning"`
 	}
 	if err := json.Unmarshal(rec.Body.Bytes(), &del); err != nil {
 		t.Fatal(err)
 	}
-	if del.Deleted != "m-uuid-a" || len(del.Released) != 1 || del.Released[0] != "192.168.122.150" {
+	if del.Deleted != "m-uuid-a" || len(del.Released) != 1 || del.Released[0] != "192.168.122.150" ||
+		!strings.Contains(del.Warning, "192.168.122.150") || !strings.Contains(del.Warning, "may still be configured") {
 		t.Fatalf("DELETE reply = %+v", del)
 	}
 	// Lowest free again: the released address goes to the next claim.
@@ -256,12 +281,12 @@ func TestDeleteReleasesClaims(t *testing.T) {
 	}
 	// Deleting by hash works as well; unknown keys are 404.
 	rec = httptest.NewRecorder()
-	s.ServeHTTP(rec, httptest.NewRequest(http.MethodDelete, "/admin/inventories/"+protocol.PlainHash("uuid-b"), nil))
+	adminServe(s, rec, httptest.NewRequest(http.MethodDelete, "/admin/inventories/"+protocol.PlainHash("uuid-b"), nil))
 	if rec.Code != http.StatusOK {
 		t.Fatalf("DELETE by hash = %d", rec.Code)
 	}
 	rec = httptest.NewRecorder()
-	s.ServeHTTP(rec, httptest.NewRequest(http.MethodDelete, "/admin/inventories/nope", nil))
+	adminServe(s, rec, httptest.NewRequest(http.MethodDelete, "/admin/inventories/nope", nil))
 	if rec.Code != http.StatusNotFound {
 		t.Fatalf("DELETE unknown = %d", rec.Code)
 	}
@@ -286,7 +311,7 @@ func TestPoolExhausted(t *testing.T) {
 	// Freeing an address lets the pending claim through (claims are
 	// retried, as the provider requeues them).
 	rec := httptest.NewRecorder()
-	s.ServeHTTP(rec, httptest.NewRequest(http.MethodDelete, "/admin/inventories/m-uuid-b", nil))
+	adminServe(s, rec, httptest.NewRequest(http.MethodDelete, "/admin/inventories/m-uuid-b", nil))
 	nc, err := handler(s).NetworkConfig(context.Background(), machine("uuid-c"))
 	if err != nil || nc.IPAddresses["inventory-ip"] != "192.168.122.151" {
 		t.Fatalf("after release: %+v, %v", nc, err)
@@ -320,27 +345,61 @@ func TestAllocationDelay(t *testing.T) {
 	}
 }
 
-// With a wait longer than the delay, MsgGet itself waits and embeds the
-// address, so unmodified upstream clients get it in MsgConfig.
+// For a client that cannot ask explicitly, MsgGet itself waits and embeds
+// the address, so unmodified upstream clients get it in MsgConfig; our
+// agent gets the early reply.
 func TestGetWaitsForDelayedAddress(t *testing.T) {
 	s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.200"), memStore(t), func(o *Options) {
 		o.AllocationDelay = 300 * time.Millisecond
 		o.NetworkWait = 5 * time.Second
 	})
-	if got := ip(t, register(t, s, "uuid-a")); got != "192.168.122.150" {
-		t.Fatalf("got %s", got)
+	start := time.Now()
+	r, err := upstreamHandler(s).Get(context.Background(), machine("uuid-a"))
+	if err != nil || ip(t, r) != "192.168.122.150" || r.ExplicitNetworkConfig {
+		t.Fatalf("upstream client: %+v, %v", r, err)
+	}
+	if waited := time.Since(start); waited < 300*time.Millisecond {
+		t.Fatalf("replied after %s, before the allocation delay", waited)
+	}
+	r = register(t, s, "uuid-c")
+	if r.Network != nil || !r.ExplicitNetworkConfig {
+		t.Fatalf("our agent: network %+v, announcement %v; want the early reply", r.Network, r.ExplicitNetworkConfig)
 	}
 	// A client below version 12 is answered at once (no wait upstream).
 	sess := machine("uuid-b")
 	sess.Version = 11
-	r, err := handler(s).Get(context.Background(), sess)
+	r, err = upstreamHandler(s).Get(context.Background(), sess)
 	if err != nil || r.Network != nil {
 		t.Fatalf("v11 client: network %+v, err %v", r.Network, err)
 	}
 }
 
+// When the addresses are still pending at the end of the wait, an upstream
+// client gets an error, never a config without its network section.
+func TestGetFailsUpstreamClientWhileAddressesPending(t *testing.T) {
+	s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.151"), memStore(t), func(o *Options) {
+		o.AllocationDelay = time.Hour
+		o.NetworkWait = 5 * time.Second
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	r, err := upstreamHandler(s).Get(ctx, machine("uuid-a"))
+	var er *protocol.ErrorReply
+	if !errors.As(err, &er) || er.Reason != protocol.ReasonWaitingForIPAddress || !strings.Contains(er.Message, "m-uuid-a-inventory-ip") {
+		t.Fatalf("reply %+v, err %v; want WaitingForIPAddress naming the claim", r, err)
+	}
+	if waited := time.Since(start); waited < 300*time.Millisecond || waited > 2*time.Second {
+		t.Fatalf("failed after %s; want at the session deadline (400ms)", waited)
+	}
+	// The inventory exists, so the client's retry finds its claim.
+	if err := handler(s).Update(context.Background(), machine("uuid-a")); err != nil {
+		t.Fatalf("inventory not kept: %v", err)
+	}
+}
+
 func TestConcurrentClaimsDistinct(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "regserver.json")
+	path := filepath.Join(t.TempDir(), "regserver.db")
 	st, err := store.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -383,6 +442,9 @@ func TestConcurrentClaimsDistinct(t *testing.T) {
 		}
 	}
 	// What was handed out is what is on disk.
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
 	st2, err := store.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -402,7 +464,7 @@ func TestAdminViews(t *testing.T) {
 	register(t, s, "uuid-a")
 	get := func(path string, into any) int {
 		rec := httptest.NewRecorder()
-		s.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		adminServe(s, rec, httptest.NewRequest(http.MethodGet, path, nil))
 		if rec.Code == http.StatusOK {
 			if err := json.Unmarshal(rec.Body.Bytes(), into); err != nil {
 				t.Fatalf("%s: %v", path, err)
@@ -432,7 +494,7 @@ func TestAdminViews(t *testing.T) {
 		t.Fatalf("pools = %d %+v", code, pools)
 	}
 	rec := httptest.NewRecorder()
-	s.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/admin/claims", nil))
+	adminServe(s, rec, httptest.NewRequest(http.MethodPost, "/admin/claims", nil))
 	if rec.Code != http.StatusMethodNotAllowed {
 		t.Fatalf("POST /admin/claims = %d", rec.Code)
 	}
@@ -446,7 +508,7 @@ func TestRouting(t *testing.T) {
 		body string
 	}{
 		{"/elemental/registration/demo-token", 200, "        url: http://example.com/elemental/registration/demo-token\n"},
-		{"/elemental/registration/demo-token", 200, "        auth: tpm\n"},
+		{"/elemental/registration/demo-token", 200, "        auth: sys-uuid\n"},
 		{"/elemental/registration/demo-token", 200, "        ca-cert: PEM\n"},
 		{"/elemental/registration/wrong", 404, "failed to find machine registration with registration token wrong"},
 		{"/elemental/other/x", 400, "api: other"},
@@ -495,12 +557,58 @@ pools:
 	if err != nil {
 		b.Fatal(err)
 	}
-	st, _ := store.Open(filepath.Join(b.TempDir(), "s.json"))
-	s := newServer(b, cfg, st, nil)
+	s := newServer(b, cfg, fileStore(b), nil)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if _, err := handler(s).Get(context.Background(), machine(fmt.Sprint("m", i))); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// adminServe runs r through the admin API as a client on loopback sends it.
+func adminServe(s *Server, w http.ResponseWriter, r *http.Request) {
+	r.Host = "127.0.0.1:9090"
+	s.Admin(AdminOptions{}).ServeHTTP(w, r)
+}
+
+func TestAdminAPIApart(t *testing.T) {
+	s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.200"), memStore(t), nil)
+	register(t, s, "uuid-a")
+	// Not on the registration handler.
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest(http.MethodDelete, "/admin/inventories/m-uuid-a", nil))
+	if rec.Code == http.StatusOK {
+		t.Fatal("the registration handler serves the admin API")
+	}
+	admin := s.Admin(AdminOptions{Token: "s3cret"})
+	do := func(host, auth string) int {
+		r := httptest.NewRequest(http.MethodGet, "/admin/claims", nil)
+		r.Host = host
+		if auth != "" {
+			r.Header.Set("Authorization", auth)
+		}
+		rec := httptest.NewRecorder()
+		admin.ServeHTTP(rec, r)
+		return rec.Code
+	}
+	for _, c := range []struct {
+		host, auth string
+		want       int
+	}{
+		{"127.0.0.1:9090", "Bearer s3cret", 200},
+		{"[::1]:9090", "Bearer s3cret", 200},
+		{"localhost:9090", "Bearer s3cret", 200},
+		{"10.0.0.5", "Bearer s3cret", 200},
+		{"127.0.0.1:9090", "", 401},
+		{"127.0.0.1:9090", "Bearer wrong", 401},
+		{"127.0.0.1:9090", "s3cret", 401},
+		// DNS rebinding: the page's own name comes as Host.
+		{"evil.example:9090", "Bearer s3cret", http.StatusMisdirectedRequest},
+		{"localhost.evil.example", "", http.StatusMisdirectedRequest},
+	} {
+		if got := do(c.host, c.auth); got != c.want {
+			t.Errorf("Host %q, Authorization %q: %d, want %d", c.host, c.auth, got, c.want)
 		}
 	}
 }

@@ -6,11 +6,13 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorilla/websocket"
 
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/server/store"
+	"github.com/nodereg/nodereg/server/tpmauth"
 )
 
 // rawClient speaks the wire by hand, so the test checks bytes rather than
@@ -20,9 +22,22 @@ type rawClient struct {
 	ws *websocket.Conn
 }
 
+// dialPlain connects as an unmodified elemental-register does.
 func dialPlain(t *testing.T, url, id string) *rawClient {
 	t.Helper()
+	return dialPlainWith(t, url, id, http.Header{})
+}
+
+// dialAgent connects as nodereg's agent: it announces the explicit ask.
+func dialAgent(t *testing.T, url, id string) *rawClient {
+	t.Helper()
 	h := http.Header{}
+	h.Set(protocol.HeaderNetworkConfig, protocol.NetworkConfigExplicit)
+	return dialPlainWith(t, url, id, h)
+}
+
+func dialPlainWith(t *testing.T, url, id string, h http.Header) *rawClient {
+	t.Helper()
 	h.Set("Authorization", "Bearer PLAIN"+id)
 	ws, resp, err := websocket.DefaultDialer.Dial(url, h)
 	if err != nil {
@@ -92,10 +107,13 @@ func TestWebsocketPlainRegistration(t *testing.T) {
 	}
 	// Upstream's byte-list encoding of schemaless values, network appended
 	// to the same document.
-	for _, want := range []string{"cloud-config:\n    users:\n        raw:\n            - 91\n", "\nconfigurator: nmstate\nipAddresses:\n    inventory-ip: 192.168.122.150\nconfig:\n", "\nexplicitNetworkConfig: true\n"} {
+	for _, want := range []string{"cloud-config:\n    users:\n        raw:\n            - 91\n", "\nconfigurator: nmstate\nipAddresses:\n    inventory-ip: 192.168.122.150\nconfig:\n"} {
 		if !strings.Contains(string(p), want) {
 			t.Errorf("MsgConfig lacks %q:\n%s", want, p)
 		}
+	}
+	if strings.Contains(string(p), "explicitNetworkConfig") {
+		t.Errorf("upstream client got the announcement:\n%s", p)
 	}
 	if strings.Contains(string(p), "\n---") {
 		t.Error("MsgConfig holds a second YAML document")
@@ -105,7 +123,7 @@ func TestWebsocketPlainRegistration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if reply.Network == nil || reply.Network.IPAddresses["inventory-ip"] != "192.168.122.150" || !reply.ExplicitNetworkConfig {
+	if reply.Network == nil || reply.Network.IPAddresses["inventory-ip"] != "192.168.122.150" {
 		t.Fatalf("decoded reply: %+v", reply)
 	}
 	if cfg.Elemental.Registration.URL != "http"+strings.TrimPrefix(url, "ws") {
@@ -119,8 +137,15 @@ func TestWebsocketPlainRegistration(t *testing.T) {
 		t.Errorf("inventory %q, annotations %v", inv.Name, inv.Annotations)
 	}
 
+	// Our agent's registration carries the announcement.
+	c = dialAgent(t, url, "4c4c4544-0042-3010-8058-b4c04f4e4e32")
+	c.send(0x04, "")
+	if typ, p = c.read(); typ != 0x07 || !strings.HasSuffix(string(p), "\nexplicitNetworkConfig: true\n") {
+		t.Fatalf("agent's MsgConfig 0x%02x without the announcement:\n%s", typ, p)
+	}
+
 	// Second connection: the explicit ask (DESIGN.md).
-	c = dialPlain(t, url, "4c4c4544-0042-3010-8058-b4c04f4e4e32")
+	c = dialAgent(t, url, "4c4c4544-0042-3010-8058-b4c04f4e4e32")
 	c.send(0x0C, "")
 	typ, p = c.read()
 	if typ != 0x0C || !strings.Contains(string(p), `"ipAddresses":{"inventory-ip":"192.168.122.150"}`) ||
@@ -181,9 +206,118 @@ config:
 	}
 	got := string(p)
 	got = got[strings.Index(got, "cloud-config:"):]
-	got = strings.TrimSuffix(got, "explicitNetworkConfig: true\n")
 	want := golden[strings.Index(golden, "cloud-config:"):]
 	if got != want {
 		t.Fatalf("cloud-config+network differ from upstream\n--- got\n%s\n--- want\n%s", got, want)
+	}
+}
+
+// The captured upstream client sequence (PROTOCOL.md 4.2) against a server
+// whose allocation delay outlasts the session: MsgError, never a MsgConfig
+// without the network section; with a delay inside the session, the
+// MsgConfig carries the address.
+func TestWebsocketUpstreamClientWithAllocationDelay(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		delay time.Duration
+	}{{"delay inside the session", 700 * time.Millisecond}, {"delay beyond the session", time.Hour}} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.200"), memStore(t), func(o *Options) {
+				o.AllocationDelay = c.delay
+				o.NetworkWait = 0 // the default: up to the session deadline
+				o.SessionDeadline = 2 * time.Second
+			})
+			ts := httptest.NewServer(s)
+			defer ts.Close()
+			url := "ws" + strings.TrimPrefix(ts.URL, "http") + "/elemental/registration/demo-token"
+			cl := dialPlain(t, url, "4c4c4544-0042-3010-8058-b4c04f4e4e32")
+			cl.send(0x02, vector(t, "upstream-smbios.json"))
+			cl.expect(0x01, "")
+			cl.send(0x0B, vector(t, "upstream-systemdatav2.json"))
+			cl.expect(0x01, "")
+			cl.send(0x09, vector(t, "upstream-annotations.json"))
+			cl.expect(0x01, "")
+			start := time.Now()
+			cl.send(0x04, "")
+			typ, p := cl.read()
+			waited := time.Since(start)
+			if c.delay < time.Hour {
+				if typ != 0x07 || !strings.Contains(string(p), "\nipAddresses:\n    inventory-ip: 192.168.122.150\n") || strings.Contains(string(p), "explicitNetworkConfig") {
+					t.Fatalf("reply 0x%02x after %s:\n%s", typ, waited, p)
+				}
+				return
+			}
+			if typ != 0x08 || !strings.Contains(string(p), "reason: WaitingForIPAddress") || !strings.Contains(string(p), "NetworkConfig not ready") {
+				t.Fatalf("reply 0x%02x after %s, want MsgError WaitingForIPAddress:\n%s", typ, waited, p)
+			}
+			if waited < time.Second || waited > 3*time.Second {
+				t.Fatalf("MsgError after %s, want close to the 2 s session deadline", waited)
+			}
+		})
+	}
+}
+
+// nodereg's agent with the same delay: the early reply at once, with the
+// announcement and without a network section.
+func TestWebsocketAgentWithAllocationDelay(t *testing.T) {
+	s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.200"), memStore(t), func(o *Options) {
+		o.AllocationDelay = time.Hour
+		o.NetworkWait = 0
+	})
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	cl := dialAgent(t, "ws"+strings.TrimPrefix(ts.URL, "http")+"/elemental/registration/demo-token", "agent-1")
+	cl.send(0x02, vector(t, "upstream-smbios.json"))
+	cl.expect(0x01, "")
+	cl.send(0x04, "")
+	typ, p := cl.read()
+	if typ != 0x07 || strings.Contains(string(p), "ipAddresses") || !strings.HasSuffix(string(p), "\nexplicitNetworkConfig: true\n") {
+		t.Fatalf("reply 0x%02x:\n%s", typ, p)
+	}
+}
+
+// A registration's auth decides the authentication it accepts: a PLAIN
+// client cannot register as a machine of an auth: tpm registration, nor a
+// TPM token reach a PLAIN one. Either way the connection closes without a
+// message, as upstream closes on failed authentication.
+func TestRegistrationAuthDecidesAuthentication(t *testing.T) {
+	cfg := testConfig(t, "192.168.122.150-192.168.122.200")
+	cfg.Registrations[0].Config.Elemental.Registration.Auth = "tpm"
+	s := newServer(t, cfg, memStore(t), func(o *Options) {
+		o.Auth = []protocol.ServerAuthenticator{tpmauth.New(tpmauth.Options{}), protocol.PlainServer{}}
+	})
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	url := "ws" + strings.TrimPrefix(ts.URL, "http") + "/elemental/registration/demo-token"
+	refused := func(header string) {
+		t.Helper()
+		h := http.Header{}
+		h.Set("Authorization", header)
+		ws, _, err := websocket.DefaultDialer.Dial(url, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ws.Close()
+		_ = ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, b, err := ws.ReadMessage(); err == nil {
+			t.Fatalf("%.20s: got message %q, want the connection closed", header, b)
+		}
+	}
+	refused("Bearer PLAINuuid-a")
+	var n int
+	s.store.View(func(st *store.State) { n = len(st.Inventories) })
+	if n != 0 {
+		t.Fatalf("%d inventories after a refused PLAIN client", n)
+	}
+
+	cfg.Registrations[0].Config.Elemental.Registration.Auth = "mac"
+	refused("Bearer TPMe30=")
+	// The same PLAIN client is welcome at a mac registration.
+	c := dialPlain(t, url, "uuid-a")
+	c.send(0x02, vector(t, "upstream-smbios.json"))
+	c.expect(0x01, "")
+	c.send(0x04, "")
+	if typ, p := c.read(); typ != 0x07 {
+		t.Fatalf("PLAIN at auth: mac: 0x%02x %s", typ, p)
 	}
 }

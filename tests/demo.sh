@@ -22,18 +22,19 @@ if ! command -v swtpm >/dev/null 2>&1; then
 fi
 
 say "starting regserver (cmd/regserver/example.yaml) on a free loopback port"
-./bin/regserver --config cmd/regserver/example.yaml --store "$work/store.json" \
-  --listen 127.0.0.1:0 >"$work/regserver.out" 2>"$work/regserver.log" &
+./bin/regserver --config cmd/regserver/example.yaml --store "$work/store.db" \
+  --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 >"$work/regserver.out" 2>"$work/regserver.log" &
 pids+=($!)
 base=""
 for _ in $(seq 100); do
   base=$(sed -n 's/.*listening on \(http:\/\/[0-9.:]*\).*/\1/p' "$work/regserver.out" | head -1)
-  [ -n "$base" ] && break
+  [ -n "$base" ] && grep -q '^admin listening on' "$work/regserver.out" && break
   kill -0 "${pids[0]}" 2>/dev/null || { cat "$work/regserver.log"; exit 1; }
   sleep 0.1
 done
 [ -n "$base" ] || { echo "regserver did not start"; cat "$work/regserver.log"; exit 1; }
-echo "regserver at $base"
+admin=$(sed -n 's/^admin listening on \(http:\/\/[0-9.:]*\).*/\1/p' "$work/regserver.out" | head -1)
+echo "regserver at $base, admin API at $admin"
 
 say "starting swtpm, a software TPM 2.0, on a unix socket"
 mkdir -p "$work/tpm"
@@ -68,9 +69,9 @@ node "$work/node2" demo-keyfile-token mac
 
 say "what regserver recorded: claims"
 if command -v curl >/dev/null 2>&1; then
-  curl -fsS "$base/admin/claims"; echo
+  curl -fsS "$admin/admin/claims"; echo
 else
-  echo "(install curl to see $base/admin/claims)"
+  echo "(install curl to see $admin/admin/claims)"
 fi
 
 say "regserver log"

@@ -12,6 +12,8 @@ targets="
 ./apply FuzzRender
 ./apply FuzzParseGC
 ./agent FuzzLoadState
+./nmstate FuzzGenerateKeyfiles
+./bootstrap FuzzFromConfigFile
 "
 echo "$targets" | while read -r pkg name; do
 	[ -n "$pkg" ] || continue

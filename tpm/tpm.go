@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"math/big"
 	"sync"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/google/go-tpm/tpm2/transport"
 	"github.com/sirupsen/logrus"
 
+	"github.com/nodereg/nodereg/internal/logx"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/tpm/wire"
 )
@@ -75,7 +75,7 @@ type TPM struct {
 
 // Open opens the TPM once for the whole run. Nothing is sent to the TPM yet.
 func Open(opts Options) (*TPM, error) {
-	log := entry(opts.Log)
+	log := logx.OrDiscard(opts.Log)
 	tr, where, err := openTransport(opts)
 	if err != nil {
 		return nil, fmt.Errorf("opening TPM: %w", err)
@@ -98,15 +98,6 @@ func Open(opts Options) (*TPM, error) {
 	}
 	t.log.Debug("TPM opened")
 	return t, nil
-}
-
-func entry(e *logrus.Entry) *logrus.Entry {
-	if e != nil {
-		return e
-	}
-	l := logrus.New()
-	l.SetOutput(io.Discard)
-	return logrus.NewEntry(l)
 }
 
 // Counts reports the TPM commands this TPM has sent so far.

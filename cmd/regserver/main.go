@@ -11,10 +11,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	stdlog "log"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -31,8 +35,30 @@ import (
 const (
 	exitOK     = 0
 	exitFail   = 1
+	exitUsage  = 64
 	exitConfig = 78
 )
+
+// version is set by the Makefile with -ldflags.
+var version = "0.1.0-dev"
+
+// HTTP defaults; see docs/regserver.md.
+const (
+	defaultMaxSessionBytes   = 256 << 10
+	defaultMaxConnections    = 4096
+	defaultReadHeaderTimeout = 10 * time.Second
+	defaultIdleTimeout       = 30 * time.Second
+	// maxHeaderBytes fits a TPM token (an EK certificate and the AK, in
+	// base64) many times over.
+	maxHeaderBytes = 64 << 10
+	// adminMaxConnections bounds the admin listener on its own, so the
+	// registration listener's load never locks the admin out.
+	adminMaxConnections = 64
+)
+
+// errUsage marks a command line that does not parse (exit 64), as opposed
+// to a value that does not work (exit 78).
+var errUsage = errors.New("usage")
 
 type flags struct {
 	config          string
@@ -47,17 +73,40 @@ type flags struct {
 	externalURL     string
 	noTPM           bool
 	debug           bool
+	showVersion     bool
+
+	maxSessions       int
+	maxSessionBytes   int64
+	maxHardware       int
+	maxConnections    int
+	readHeaderTimeout time.Duration
+	idleTimeout       time.Duration
+	adminListen       string
+	adminTokenFile    string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	f := &flags{}
+	fs := newFlagSet(f, stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return f, f.check(fs)
+}
+
+// newFlagSet declares the command line; docs/regserver.md lists the same
+// flags and defaults (checked by a test).
+func newFlagSet(f *flags, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("regserver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&f.config, "config", "", "config file (YAML): registrations and IP pools (required)")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to listen on; port 0 picks a free port (printed on stdout)")
 	fs.StringVar(&f.store, "store", "", "state file for inventories and address claims; empty keeps them in memory only")
 	fs.DurationVar(&f.allocationDelay, "allocation-delay", 0, "hold back each new claim's address this long (e.g. 3s)")
-	fs.DurationVar(&f.networkWait, "network-wait", server.DefaultNetworkWait, "how long MsgGet waits for pending addresses; 0 replies at once")
+	fs.DurationVar(&f.networkWait, "network-wait", server.DefaultNetworkWait, "how long MsgGet waits for pending addresses for clients that cannot ask explicitly (upstream elemental-register), within the session deadline; then the session ends with an error. 0 fails at once")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate (PEM); with --tls-key serves https/wss")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS private key (PEM)")
 	fs.StringVar(&f.caCert, "ca-cert", "", "CA certificate (PEM file) sent to clients as registration.ca-cert; defaults to --tls-cert")
@@ -65,22 +114,136 @@ func parseFlags(args []string, stderr io.Writer) (*flags, error) {
 	fs.StringVar(&f.externalURL, "external-url", "", "scheme://host[:port] clients reach this server at; default: taken from each request")
 	fs.BoolVar(&f.noTPM, "no-tpm", false, "accept PLAIN authentication only")
 	fs.BoolVar(&f.debug, "debug", false, "debug logging")
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
+	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
+	fs.IntVar(&f.maxSessions, "max-sessions", server.DefaultMaxSessions, "registration sessions in flight, server-wide; more wait up to 5 s for a slot, then get HTTP 503")
+	fs.Int64Var(&f.maxSessionBytes, "max-session-bytes", defaultMaxSessionBytes, "bytes one connection (one registration session) may send, headers included")
+	fs.IntVar(&f.maxHardware, "max-hardware", server.DefaultMaxHardware, "bytes of hardware data (SMBIOS and system data, as stored) per inventory; a registration sending more fails with MsgError")
+	fs.IntVar(&f.maxConnections, "max-connections", defaultMaxConnections, "connections open at once on --listen; more wait in the kernel's backlog")
+	fs.DurationVar(&f.readHeaderTimeout, "read-header-timeout", defaultReadHeaderTimeout, "time a connection has to send its request headers")
+	fs.DurationVar(&f.idleTimeout, "idle-timeout", defaultIdleTimeout, "time an idle keep-alive connection stays open")
+	fs.StringVar(&f.adminListen, "admin-listen", "", "address of the admin API's own listener; a bare :PORT binds loopback; empty: no admin API")
+	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "file holding a bearer token the admin API requires (Authorization: Bearer TOKEN)")
+	return fs
+}
+
+// check validates the values; errors name the flag.
+func (f *flags) check(fs *flag.FlagSet) error {
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+		return fmt.Errorf("%w: unexpected arguments: %v", errUsage, fs.Args())
+	}
+	if f.showVersion {
+		return nil
 	}
 	if f.config == "" {
-		return nil, errors.New("--config is required")
+		return errors.New("--config is required")
 	}
 	if (f.tlsCert == "") != (f.tlsKey == "") {
-		return nil, errors.New("--tls-cert and --tls-key go together")
+		return errors.New("--tls-cert and --tls-key go together")
 	}
 	if f.allocationDelay < 0 {
-		return nil, errors.New("--allocation-delay must not be negative")
+		return errors.New("--allocation-delay must not be negative")
 	}
-	return f, nil
+	if f.networkWait < 0 {
+		return errors.New("--network-wait must not be negative")
+	}
+	for name, v := range map[string]int64{"--max-sessions": int64(f.maxSessions), "--max-session-bytes": f.maxSessionBytes,
+		"--max-hardware": int64(f.maxHardware), "--max-connections": int64(f.maxConnections),
+		"--read-header-timeout": int64(f.readHeaderTimeout), "--idle-timeout": int64(f.idleTimeout)} {
+		if v <= 0 {
+			return fmt.Errorf("%s must be positive", name)
+		}
+	}
+	if f.adminTokenFile != "" && f.adminListen == "" {
+		return errors.New("--admin-token-file needs --admin-listen")
+	}
+	if f.externalURL != "" {
+		if err := regconfig.CheckExternalURL(f.externalURL); err != nil {
+			return fmt.Errorf("--external-url: %w", err)
+		}
+	}
+	return nil
+}
+
+// checkStorePath fails unless the store's directory exists and takes a new
+// file: finding out at the first registration makes every agent exit 78.
+func checkStorePath(path string) error {
+	dir := filepath.Dir(path)
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("--store %s: directory: %w", path, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("--store %s: %s is not a directory", path, dir)
+	}
+	probe, err := os.CreateTemp(dir, ".regserver-probe-*")
+	if err != nil {
+		return fmt.Errorf("--store %s: directory %s is not writable: %w", path, dir, err)
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return fmt.Errorf("--store %s: not a regular file", path)
+	}
+	return nil
+}
+
+// adminAddress binds a bare port (":9090" or "9090") to loopback: the
+// admin API can delete inventories, so exposing it takes an explicit host.
+func adminAddress(a string) string {
+	if _, err := strconv.Atoi(a); err == nil {
+		return net.JoinHostPort("127.0.0.1", a)
+	}
+	if host, port, err := net.SplitHostPort(a); err == nil && host == "" {
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return a
+}
+
+// fitToFileLimit keeps the connection limit below the file descriptor
+// limit (raised to its hard value first), leaving room for the store, the
+// admin listener and logs; running out of descriptors is what stopped the
+// admin API in the issue.
+func fitToFileLimit(maxConns int, log *logrus.Entry) int {
+	const reserve = adminMaxConnections + 64
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		return maxConns
+	}
+	if l.Cur < uint64(maxConns+reserve) && l.Cur < l.Max {
+		l.Cur = min(l.Max, uint64(maxConns+reserve))
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+		_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l)
+	}
+	if l.Cur < uint64(maxConns+reserve) {
+		fit := max(int(l.Cur)-reserve, 1)
+		log.Warnf("--max-connections %d lowered to %d: the file descriptor limit is %d", maxConns, fit, l.Cur)
+		return fit
+	}
+	return maxConns
+}
+
+// loadTLS loads the key pair and refuses a certificate outside its
+// validity period: clients would refuse it with a message far from here.
+func loadTLS(certFile, keyFile string, now time.Time) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	}
+	leaf := cert.Leaf
+	if leaf == nil {
+		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return nil, fmt.Errorf("--tls-cert %s: %w", certFile, err)
+		}
+	}
+	if now.Before(leaf.NotBefore) || now.After(leaf.NotAfter) {
+		state := "expired"
+		if now.Before(leaf.NotBefore) {
+			state = "not yet valid"
+		}
+		return nil, fmt.Errorf("--tls-cert %s: certificate %s: valid from %s to %s, now is %s", certFile, state,
+			leaf.NotBefore.UTC().Format(time.RFC3339), leaf.NotAfter.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
 func main() {
@@ -90,13 +253,23 @@ func main() {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "store" {
+		return runStore(args[1:], stdout, stderr)
+	}
 	f, err := parseFlags(args, stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
 		fmt.Fprintln(stderr, "regserver:", err)
+		if errors.Is(err, errUsage) {
+			return exitUsage
+		}
 		return exitConfig
+	}
+	if f.showVersion {
+		fmt.Fprintln(stdout, version)
+		return exitOK
 	}
 	logger := logrus.New()
 	logger.SetOutput(stderr)
@@ -110,19 +283,34 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		log.Errorf("loading config: %v", err)
 		return exitConfig
 	}
+	var tlsConfig *tls.Config
+	if f.tlsCert != "" {
+		if tlsConfig, err = loadTLS(f.tlsCert, f.tlsKey, time.Now()); err != nil {
+			log.Error(err)
+			return exitConfig
+		}
+	}
 	if f.store == "" {
 		log.Warn("no --store: inventories and claims are lost on exit")
+	} else if err := checkStorePath(f.store); err != nil {
+		log.Error(err)
+		return exitConfig
 	}
 	st, err := store.Open(f.store)
 	if err != nil {
 		log.Errorf("opening store: %v", err)
 		return exitConfig
 	}
+	defer st.Close()
+	if st.Imported != "" {
+		log.WithField("kept", st.Imported).Warnf("imported the JSON store %s into a bbolt database at the same path; the JSON file is kept aside", f.store)
+	}
 	opts := server.Options{
 		Config: cfg, Store: st, AllocationDelay: f.allocationDelay,
 		NetworkWait: f.networkWait, ExternalURL: f.externalURL, Log: log,
+		MaxSessions: f.maxSessions, MaxHardware: f.maxHardware,
 	}
-	if f.networkWait <= 0 {
+	if f.networkWait == 0 {
 		opts.NetworkWait = -1
 	}
 	caFile := f.caCert
@@ -132,7 +320,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if caFile != "" {
 		b, err := os.ReadFile(caFile)
 		if err != nil {
-			log.Errorf("reading CA certificate: %v", err)
+			log.Errorf("--ca-cert: %v", err)
+			return exitConfig
+		}
+		if !x509.NewCertPool().AppendCertsFromPEM(b) {
+			log.Errorf("--ca-cert %s: no PEM certificate found", caFile)
 			return exitConfig
 		}
 		opts.CACert = string(b)
@@ -160,30 +352,69 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitFail
 	}
 
+	var adminToken string
+	if f.adminTokenFile != "" {
+		b, err := os.ReadFile(f.adminTokenFile)
+		if err != nil {
+			log.Errorf("--admin-token-file: %v", err)
+			return exitConfig
+		}
+		if adminToken = strings.TrimSpace(string(b)); adminToken == "" {
+			log.Errorf("--admin-token-file %s: empty", f.adminTokenFile)
+			return exitConfig
+		}
+	}
+	maxConns := fitToFileLimit(f.maxConnections, log)
+
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		log.Errorf("listening on %s: %v", f.listen, err)
 		return exitFail
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	ln = server.LimitListener(ln, maxConns, f.maxSessionBytes)
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: f.readHeaderTimeout, IdleTimeout: f.idleTimeout,
+		MaxHeaderBytes: maxHeaderBytes, ErrorLog: stdlog.New(log.WriterLevel(logrus.DebugLevel), "", 0)}
 	scheme := "http"
-	if f.tlsCert != "" {
-		cert, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
-		if err != nil {
-			ln.Close()
-			log.Errorf("loading TLS key pair: %v", err)
-			return exitConfig
-		}
-		hs.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if tlsConfig != nil {
+		hs.TLSConfig = tlsConfig
 		ln = tls.NewListener(ln, hs.TLSConfig)
 		scheme = "https"
 	}
+	servers := []*http.Server{hs}
+	listeners := []net.Listener{ln}
+	fields := logrus.Fields{"address": ln.Addr().String(), "store": f.store, "registrations": len(cfg.Registrations), "pools": len(cfg.Pools)}
+	if f.adminListen != "" {
+		addr := adminAddress(f.adminListen)
+		aln, err := net.Listen("tcp", addr)
+		if err != nil {
+			ln.Close()
+			log.Errorf("--admin-listen %s: %v", addr, err)
+			return exitFail
+		}
+		aln = server.LimitListener(aln, adminMaxConnections, 0)
+		if tlsConfig != nil {
+			aln = tls.NewListener(aln, tlsConfig)
+		}
+		if ip := aln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() && adminToken == "" {
+			log.Warnf("--admin-listen %s is not loopback and no --admin-token-file is set: anyone reaching it can delete inventories", addr)
+		}
+		ahs := &http.Server{Handler: srv.Admin(server.AdminOptions{Token: adminToken}), ReadHeaderTimeout: f.readHeaderTimeout,
+			IdleTimeout: f.idleTimeout, MaxHeaderBytes: maxHeaderBytes, ErrorLog: hs.ErrorLog}
+		servers = append(servers, ahs)
+		listeners = append(listeners, aln)
+		fields["admin"] = scheme + "://" + aln.Addr().String()
+	}
 	// One parseable line on stdout, so scripts can use port 0.
 	fmt.Fprintf(stdout, "listening on %s://%s\n", scheme, ln.Addr())
-	log.WithFields(logrus.Fields{"address": ln.Addr().String(), "store": f.store, "registrations": len(cfg.Registrations), "pools": len(cfg.Pools)}).Info("regserver started")
+	if len(servers) > 1 {
+		fmt.Fprintf(stdout, "admin listening on %s\n", fields["admin"])
+	}
+	log.WithFields(fields).Info("regserver started")
 
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	errc := make(chan error, len(servers))
+	for i := range servers {
+		go func() { errc <- servers[i].Serve(listeners[i]) }()
+	}
 	select {
 	case err := <-errc:
 		log.Errorf("serving: %v", err)
@@ -193,12 +424,48 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// A registration fits in its 10 s session deadline; give it that long.
 	sctx, cancel := context.WithTimeout(context.Background(), protocol.DefaultSessionDeadline)
 	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		log.Warnf("shutdown: %v", err)
+	for _, h := range servers {
+		if err := h.Shutdown(sctx); err != nil {
+			log.Warnf("shutdown: %v", err)
+		}
 	}
 	if err := srv.Wait(sctx); err != nil {
 		log.Warnf("shutdown: %v", err)
 	}
 	log.Info("regserver stopped")
+	return exitOK
+}
+
+// runStore is `regserver store export --store FILE`: the state as JSON on
+// stdout, hardware data included, for humans and backups. Starting
+// regserver on a file holding that JSON imports it.
+func runStore(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("regserver store export", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("store", "", "the store file (required)")
+	if len(args) == 0 || args[0] != "export" {
+		fmt.Fprintln(stderr, "regserver: usage: regserver store export --store FILE")
+		return exitUsage
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 || *path == "" {
+		fmt.Fprintln(stderr, "regserver: usage: regserver store export --store FILE")
+		return exitUsage
+	}
+	st, err := store.OpenReadOnly(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, "regserver:", err)
+		return exitConfig
+	}
+	defer st.Close()
+	if err := st.Export(stdout); err != nil {
+		fmt.Fprintln(stderr, "regserver: exporting:", err)
+		return exitFail
+	}
 	return exitOK
 }

@@ -43,6 +43,7 @@ type Pool struct {
 	Name    string
 	Prefix  int
 	Gateway netip.Addr // invalid when the pool has none
+	subnet  netip.Prefix
 	ranges  []Range
 }
 
@@ -51,7 +52,10 @@ var ErrExhausted = errors.New("no address available")
 
 // New validates s the way the provider's webhook does: every entry parses,
 // one IP family throughout, the prefix fits the family, and every address
-// lies in the subnet of the lowest address and the prefix.
+// lies in the subnet of the lowest address and the prefix. Stricter than
+// the webhook, the gateway must lie in that subnet too: a gateway a host
+// cannot reach on-link is a typo, and one inside another pool's range
+// could be handed out there.
 func New(s Spec) (*Pool, error) {
 	if s.Name == "" {
 		return nil, errors.New("name: empty")
@@ -86,6 +90,7 @@ func New(s Spec) (*Pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prefix: %w", err)
 	}
+	p.subnet = subnet
 	for i, a := range s.Addresses {
 		r, _ := ParseRange(a)
 		if !subnet.Contains(r.First) || !subnet.Contains(r.Last) {
@@ -103,6 +108,9 @@ func New(s Spec) (*Pool, error) {
 		}
 		if gw.Zone() != "" {
 			return nil, fmt.Errorf("gateway: %q has a zone", s.Gateway)
+		}
+		if !subnet.Contains(gw) {
+			return nil, fmt.Errorf("gateway: %q is outside subnet %s (lowest address and prefix)", s.Gateway, subnet.Masked())
 		}
 		p.Gateway = gw
 		ranges = subtract(ranges, Range{gw, gw})
@@ -290,14 +298,51 @@ func span(r Range) (uint64, bool) {
 	return n + 1, true
 }
 
-// Allocate returns the lowest allocatable address not in inUse. inUse may
-// hold addresses outside the pool; they are ignored.
-func (p *Pool) Allocate(inUse map[netip.Addr]bool) (netip.Addr, error) {
+// Subnet is the pool's subnet: its lowest address masked to the prefix.
+func (p *Pool) Subnet() netip.Prefix { return p.subnet }
+
+// Overlap returns the lowest address both pools could hand out, or one
+// pool's gateway that the other could hand out; ok is false when neither
+// exists. Two pools sharing an address would give it to two machines.
+func Overlap(a, b *Pool) (addr netip.Addr, ok bool) {
+	var first netip.Addr
+	consider := func(x netip.Addr) {
+		if !first.IsValid() || x.Less(first) {
+			first = x
+		}
+	}
+	for _, ra := range a.ranges {
+		for _, rb := range b.ranges {
+			lo, hi := ra.First, ra.Last
+			if lo.Less(rb.First) {
+				lo = rb.First
+			}
+			if rb.Last.Less(hi) {
+				hi = rb.Last
+			}
+			if lo.Compare(hi) <= 0 {
+				consider(lo)
+			}
+		}
+	}
+	if a.Gateway.IsValid() && b.Contains(a.Gateway) {
+		consider(a.Gateway)
+	}
+	if b.Gateway.IsValid() && a.Contains(b.Gateway) {
+		consider(b.Gateway)
+	}
+	return first, first.IsValid()
+}
+
+// Allocate returns the lowest allocatable address for which inUse is
+// false. inUse may know addresses outside the pool (the server keeps one
+// registry for all pools); they cost nothing here.
+func (p *Pool) Allocate(inUse func(netip.Addr) bool) (netip.Addr, error) {
 	for _, r := range p.ranges {
 		// Each step past First skips one used address, so the walk ends
-		// within len(inUse)+1 steps even in an IPv6 /64.
+		// within (addresses in use)+1 steps even in an IPv6 /64.
 		for a := r.First; ; a = a.Next() {
-			if !inUse[a] {
+			if !inUse(a) {
 				return a, nil
 			}
 			if a == r.Last {

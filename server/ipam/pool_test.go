@@ -81,6 +81,10 @@ func TestPoolValidation(t *testing.T) {
 		{Spec{Name: "a", Addresses: []string{"10.0.0.1"}, Prefix: 24, Gateway: "gw"}, `gateway: "gw" is not an IP address`},
 		{Spec{Name: "a", Addresses: []string{"10.0.0.1"}, Prefix: 24, ExcludedAddresses: []string{"10.0.0.0/33"}}, "excludedAddresses[0]"},
 		{Spec{Addresses: []string{"10.0.0.1"}, Prefix: 24}, "name: empty"},
+		// The issue's case: a gateway the hosts cannot reach on-link.
+		{Spec{Name: "a", Addresses: []string{"192.168.122.150-192.168.122.200"}, Prefix: 24, Gateway: "192.168.123.1"},
+			`gateway: "192.168.123.1" is outside subnet 192.168.122.0/24`},
+		{Spec{Name: "v6", Addresses: []string{"2001:db8::10"}, Prefix: 64, Gateway: "2001:db9::1"}, `gateway: "2001:db9::1" is outside subnet 2001:db8::/64`},
 	}
 	for _, c := range cases {
 		_, err := New(c.spec)
@@ -96,7 +100,7 @@ func TestAllocateLowestFree(t *testing.T) {
 	inUse := map[netip.Addr]bool{}
 	want := []string{"192.168.122.150", "192.168.122.152", "192.168.122.153", "192.168.122.160"}
 	for _, w := range want {
-		a, err := p.Allocate(inUse)
+		a, err := p.Allocate(lookup(inUse))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -105,13 +109,13 @@ func TestAllocateLowestFree(t *testing.T) {
 		}
 		inUse[a] = true
 	}
-	_, err := p.Allocate(inUse)
+	_, err := p.Allocate(lookup(inUse))
 	if !errors.Is(err, ErrExhausted) || !strings.Contains(err.Error(), `pool "a"`) {
 		t.Fatalf("full pool: err = %v, want ErrExhausted naming the pool", err)
 	}
 	// A freed address is the lowest free one again.
 	delete(inUse, netip.MustParseAddr("192.168.122.152"))
-	if a, _ := p.Allocate(inUse); a.String() != "192.168.122.152" {
+	if a, _ := p.Allocate(lookup(inUse)); a.String() != "192.168.122.152" {
 		t.Fatalf("after release got %s, want 192.168.122.152", a)
 	}
 }
@@ -119,7 +123,7 @@ func TestAllocateLowestFree(t *testing.T) {
 func TestAllocateIPv6SkipsUsed(t *testing.T) {
 	p := mustPool(t, Spec{Name: "v6", Addresses: []string{"2001:db8::/64"}, Prefix: 64, Gateway: "2001:db8::1"})
 	inUse := map[netip.Addr]bool{netip.MustParseAddr("2001:db8::2"): true, netip.MustParseAddr("2001:db8::3"): true}
-	a, err := p.Allocate(inUse)
+	a, err := p.Allocate(lookup(inUse))
 	if err != nil || a.String() != "2001:db8::4" {
 		t.Fatalf("got %v, %v; want 2001:db8::4", a, err)
 	}
@@ -132,13 +136,68 @@ func BenchmarkAllocateFullish(b *testing.B) {
 	p, _ := New(Spec{Name: "a", Addresses: []string{"10.0.0.0/16"}, Prefix: 16})
 	inUse := map[netip.Addr]bool{}
 	for i := 0; i < 5000; i++ {
-		a, _ := p.Allocate(inUse)
+		a, _ := p.Allocate(lookup(inUse))
 		inUse[a] = true
 	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := p.Allocate(inUse); err != nil {
+		if _, err := p.Allocate(lookup(inUse)); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+func lookup(m map[netip.Addr]bool) func(netip.Addr) bool {
+	return func(a netip.Addr) bool { return m[a] }
+}
+
+// The gateway, the network and the IPv4 broadcast address are never handed
+// out, however full the pool gets.
+func TestAllocateNeverReservedOrGateway(t *testing.T) {
+	p := mustPool(t, Spec{Name: "a", Addresses: []string{"10.0.0.0/28"}, Prefix: 28, Gateway: "10.0.0.7"})
+	inUse := map[netip.Addr]bool{}
+	for {
+		a, err := p.Allocate(lookup(inUse))
+		if errors.Is(err, ErrExhausted) {
+			break
+		}
+		switch a.String() {
+		case "10.0.0.0", "10.0.0.7", "10.0.0.15":
+			t.Fatalf("allocated reserved or gateway address %s", a)
+		}
+		inUse[a] = true
+	}
+	if len(inUse) != 13 {
+		t.Fatalf("%d addresses handed out, want 16-3 = 13", len(inUse))
+	}
+}
+
+func TestOverlap(t *testing.T) {
+	cases := []struct {
+		a, b Spec
+		want string // "" for none
+	}{
+		{Spec{Name: "a", Addresses: []string{"10.8.0.10-10.8.0.11"}, Prefix: 24}, Spec{Name: "b", Addresses: []string{"10.8.0.10-10.8.0.11"}, Prefix: 24}, "10.8.0.10"},
+		{Spec{Name: "a", Addresses: []string{"10.0.0.40-10.0.0.50"}, Prefix: 24}, Spec{Name: "b", Addresses: []string{"10.0.0.40-10.0.0.60"}, Prefix: 24}, "10.0.0.40"},
+		{Spec{Name: "a", Addresses: []string{"10.0.0.40-10.0.0.50"}, Prefix: 24}, Spec{Name: "b", Addresses: []string{"10.0.0.20-10.0.0.30", "10.0.0.45-10.0.0.99"}, Prefix: 24}, "10.0.0.45"},
+		// Excluded addresses are not shared.
+		{Spec{Name: "a", Addresses: []string{"10.0.0.40-10.0.0.50"}, Prefix: 24, ExcludedAddresses: []string{"10.0.0.40-10.0.0.49"}}, Spec{Name: "b", Addresses: []string{"10.0.0.30-10.0.0.49"}, Prefix: 24}, ""},
+		// One pool's gateway inside the other's range.
+		{Spec{Name: "a", Addresses: []string{"10.0.0.40-10.0.0.50"}, Prefix: 24, Gateway: "10.0.0.1"}, Spec{Name: "b", Addresses: []string{"10.0.0.0/28"}, Prefix: 24}, "10.0.0.1"},
+		{Spec{Name: "a", Addresses: []string{"10.0.0.40-10.0.0.50"}, Prefix: 24, Gateway: "10.0.0.1"}, Spec{Name: "b", Addresses: []string{"10.0.0.60-10.0.0.70"}, Prefix: 24, Gateway: "10.0.0.1"}, ""},
+		{Spec{Name: "a", Addresses: []string{"10.0.0.0/24"}, Prefix: 24}, Spec{Name: "b", Addresses: []string{"2001:db8::/64"}, Prefix: 64}, ""},
+	}
+	for i, c := range cases {
+		a, b := mustPool(t, c.a), mustPool(t, c.b)
+		for _, order := range [][2]*Pool{{a, b}, {b, a}} {
+			addr, ok := Overlap(order[0], order[1])
+			got := ""
+			if ok {
+				got = addr.String()
+			}
+			if got != c.want {
+				t.Errorf("case %d: Overlap = %q, want %q", i, got, c.want)
+			}
 		}
 	}
 }

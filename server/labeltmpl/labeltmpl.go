@@ -10,6 +10,7 @@ import (
 	"io"
 	"math/big"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -49,6 +50,34 @@ func Render(tmpl string, data map[string]any, rnd io.Reader) (string, error) {
 	}
 	return out, nil
 }
+
+// Check reports a template that can never render, whatever a machine
+// sends: an unknown or malformed Random variable, an empty path element, or
+// a "${" left unclosed. Variables naming machine data are not checked: a
+// machine may or may not send them.
+func Check(tmpl string) error {
+	for _, m := range varRE.FindAllStringSubmatch(tmpl, -1) {
+		path := strings.TrimSpace(m[1])
+		parts := strings.Split(path, "/")
+		if parts[0] == "Random" {
+			if _, err := random(parts[1:], zeroReader{}); err != nil {
+				return fmt.Errorf("template variable ${%s}: %w", path, err)
+			}
+			continue
+		}
+		if slices.Contains(parts, "") {
+			return fmt.Errorf("template variable ${%s}: empty path element", path)
+		}
+	}
+	if strings.Contains(varRE.ReplaceAllString(tmpl, ""), "${") {
+		return fmt.Errorf("template %q: \"${\" without a matching \"}\"", tmpl)
+	}
+	return nil
+}
+
+type zeroReader struct{}
+
+func (zeroReader) Read(p []byte) (int, error) { clear(p); return len(p), nil }
 
 func lookup(path string, data map[string]any, rnd io.Reader) (string, error) {
 	parts := strings.Split(path, "/")

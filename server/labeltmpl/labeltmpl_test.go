@@ -88,3 +88,28 @@ func TestSanitizeLabelValue(t *testing.T) {
 		}
 	}
 }
+
+func TestCheck(t *testing.T) {
+	for tmpl, want := range map[string]string{
+		"m-${System Information/UUID}":     "",
+		"m-${Random/UUID}-${Random/Hex/4}": "",
+		"${Random/Int/10}":                 "",
+		"plain":                            "",
+		"m-${Random/Hex/33}":               "${Random/Hex/33}: hex length",
+		"m-${Random/Whatever}":             "${Random/Whatever}: unknown Random variable",
+		"m-${System Information//UUID}":    "empty path element",
+		"m-${}":                            "empty path element",
+		"m-${System Information/UUID":      `"${" without a matching "}"`,
+	} {
+		err := Check(tmpl)
+		if want == "" {
+			if err != nil {
+				t.Errorf("Check(%q) = %v", tmpl, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Check(%q) = %v, want error containing %q", tmpl, err, want)
+		}
+	}
+}

@@ -8,15 +8,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
 	"sort"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/server/ipam"
+	"github.com/nodereg/nodereg/server/labeltmpl"
 	"github.com/nodereg/nodereg/server/store"
 )
 
@@ -104,6 +107,9 @@ func Parse(data []byte) (*Config, error) {
 		}
 		c.Pools[p.Name] = p
 	}
+	if err := checkOverlaps(f.Pools, c.Pools); err != nil {
+		return nil, err
+	}
 	if len(f.Registrations) == 0 {
 		return nil, errors.New("registrations: none declared")
 	}
@@ -124,10 +130,22 @@ func Parse(data []byte) (*Config, error) {
 			return nil, fmt.Errorf("%s.token: used by another registration", key)
 		}
 		names[r.Name], tokens[r.Token] = true, true
-		for k := range r.MachineInventoryLabels {
+		if err := labeltmpl.Check(r.MachineName); err != nil {
+			return nil, fmt.Errorf("%s.machineName: %w", key, err)
+		}
+		if r.MachineName != "" && !strings.Contains(r.MachineName, "${") && labeltmpl.SanitizeName(r.MachineName) == "" {
+			return nil, fmt.Errorf("%s.machineName: %q renders to an empty name", key, r.MachineName)
+		}
+		for _, k := range sortedKeys(r.MachineInventoryLabels) {
 			if k == "" {
 				return nil, fmt.Errorf("%s.machineInventoryLabels: empty key", key)
 			}
+			if err := labeltmpl.Check(r.MachineInventoryLabels[k]); err != nil {
+				return nil, fmt.Errorf("%s.machineInventoryLabels.%s: %w", key, k, err)
+			}
+		}
+		if err := checkHandedOut(key+".config.elemental", &r.Config.Elemental); err != nil {
+			return nil, err
 		}
 		if r.Network == nil {
 			continue
@@ -160,6 +178,78 @@ func Parse(data []byte) (*Config, error) {
 	}
 	c.Registrations = f.Registrations
 	return c, nil
+}
+
+// checkOverlaps refuses two pools that could hand out the same address:
+// claims are kept per pool, so an address in both would go to two machines.
+func checkOverlaps(specs []ipam.Spec, pools map[string]*ipam.Pool) error {
+	for i := range specs {
+		for j := i + 1; j < len(specs); j++ {
+			a, b := pools[specs[i].Name], pools[specs[j].Name]
+			if addr, ok := ipam.Overlap(a, b); ok {
+				return fmt.Errorf("pools[%d]: pool %q overlaps pool %q (pools[%d]): both could hand out %s", j, b.Name, a.Name, i, addr)
+			}
+		}
+	}
+	return nil
+}
+
+// checkHandedOut refuses values of the config handed to machines that the
+// agent (and elemental-register) would refuse, so an admin learns at start
+// rather than from every machine.
+func checkHandedOut(key string, e *protocol.Elemental) error {
+	r := &e.Registration
+	switch r.Auth {
+	case "", "tpm", "mac", "sys-uuid":
+	default:
+		return fmt.Errorf("%s.registration.auth: %q is not tpm, mac or sys-uuid", key, r.Auth)
+	}
+	if r.URL != "" {
+		if err := checkHTTPURL(r.URL); err != nil {
+			return fmt.Errorf("%s.registration.url: %w", key, err)
+		}
+	}
+	switch r.NetworkConfig {
+	case "", "auto", "embedded", "explicit":
+	default:
+		return fmt.Errorf("%s.registration.network-config: %q is not auto, embedded or explicit", key, r.NetworkConfig)
+	}
+	if e.SystemAgent.URL != "" {
+		if err := checkHTTPURL(e.SystemAgent.URL); err != nil {
+			return fmt.Errorf("%s.system-agent.url: %w", key, err)
+		}
+	}
+	return nil
+}
+
+// checkHTTPURL accepts an absolute http or https URL with a host, the only
+// kind the agent dials.
+func checkHTTPURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("%q: scheme must be http or https", s)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("%q: no host", s)
+	}
+	return nil
+}
+
+// CheckExternalURL validates --external-url: scheme://host[:port] with
+// http or https, nothing after the authority (the request path is
+// appended).
+func CheckExternalURL(s string) error {
+	if err := checkHTTPURL(s); err != nil {
+		return err
+	}
+	u, _ := url.Parse(s)
+	if strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("%q: only scheme://host[:port] is allowed", s)
+	}
+	return nil
 }
 
 // Placeholders lists the distinct {name} placeholders in the string leaves

@@ -1,74 +1,66 @@
 // Package store keeps the reference server's inventories and address claims
-// in one JSON file. Every change is written atomically before the caller
-// acts on it, so a restart neither loses nor reassigns an address. Each
-// machine's hardware data (SMBIOS, system data: most of the bytes) lives in
-// a file of its own beside it, written only when it changes, so the main
-// file that every registration rewrites stays small.
+// in a bbolt database: one bucket per kind (inventories, claims, hardware),
+// one transaction per change, each committed (and synced) before the caller
+// acts on it, so a crash at any point neither loses nor reassigns an
+// address. A change writes only the records it touched.
+//
+// Inventories and claims are also held in memory, where the registry reads
+// them; hardware data (SMBIOS, system data: most of the bytes) is not, it is
+// read from the database when asked for.
+//
+// A store file in the former JSON format is imported once at Open and then
+// renamed aside (see Open).
 package store
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/nodereg/nodereg/internal/atomicfile"
 	"io/fs"
 	"os"
-	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/nodereg/nodereg/protocol"
 )
 
-// FormatVersion is written into the file so a later format can migrate.
-const FormatVersion = 1
+// FormatVersion is the database layout, kept in the meta bucket so a later
+// layout can migrate.
+const FormatVersion = 2
 
-// State is the whole persisted content.
+// jsonFormatVersion is the version of the former JSON file, which Open
+// imports and Export writes.
+const jsonFormatVersion = 1
+
+// Bucket names.
+var (
+	bucketMeta        = []byte("meta")
+	bucketInventories = []byte("inventories")
+	bucketClaims      = []byte("claims")
+	bucketHardware    = []byte("hardware")
+	keyVersion        = []byte("version")
+)
+
+// State is what the registry works on under the store's lock: inventories
+// and claims, without hardware data. Changes must go through its methods,
+// which remember what to write with the transaction.
 type State struct {
-	Version int `json:"version"`
-	// Inventories by identity hash.
-	Inventories map[string]*Inventory `json:"inventories"`
+	// Inventories by identity hash. Read freely; after changing one call
+	// PutInventory.
+	Inventories map[string]*Inventory
 	// Claims in creation order, which is also the order pending claims are
 	// served in (the in-cluster provider reconciles one claim at a time).
-	Claims []*Claim `json:"claims"`
+	// Read freely; change through AddClaim, RemoveClaim and TouchClaim.
+	Claims []*Claim
 
-	// hwDirty names the inventories whose hardware file must be written
-	// (or removed) with the next change.
-	hwDirty map[string]bool
-}
-
-// SetHardware records a machine's SMBIOS and system data; nil keeps what
-// was there.
-func (st *State) SetHardware(inv *Inventory, smbios, systemData map[string]any) {
-	if smbios != nil {
-		inv.SMBIOS = smbios
-	}
-	if systemData != nil {
-		inv.SystemData = systemData
-	}
-	if smbios != nil || systemData != nil {
-		st.markHW(inv.Hash)
-	}
-}
-
-// DeleteInventory removes an inventory and, with the next change, its
-// hardware file.
-func (st *State) DeleteInventory(hash string) {
-	delete(st.Inventories, hash)
-	st.markHW(hash)
-}
-
-func (st *State) markHW(hash string) {
-	if st.hwDirty == nil {
-		st.hwDirty = map[string]bool{}
-	}
-	st.hwDirty[hash] = true
-}
-
-// hardware is one machine's hardware file.
-type hardware struct {
-	SMBIOS     map[string]any `json:"smbios,omitempty"`
-	SystemData map[string]any `json:"systemData,omitempty"`
+	back    backend
+	nextSeq uint64
+	dirtyIn map[string]bool   // inventory hashes to write or delete
+	dirtyCl map[uint64]*Claim // claims to write (nil: delete)
+	hw      map[string][]byte // hardware records to write (nil: delete)
 }
 
 // Inventory is one registered machine, a MachineInventory in miniature.
@@ -81,9 +73,6 @@ type Inventory struct {
 	UpdatedAt    time.Time         `json:"updatedAt"`
 	Labels       map[string]string `json:"labels,omitempty"`
 	Annotations  map[string]string `json:"annotations,omitempty"`
-	// SMBIOS and SystemData are kept in the machine's hardware file.
-	SMBIOS     map[string]any `json:"-"`
-	SystemData map[string]any `json:"-"`
 	// Network is the registration's template as copied at the last
 	// registration: ipAddresses maps a placeholder name to a pool name.
 	Network *NetworkTemplate `json:"network,omitempty"`
@@ -94,6 +83,12 @@ type NetworkTemplate struct {
 	Configurator string                       `json:"configurator,omitempty" yaml:"configurator,omitempty"`
 	IPAddresses  map[string]string            `json:"ipAddresses,omitempty" yaml:"ipAddresses,omitempty"`
 	Config       map[string]protocol.RawValue `json:"config,omitempty" yaml:"config,omitempty"`
+}
+
+// Hardware is what a machine sent about itself.
+type Hardware struct {
+	SMBIOS     map[string]any `json:"smbios,omitempty"`
+	SystemData map[string]any `json:"systemData,omitempty"`
 }
 
 // Claim is one (machine, placeholder name) address claim, an
@@ -115,93 +110,294 @@ type Claim struct {
 	// condition reasons plus WaitingForIPAddress).
 	Reason  string `json:"reason,omitempty"`
 	Message string `json:"message,omitempty"`
+
+	seq uint64 // database key: creation order
 }
 
-// Store is the file-backed state; the zero value is not usable, use Open.
-type Store struct {
-	path string
-
-	mu       sync.Mutex
-	state    *State
-	lastGood []byte // the file's content, to roll back a failed change
+// PutInventory records inv (new or changed) for the transaction.
+func (st *State) PutInventory(inv *Inventory) {
+	st.Inventories[inv.Hash] = inv
+	st.dirtyIn[inv.Hash] = true
 }
 
-// Open loads path, or starts empty when it does not exist. An empty path
-// keeps the state in memory only (tests, throw-away demos).
-func Open(path string) (*Store, error) {
-	s := &Store{path: path}
-	var data []byte
-	if path != "" {
-		b, err := os.ReadFile(path)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-		case err != nil:
-			return nil, fmt.Errorf("store %s: reading: %w", path, err)
-		default:
-			data = b
+// DeleteInventory removes an inventory, its hardware data and its claims,
+// and returns the claims.
+func (st *State) DeleteInventory(hash string) []*Claim {
+	delete(st.Inventories, hash)
+	st.dirtyIn[hash] = true
+	st.hw[hash] = nil
+	var released []*Claim
+	for _, c := range slices.Clone(st.Claims) {
+		if c.Inventory == hash {
+			st.RemoveClaim(c)
+			released = append(released, c)
 		}
 	}
-	st, err := s.load(data)
+	return released
+}
+
+// AddClaim appends a new claim.
+func (st *State) AddClaim(c *Claim) {
+	st.nextSeq++
+	c.seq = st.nextSeq
+	st.Claims = append(st.Claims, c)
+	st.dirtyCl[c.seq] = c
+}
+
+// RemoveClaim drops a claim; its address is free with the transaction.
+func (st *State) RemoveClaim(c *Claim) {
+	st.Claims = slices.DeleteFunc(st.Claims, func(x *Claim) bool { return x == c })
+	st.dirtyCl[c.seq] = nil
+}
+
+// TouchClaim records a change to c.
+func (st *State) TouchClaim(c *Claim) { st.dirtyCl[c.seq] = c }
+
+// SetHardware records what a machine sent; a nil map keeps what was stored.
+// It returns the size of the stored record, and refuses (changing nothing)
+// one larger than limit when limit > 0.
+func (st *State) SetHardware(hash string, smbios, systemData map[string]any, limit int) (int, error) {
+	if smbios == nil && systemData == nil {
+		return 0, nil
+	}
+	hw := Hardware{SMBIOS: smbios, SystemData: systemData}
+	if smbios == nil || systemData == nil {
+		old, err := st.Hardware(hash)
+		if err != nil {
+			return 0, err
+		}
+		if smbios == nil {
+			hw.SMBIOS = old.SMBIOS
+		}
+		if systemData == nil {
+			hw.SystemData = old.SystemData
+		}
+	}
+	b, err := json.Marshal(hw)
 	if err != nil {
+		return 0, fmt.Errorf("encoding hardware data: %w", err)
+	}
+	if limit > 0 && len(b) > limit {
+		return len(b), fmt.Errorf("hardware data of %d bytes, more than the %d allowed per inventory", len(b), limit)
+	}
+	st.hw[hash] = b
+	return len(b), nil
+}
+
+// Hardware is a machine's hardware data: the record about to be written,
+// else the stored one, read from the database.
+func (st *State) Hardware(hash string) (Hardware, error) {
+	var hw Hardware
+	b, staged := st.hw[hash]
+	if !staged {
+		var err error
+		if b, err = st.back.get(bucketHardware, []byte(hash)); err != nil {
+			return hw, err
+		}
+	}
+	if b == nil {
+		return hw, nil
+	}
+	if err := json.Unmarshal(b, &hw); err != nil {
+		return hw, fmt.Errorf("hardware of %s: %w", hash, err)
+	}
+	return hw, nil
+}
+
+func (st *State) dirty() bool {
+	return len(st.dirtyIn) > 0 || len(st.dirtyCl) > 0 || len(st.hw) > 0
+}
+
+func (st *State) resetDirty() {
+	st.dirtyIn = map[string]bool{}
+	st.dirtyCl = map[uint64]*Claim{}
+	st.hw = map[string][]byte{}
+}
+
+// op is one record to write (value nil: delete).
+type op struct {
+	bucket, key, value []byte
+}
+
+// takeOps encodes every recorded change, in a fixed order, and forgets
+// the records.
+func (st *State) takeOps() ([]op, error) {
+	var ops []op
+	for h := range st.dirtyIn {
+		inv, ok := st.Inventories[h]
+		if !ok {
+			ops = append(ops, op{bucketInventories, []byte(h), nil})
+			continue
+		}
+		b, err := json.Marshal(inv)
+		if err != nil {
+			return nil, fmt.Errorf("encoding inventory %s: %w", h, err)
+		}
+		ops = append(ops, op{bucketInventories, []byte(h), b})
+	}
+	for seq, c := range st.dirtyCl {
+		if c == nil {
+			ops = append(ops, op{bucketClaims, seqKey(seq), nil})
+			continue
+		}
+		b, err := json.Marshal(c)
+		if err != nil {
+			return nil, fmt.Errorf("encoding claim %s: %w", c.Name, err)
+		}
+		ops = append(ops, op{bucketClaims, seqKey(seq), b})
+	}
+	for h, b := range st.hw {
+		ops = append(ops, op{bucketHardware, []byte(h), b})
+	}
+	st.resetDirty()
+	return ops, nil
+}
+
+// apply writes ops in order in one transaction.
+func apply(back backend, ops []op) error {
+	return back.update(func(tx txn) error {
+		for _, o := range ops {
+			var err error
+			if o.value == nil {
+				err = tx.del(o.bucket, o.key)
+			} else {
+				err = tx.put(o.bucket, o.key, o.value)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// commit writes every recorded change in one transaction (import only;
+// Update batches).
+func (st *State) commit() error {
+	ops, err := st.takeOps()
+	if err != nil {
+		return err
+	}
+	return apply(st.back, ops)
+}
+
+func seqKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
+
+// load reads inventories and claims (not hardware) from the backend.
+func load(back backend) (*State, error) {
+	st := &State{Inventories: map[string]*Inventory{}, back: back}
+	st.resetDirty()
+	err := back.forEach(bucketInventories, func(k, v []byte) error {
+		var inv Inventory
+		if err := json.Unmarshal(v, &inv); err != nil {
+			return fmt.Errorf("inventory %q: %w", k, err)
+		}
+		if inv.Hash != string(k) {
+			return fmt.Errorf("inventory under key %q has hash %q", k, inv.Hash)
+		}
+		st.Inventories[inv.Hash] = &inv
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = back.forEach(bucketClaims, func(k, v []byte) error {
+		if len(k) != 8 {
+			return fmt.Errorf("claim key %x is not a sequence number", k)
+		}
+		c := &Claim{seq: binary.BigEndian.Uint64(k)}
+		if err := json.Unmarshal(v, c); err != nil {
+			return fmt.Errorf("claim %d: %w", c.seq, err)
+		}
+		st.Claims = append(st.Claims, c)
+		st.nextSeq = max(st.nextSeq, c.seq)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// Store is the database-backed state; the zero value is not usable, use
+// Open.
+type Store struct {
+	path string
+	back backend
+
+	mu    sync.Mutex // state, queue, tickets, last
+	state *State
+	// queue holds the encoded changes of Updates whose commit is pending,
+	// in order; tickets are those Updates, last the newest of them.
+	queue   []op
+	tickets []*ticket
+	last    *ticket
+	// commitMu admits one committer at a time; it takes the whole queue,
+	// so concurrent registrations share one transaction (group commit).
+	commitMu sync.Mutex
+	// Imported names the JSON file a legacy store was moved to at Open.
+	Imported string
+}
+
+// Open opens the database at path, creating it when missing. An empty path
+// keeps the state in memory only (tests, throw-away demos).
+//
+// An existing file that is empty or `null` is refused: an empty state is
+// only ever a new file, and a blanked file would forget every claim. A file
+// in the former JSON format is imported into a new database in one
+// transaction; the JSON file is then renamed to path+".imported.json" (and
+// its hardware directory to path+".imported.hw").
+func Open(path string) (*Store, error) {
+	s := &Store{path: path}
+	if path == "" {
+		s.back = newMemBackend()
+	} else {
+		imported, err := importIfJSON(path)
+		if err != nil {
+			return nil, fmt.Errorf("store %s: %w", path, err)
+		}
+		s.Imported = imported
+		if s.back, err = openBolt(path, false); err != nil {
+			return nil, fmt.Errorf("store %s: %w", path, err)
+		}
+	}
+	st, err := load(s.back)
+	if err != nil {
+		s.back.close()
 		return nil, fmt.Errorf("store %s: %w", path, err)
 	}
 	s.state = st
-	s.lastGood = data
 	return s, nil
 }
 
-// load decodes the main file and reads every machine's hardware file.
-func (s *Store) load(data []byte) (*State, error) {
-	st, err := decode(data)
-	if err != nil || s.path == "" {
-		return st, err
+// sniff classifies an existing store file by its first bytes.
+func sniff(path string) (kind string, data []byte, err error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "missing", nil, nil
 	}
-	for h, inv := range st.Inventories {
-		b, err := os.ReadFile(s.hwPath(h))
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		var hw hardware
-		if err := json.Unmarshal(b, &hw); err != nil {
-			return nil, fmt.Errorf("hardware of %s: %w", h, err)
-		}
-		inv.SMBIOS, inv.SystemData = hw.SMBIOS, hw.SystemData
+	if err != nil {
+		return "", nil, err
 	}
-	return st, nil
+	t := bytes.TrimSpace(b)
+	switch {
+	case len(t) == 0 || string(t) == "null":
+		return "", nil, fmt.Errorf("the file exists but holds no state (%d bytes); restore it from a backup or remove it to start empty", len(b))
+	case t[0] == '{':
+		return "json", b, nil
+	}
+	return "bolt", nil, nil
 }
 
-// hwPath is the hardware file of a machine; hashes are hex, so the name is
-// safe.
-func (s *Store) hwPath(hash string) string {
-	return filepath.Join(s.path+".hw", hash+".json")
-}
-
-func decode(data []byte) (*State, error) {
-	st := &State{Version: FormatVersion}
-	if len(data) > 0 {
-		if err := json.Unmarshal(data, st); err != nil {
-			return nil, fmt.Errorf("decoding: %w", err)
-		}
-		if st.Version != FormatVersion {
-			return nil, fmt.Errorf("format version %d, this server reads %d", st.Version, FormatVersion)
-		}
-	}
-	if st.Inventories == nil {
-		st.Inventories = map[string]*Inventory{}
-	}
-	for h, inv := range st.Inventories {
-		if inv == nil || inv.Hash != h {
-			return nil, fmt.Errorf("inventory under key %q has hash mismatch", h)
-		}
-	}
-	return st, nil
-}
-
-// Path is the file the store writes.
+// Path is the database file.
 func (s *Store) Path() string { return s.path }
+
+// Close releases the database; the Store is unusable afterwards.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.back.close()
+}
 
 // View runs fn with the current state under the lock; fn must not keep
 // references past its return nor modify the state.
@@ -211,73 +407,114 @@ func (s *Store) View(fn func(*State)) {
 	fn(s.state)
 }
 
-// Update runs fn under the lock. When fn reports a change, the new state is
-// written to the file before Update returns; if fn or the write fails the
-// in-memory state is rolled back to the file's content, so nobody ever acts
-// on a state that is not on disk.
+// ticket is one Update waiting for its changes to be committed.
+type ticket struct {
+	done chan struct{}
+	err  error
+}
+
+// Update runs fn under the lock and returns when what fn recorded through
+// the State's methods is committed: nobody acts on a change that is not on
+// disk. Concurrent Updates are committed together in one transaction (one
+// fsync for a herd of registrations), in the order they ran.
+//
+// fn should fail before recording changes: what it recorded is committed
+// even when it returns an error (memory and disk never part). An Update
+// that recorded nothing still waits for the commit of the changes it may
+// have read. If a commit fails, the state is reloaded from the database
+// and every Update of that commit, and those queued behind it, fail.
+// changed is kept for callers' clarity and not needed.
 func (s *Store) Update(fn func(*State) (changed bool, err error)) error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	changed, err := fn(s.state)
-	if err == nil && changed {
-		err = s.persist()
+	_, ferr := fn(s.state)
+	if !s.state.dirty() {
+		wait := s.last
+		s.mu.Unlock()
+		if wait != nil {
+			<-wait.done
+			if ferr == nil && wait.err != nil {
+				return wait.err
+			}
+		}
+		return ferr
 	}
+	ops, err := s.state.takeOps()
 	if err != nil {
-		if st, derr := s.load(s.lastGood); derr == nil {
+		// Nothing was queued: drop the unencodable change by reloading,
+		// once the commits already queued (which the state includes) are
+		// done.
+		s.mu.Unlock()
+		return errors.Join(ferr, s.reloadAfter(fmt.Errorf("store %s: %w", s.path, err)))
+	}
+	t := &ticket{done: make(chan struct{})}
+	s.queue = append(s.queue, ops...)
+	s.tickets = append(s.tickets, t)
+	s.last = t
+	s.mu.Unlock()
+
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	select {
+	case <-t.done: // an earlier committer took our changes
+	default:
+		s.commitQueue()
+	}
+	return errors.Join(ferr, t.err)
+}
+
+// commitQueue commits everything queued; commitMu is held.
+func (s *Store) commitQueue() {
+	s.mu.Lock()
+	ops, tickets := s.queue, s.tickets
+	s.queue, s.tickets = nil, nil
+	s.mu.Unlock()
+	err := apply(s.back, ops)
+	if err != nil {
+		err = fmt.Errorf("store %s: %w", s.path, err)
+		s.mu.Lock()
+		// Changes queued since were made on the state that just failed.
+		tickets = append(tickets, s.tickets...)
+		s.queue, s.tickets, s.last = nil, nil, nil
+		if st, lerr := load(s.back); lerr == nil {
 			s.state = st
 		} else {
-			err = errors.Join(err, fmt.Errorf("store %s: rolling back: %w", s.path, derr))
+			err = errors.Join(err, fmt.Errorf("store %s: reloading after a failed commit: %w", s.path, lerr))
 		}
+		s.mu.Unlock()
 	}
-	return err
+	for _, t := range tickets {
+		t.err = err
+		close(t.done)
+	}
 }
 
-func (s *Store) persist() error {
-	// Compact: the whole state is re-encoded on every change, and read by
-	// programs (the admin view shows it indented).
-	data, err := json.Marshal(s.state)
+// reloadAfter commits what is queued, then reloads the state from the
+// database, dropping changes that were never queued; it returns cause.
+func (s *Store) reloadAfter(cause error) error {
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+	s.commitQueue()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := load(s.back)
 	if err != nil {
-		return fmt.Errorf("store %s: encoding: %w", s.path, err)
+		return errors.Join(cause, err)
 	}
-	data = append(data, '\n')
-	if s.path != "" {
-		// Hardware first: the main file never names a machine whose
-		// hardware file is older than what was acknowledged.
-		if err := s.persistHardware(); err != nil {
-			return fmt.Errorf("store %s: %w", s.path, err)
-		}
-		if err := atomicfile.Write(s.path, data, 0o600); err != nil {
-			return fmt.Errorf("store %s: %w", s.path, err)
-		}
-	}
-	s.state.hwDirty = nil
-	s.lastGood = data
-	return nil
+	s.state = st
+	return cause
 }
 
-func (s *Store) persistHardware() error {
-	if len(s.state.hwDirty) == 0 {
-		return nil
+// Hardware reads a machine's hardware data from the database.
+func (s *Store) Hardware(hash string) (Hardware, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state.Hardware(hash)
+}
+
+// Size is the database's size in bytes (0 for a memory store).
+func (s *Store) Size() int64 {
+	if fi, err := os.Stat(s.path); err == nil && s.path != "" {
+		return fi.Size()
 	}
-	dir := s.path + ".hw"
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	for h := range s.state.hwDirty {
-		inv, ok := s.state.Inventories[h]
-		if !ok {
-			if err := atomicfile.Remove(s.hwPath(h)); err != nil {
-				return err
-			}
-			continue
-		}
-		b, err := json.Marshal(hardware{inv.SMBIOS, inv.SystemData})
-		if err != nil {
-			return fmt.Errorf("encoding hardware of %s: %w", h, err)
-		}
-		if err := atomicfile.Write(s.hwPath(h), b, 0o600); err != nil {
-			return err
-		}
-	}
-	return nil
+	return 0
 }

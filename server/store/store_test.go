@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,32 +11,52 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nodereg/nodereg/protocol"
 )
 
 func addInventory(s *Store, hash, name string) error {
 	return s.Update(func(st *State) (bool, error) {
-		st.Inventories[hash] = &Inventory{Name: name, Hash: hash}
-		st.Claims = append(st.Claims, &Claim{Name: name + "-ip", Inventory: hash, IPName: "ip", Pool: "p", Address: "10.0.0." + name})
+		st.PutInventory(&Inventory{Name: name, Hash: hash})
+		st.AddClaim(&Claim{Name: name + "-ip", Inventory: hash, IPName: "ip", Pool: "p", Address: "10.0.0." + name})
 		return true, nil
 	})
 }
 
-func TestReopenKeepsState(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "state.json")
+func open(t testing.TB, path string) *Store {
+	t.Helper()
 	s, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := addInventory(s, "h1", "1"); err != nil {
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestReopenKeepsState(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := open(t, path)
+	for i := 1; i <= 3; i++ {
+		if err := addInventory(s, fmt.Sprint("h", i), fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Claims keep their creation order across a removal and a reopen.
+	if err := s.Update(func(st *State) (bool, error) { st.DeleteInventory("h2"); return true, nil }); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := Open(path)
-	if err != nil {
+	if err := addInventory(s, "h4", "4"); err != nil {
 		t.Fatal(err)
 	}
+	s.Close()
+	s2 := open(t, path)
 	s2.View(func(st *State) {
-		if st.Inventories["h1"] == nil || len(st.Claims) != 1 || st.Claims[0].Address != "10.0.0.1" {
-			t.Fatalf("reopened state lost data: %+v", st)
+		var order []string
+		for _, c := range st.Claims {
+			order = append(order, c.Address)
+		}
+		if len(st.Inventories) != 3 || st.Inventories["h2"] != nil || strings.Join(order, ",") != "10.0.0.1,10.0.0.3,10.0.0.4" {
+			t.Fatalf("reopened: %d inventories, claims %v", len(st.Inventories), order)
 		}
 	})
 	fi, err := os.Stat(path)
@@ -47,198 +68,285 @@ func TestReopenKeepsState(t *testing.T) {
 	}
 }
 
-func TestUnchangedUpdateDoesNotWrite(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "state.json")
-	s, _ := Open(path)
-	if err := s.Update(func(*State) (bool, error) { return false, nil }); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("file written without a change: %v", err)
+func TestSecondOpenIsRefusedWhileLocked(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	open(t, path)
+	if _, err := Open(path); err == nil || !strings.Contains(err.Error(), "locked") {
+		t.Fatalf("second open: %v", err)
 	}
 }
 
-func TestFailedWriteRollsBack(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "state.json")
-	s, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+func TestFnErrorBeforeChangesKeepsState(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := open(t, path)
 	if err := addInventory(s, "h1", "1"); err != nil {
 		t.Fatal(err)
 	}
-	// A non-empty directory where the file goes makes the rename fail,
-	// even for root.
-	if err := os.Remove(path); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(path, "blocker"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	err = addInventory(s, "h2", "2")
-	if err == nil || !strings.Contains(err.Error(), path) {
-		t.Fatalf("err = %v, want an error naming %s", err, path)
-	}
-	s.View(func(st *State) {
-		if st.Inventories["h2"] != nil || len(st.Claims) != 1 {
-			t.Fatalf("failed update stayed in memory: %d inventories, %d claims", len(st.Inventories), len(st.Claims))
-		}
-	})
-	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
-		t.Fatalf("leftovers after failed write: %v", entries)
-	}
-}
-
-func TestFnErrorRollsBack(t *testing.T) {
-	s, _ := Open("")
-	_ = addInventory(s, "h1", "1")
 	boom := errors.New("boom")
+	if err := s.Update(func(st *State) (bool, error) { return false, boom }); !errors.Is(err, boom) {
+		t.Fatalf("err = %v", err)
+	}
+	// Recorded changes are committed even when fn then fails: memory and
+	// disk never part.
 	err := s.Update(func(st *State) (bool, error) {
-		delete(st.Inventories, "h1")
+		st.AddClaim(&Claim{Name: "x", Inventory: "h1", Address: "10.0.0.9"})
 		return true, boom
 	})
 	if !errors.Is(err, boom) {
 		t.Fatalf("err = %v", err)
 	}
+	s.Close()
+	s = open(t, path)
 	s.View(func(st *State) {
-		if st.Inventories["h1"] == nil {
-			t.Fatal("mutation of a failed update was kept")
+		if len(st.Claims) != 2 {
+			t.Fatalf("%d claims on disk, want 2", len(st.Claims))
 		}
 	})
 }
 
-// A reader polling the file while many updates land must only ever see
-// complete documents: the property atomic replacement exists for.
-func TestReadersNeverSeePartialFile(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "state.json")
-	s, _ := Open(path)
-	if err := addInventory(s, "h0", "0"); err != nil {
+// Concurrent Updates share transactions, and each returns only once its
+// change is on disk, in the order they ran.
+func TestConcurrentUpdatesCommitInOrder(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := open(t, path)
+	const n = 300
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := addInventory(s, fmt.Sprint("h", i), fmt.Sprint(i)); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	var bad []string
-	var reads int
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			b, err := os.ReadFile(path)
-			if err != nil {
-				bad = append(bad, err.Error())
-				continue
-			}
-			reads++
-			var st State
-			if err := json.Unmarshal(b, &st); err != nil {
-				bad = append(bad, fmt.Sprintf("%d bytes: %v", len(b), err))
-			}
+	var inMemory []string
+	s.View(func(st *State) {
+		for _, c := range st.Claims {
+			inMemory = append(inMemory, c.Name)
 		}
-	}()
-	// Large enough that a plain write would take several write calls.
-	for i := 1; i <= 50; i++ {
-		pad := strings.Repeat(fmt.Sprint(i%10), 256<<10)
+	})
+	s.Close()
+	s = open(t, path)
+	var onDisk []string
+	s.View(func(st *State) {
+		for _, c := range st.Claims {
+			onDisk = append(onDisk, c.Name)
+		}
+	})
+	if len(onDisk) != n || strings.Join(onDisk, ",") != strings.Join(inMemory, ",") {
+		t.Fatalf("on disk %d claims, order equal to memory: %v", len(onDisk), strings.Join(onDisk, ",") == strings.Join(inMemory, ","))
+	}
+}
+
+// A change that cannot be committed leaves memory as the database is.
+func TestFailedCommitRollsBack(t *testing.T) {
+	for _, path := range []string{"", filepath.Join(t.TempDir(), "state.db")} {
+		s := open(t, path)
+		if err := addInventory(s, "h1", "1"); err != nil {
+			t.Fatal(err)
+		}
 		err := s.Update(func(st *State) (bool, error) {
-			st.Inventories["h0"].Labels = map[string]string{"pad": pad}
+			st.AddClaim(&Claim{Name: "y", Inventory: "h1", Address: "10.0.0.8"})
+			// A value JSON cannot encode fails the transaction.
+			st.PutInventory(&Inventory{Name: "bad", Hash: "h9", Network: &NetworkTemplate{
+				Config: map[string]protocol.RawValue{"x": {Value: make(chan int)}}}})
 			return true, nil
 		})
-		if err != nil {
+		if err == nil {
+			t.Fatalf("%q: unencodable inventory committed", path)
+		}
+		s.View(func(st *State) {
+			if st.Inventories["h9"] != nil || len(st.Claims) != 1 {
+				t.Fatalf("%q: failed commit left %d claims, h9 %v", path, len(st.Claims), st.Inventories["h9"])
+			}
+		})
+		// And the store still works.
+		if err := addInventory(s, "h2", "2"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	close(stop)
-	wg.Wait()
-	if len(bad) > 0 {
-		t.Fatalf("%d of %d reads saw a partial or missing file, first: %s", len(bad), reads+len(bad), bad[0])
-	}
-	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
-		t.Fatalf("temp files left behind: %v", entries)
+}
+
+func TestOpenRefusesEmptyNullAndCorruptFiles(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{"empty": "", "null": "null\n", "blank": "  \n", "garbage": "\x00\x01not a database at all, not even JSON"} {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Open(path)
+		if err == nil || !strings.Contains(err.Error(), path) {
+			t.Errorf("%s: err = %v, want a refusal naming the file", name, err)
+		}
+		if b, _ := os.ReadFile(path); string(b) != content {
+			t.Errorf("%s: refused file was changed", name)
+		}
 	}
 }
 
-func TestOpenRejectsCorruptFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "state.json")
-	if err := os.WriteFile(path, []byte(`{"version":1,"inventories":{`), 0o600); err != nil {
+// Hardware data is stored per inventory, read back from the database when
+// asked for, merged when only one kind is sent, capped, and deleted with
+// its inventory.
+func TestHardware(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.db")
+	s := open(t, path)
+	smbios := map[string]any{"System Information": map[string]any{"UUID": "u-1"}}
+	err := s.Update(func(st *State) (bool, error) {
+		st.PutInventory(&Inventory{Name: "m-1", Hash: "ab12"})
+		_, err := st.SetHardware("ab12", smbios, map[string]any{"Runtime": map[string]any{"Hostname": "n1"}}, 0)
+		return true, err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	_, err := Open(path)
-	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "decoding") {
-		t.Fatalf("err = %v", err)
-	}
-	if err := os.WriteFile(path, []byte(`{"version":99}`), 0o600); err != nil {
+	// Only system data sent: the SMBIOS stays.
+	err = s.Update(func(st *State) (bool, error) {
+		_, err := st.SetHardware("ab12", nil, map[string]any{"Runtime": map[string]any{"Hostname": "n2"}}, 0)
+		return true, err
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Open(path); err == nil || !strings.Contains(err.Error(), "format version 99") {
-		t.Fatalf("err = %v", err)
+	s.Close()
+	s = open(t, path)
+	hw, err := s.Hardware("ab12")
+	if err != nil || hw.SMBIOS["System Information"].(map[string]any)["UUID"] != "u-1" || hw.SystemData["Runtime"].(map[string]any)["Hostname"] != "n2" {
+		t.Fatalf("after reopen: %+v, %v", hw, err)
+	}
+	big := map[string]any{"x": strings.Repeat("a", 2000)}
+	err = s.Update(func(st *State) (bool, error) {
+		_, err := st.SetHardware("ab12", big, nil, 1024)
+		return true, err
+	})
+	if err == nil || !strings.Contains(err.Error(), "more than the 1024 allowed") {
+		t.Fatalf("oversized hardware: %v", err)
+	}
+	if hw, _ := s.Hardware("ab12"); hw.SMBIOS["x"] != nil {
+		t.Fatal("refused hardware data was stored")
+	}
+	if err := s.Update(func(st *State) (bool, error) { st.DeleteInventory("ab12"); return true, nil }); err != nil {
+		t.Fatal(err)
+	}
+	if hw, _ := s.Hardware("ab12"); hw.SMBIOS != nil || hw.SystemData != nil {
+		t.Errorf("hardware outlives its inventory: %+v", hw)
 	}
 }
 
-func BenchmarkUpdate200Inventories(b *testing.B) {
-	s, _ := Open(filepath.Join(b.TempDir(), "state.json"))
-	for i := 0; i < 200; i++ {
+// legacyJSON is a store written by the former JSON format: hardware in
+// files beside it.
+const legacyJSON = `{"version":1,"inventories":{"h1":{"name":"m-1","hash":"h1","authKind":"plain","registration":"demo","createdAt":"2026-01-01T00:00:00Z","updatedAt":"2026-01-01T00:00:00Z"},"h2":{"name":"m-2","hash":"h2","authKind":"plain","registration":"demo","createdAt":"2026-01-01T00:00:00Z","updatedAt":"2026-01-01T00:00:00Z"}},"claims":[{"name":"m-2-ip","inventory":"h2","ipName":"ip","pool":"p","createdAt":"2026-01-01T00:00:00Z","notBefore":"2026-01-01T00:00:00Z","address":"10.0.0.11","prefix":24},{"name":"m-1-ip","inventory":"h1","ipName":"ip","pool":"p","createdAt":"2026-01-01T00:00:01Z","notBefore":"2026-01-01T00:00:01Z","address":"10.0.0.10","prefix":24}]}
+`
+
+func TestImportsJSONStoreOnce(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "store.json")
+	if err := os.WriteFile(path, []byte(legacyJSON), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(path+".hw", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(path+".hw", "h1.json"), []byte(`{"smbios":{"System Information":{"UUID":"u-1"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Imported != path+".imported.json" {
+		t.Fatalf("Imported = %q", s.Imported)
+	}
+	check := func(s *Store) {
+		t.Helper()
+		s.View(func(st *State) {
+			if len(st.Inventories) != 2 || len(st.Claims) != 2 || st.Claims[0].Name != "m-2-ip" || st.Claims[1].Address != "10.0.0.10" {
+				t.Fatalf("imported state: %d inventories, claims %+v", len(st.Inventories), st.Claims)
+			}
+		})
+		if hw, err := s.Hardware("h1"); err != nil || hw.SMBIOS["System Information"] == nil {
+			t.Fatalf("imported hardware: %+v %v", hw, err)
+		}
+	}
+	check(s)
+	s.Close()
+	if b, err := os.ReadFile(path + ".imported.json"); err != nil || string(b) != legacyJSON {
+		t.Fatalf("JSON store not kept aside unchanged: %v", err)
+	}
+	if _, err := os.Stat(path + ".imported.hw/h1.json"); err != nil {
+		t.Fatalf("hardware directory not moved aside: %v", err)
+	}
+	if b, _ := os.ReadFile(path); bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")) {
+		t.Fatal("the store path still holds JSON")
+	}
+	// Once: the next start opens the database.
+	s = open(t, path)
+	if s.Imported != "" {
+		t.Fatalf("imported twice: %q", s.Imported)
+	}
+	check(s)
+}
+
+// Export prints the state with hardware as JSON, and that JSON is what an
+// import reads: a backup restores by starting on it.
+func TestExportRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, filepath.Join(dir, "a.db"))
+	if err := addInventory(s, "h1", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update(func(st *State) (bool, error) {
+		_, err := st.SetHardware("h1", map[string]any{"BIOS Information": map[string]any{"Vendor": "SeaBIOS"}}, nil, 0)
+		return true, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := s.Export(&out); err != nil {
+		t.Fatal(err)
+	}
+	var d map[string]any
+	if err := json.Unmarshal(out.Bytes(), &d); err != nil {
+		t.Fatalf("export is not JSON: %v\n%s", err, out.Bytes())
+	}
+	if !strings.Contains(out.String(), `"Vendor": "SeaBIOS"`) || !strings.Contains(out.String(), `"address": "10.0.0.1"`) {
+		t.Fatalf("export lacks hardware or claims:\n%s", out.String())
+	}
+	restored := filepath.Join(dir, "restored.db")
+	if err := os.WriteFile(restored, out.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := open(t, restored)
+	var again bytes.Buffer
+	if err := r.Export(&again); err != nil {
+		t.Fatal(err)
+	}
+	if again.String() != out.String() {
+		t.Fatalf("restored export differs:\n%s\n---\n%s", out.String(), again.String())
+	}
+}
+
+func BenchmarkUpdate1000Inventories(b *testing.B) {
+	s := open(b, filepath.Join(b.TempDir(), "state.db"))
+	for i := 0; i < 1000; i++ {
 		_ = addInventory(s, fmt.Sprint("h", i), fmt.Sprint(i))
 	}
 	now := time.Now()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		if err := s.Update(func(st *State) (bool, error) {
-			st.Inventories["h0"].UpdatedAt = now.Add(time.Duration(i))
+			inv := st.Inventories["h0"]
+			inv.UpdatedAt = now.Add(time.Duration(i))
+			st.PutInventory(inv)
 			return true, nil
 		}); err != nil {
 			b.Fatal(err)
 		}
-	}
-}
-
-// Hardware data lives in one file per machine, survives a reopen, stays out
-// of the main file every change rewrites, and goes with its inventory.
-func TestHardwareFilesBesideTheMainFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "store.json")
-	s, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	smbios := map[string]any{"System Information": map[string]any{"UUID": "u-1"}}
-	err = s.Update(func(st *State) (bool, error) {
-		inv := &Inventory{Name: "m-1", Hash: "ab12"}
-		st.Inventories[inv.Hash] = inv
-		st.SetHardware(inv, smbios, map[string]any{"Runtime": map[string]any{"Hostname": "n1"}})
-		return true, nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	main, _ := os.ReadFile(path)
-	if strings.Contains(string(main), "u-1") || strings.Contains(string(main), "Hostname") {
-		t.Errorf("hardware data in the main file: %s", main)
-	}
-	hw, err := os.ReadFile(filepath.Join(path+".hw", "ab12.json"))
-	if err != nil || !strings.Contains(string(hw), "u-1") {
-		t.Fatalf("hardware file: %q %v", hw, err)
-	}
-	s2, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s2.View(func(st *State) {
-		inv := st.Inventories["ab12"]
-		if inv == nil || inv.SMBIOS["System Information"].(map[string]any)["UUID"] != "u-1" || inv.SystemData["Runtime"] == nil {
-			t.Errorf("after reopen: %+v", inv)
-		}
-	})
-	if err := s2.Update(func(st *State) (bool, error) { st.DeleteInventory("ab12"); return true, nil }); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(path+".hw", "ab12.json")); !os.IsNotExist(err) {
-		t.Errorf("hardware file outlives its inventory: %v", err)
 	}
 }

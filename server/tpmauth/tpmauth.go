@@ -34,7 +34,32 @@ var (
 	ErrUntrustedEK = errors.New("EK not trusted")
 	// ErrWrongSecret: the client's answer is not the secret we encrypted.
 	ErrWrongSecret = errors.New("challenge answered with the wrong secret")
+	// ErrKeyType: an EK or AK no TPM 2.0 creates. Refused before any
+	// public-key operation: a client picks the key size, and an RSA
+	// operation with a huge modulus costs seconds of CPU per request.
+	ErrKeyType = errors.New("key type or size no TPM creates")
 )
+
+// maxEKBytes bounds the EK (PEM certificate or public key) before it is
+// parsed: EK certificates are a few KiB.
+const maxEKBytes = 16 << 10
+
+// rsaTPMBits are the RSA sizes of the TCG EK and AK templates; with the
+// template exponent 65537 (written 0 in TPMT_PUBLIC).
+var rsaTPMBits = map[int]bool{2048: true, 3072: true}
+
+// checkRSA accepts the RSA keys a TPM 2.0 creates. ECC EKs (P-256, P-384)
+// are the other kind a TPM can have; the credential challenge here is
+// RSA-only, so wire.ParseEK refuses them before this.
+func checkRSA(what string, bits, exponent int) error {
+	if !rsaTPMBits[bits] {
+		return fmt.Errorf("TPM auth: %w: %s is RSA %d bits, want 2048 or 3072", ErrKeyType, what, bits)
+	}
+	if exponent != 65537 {
+		return fmt.Errorf("TPM auth: %w: %s exponent %d, want 65537", ErrKeyType, what, exponent)
+	}
+	return nil
+}
 
 // Options configure the verifier.
 type Options struct {
@@ -123,12 +148,15 @@ type Verified struct {
 
 // Verify checks the EK (and its chain when pool is set) and the AK.
 func Verify(d *wire.AttestationData, pool *x509.CertPool) (*Verified, error) {
+	if len(d.EK) > maxEKBytes {
+		return nil, fmt.Errorf("TPM auth: %w: EK of %d bytes, at most %d", ErrKeyType, len(d.EK), maxEKBytes)
+	}
 	ek, cert, err := wire.ParseEK(d.EK)
 	if err != nil {
 		return nil, err
 	}
-	if ek.N.BitLen() < 2048 {
-		return nil, fmt.Errorf("TPM auth: EK of %d bits, want at least 2048", ek.N.BitLen())
+	if err := checkRSA("EK", ek.N.BitLen(), ek.E); err != nil {
+		return nil, err
 	}
 	hash, err := wire.PubHash(ek)
 	if err != nil {
@@ -186,6 +214,9 @@ func VerifyAK(p *wire.AttestationParameters) ([]byte, error) {
 	if err != nil {
 		return bad("decoding Public: %v", err)
 	}
+	if err := checkAKKey(pub); err != nil {
+		return nil, err
+	}
 	if _, err := tpm2.Unmarshal[tpm2.TPMSCreationData](p.CreateData); err != nil {
 		return bad("decoding CreateData: %v", err)
 	}
@@ -235,6 +266,31 @@ func VerifyAK(p *wire.AttestationParameters) ([]byte, error) {
 		return bad("%v", err)
 	}
 	return name, nil
+}
+
+// checkAKKey refuses an AK no TPM creates, before any RSA operation: the
+// modulus is the client's to choose and need not match keyBits.
+func checkAKKey(pub *tpm2.TPMTPublic) error {
+	if pub.Type != tpm2.TPMAlgRSA {
+		return fmt.Errorf("TPM auth: %w: AK type 0x%04x, want RSA", ErrKeyType, uint16(pub.Type))
+	}
+	parms, err := pub.Parameters.RSADetail()
+	if err != nil {
+		return fmt.Errorf("TPM auth: %w: AK RSA parameters: %v", ErrInvalidAK, err)
+	}
+	mod, err := pub.Unique.RSA()
+	if err != nil {
+		return fmt.Errorf("TPM auth: %w: AK modulus: %v", ErrInvalidAK, err)
+	}
+	bits := new(big.Int).SetBytes(mod.Buffer).BitLen()
+	if bits != int(parms.KeyBits) {
+		return fmt.Errorf("TPM auth: %w: AK modulus of %d bits, keyBits says %d", ErrKeyType, bits, parms.KeyBits)
+	}
+	e := int(parms.Exponent)
+	if e == 0 {
+		e = 65537
+	}
+	return checkRSA("AK", bits, e)
 }
 
 // nameOf computes an object's Name from its raw TPMT_PUBLIC bytes, never

@@ -2,9 +2,15 @@ package tpmauth_test
 
 import (
 	"context"
+	"crypto/rsa"
 	"crypto/x509"
 	"errors"
+	"fmt"
+	"math/big"
 	"testing"
+	"time"
+
+	"github.com/google/go-tpm/tpm2"
 
 	"github.com/google/go-attestation/attest"
 
@@ -155,5 +161,95 @@ func TestMalformedHeaders(t *testing.T) {
 		if _, err := srv.Authenticate(context.Background(), h, srvEnd); !errors.Is(err, protocol.ErrAuth) {
 			t.Errorf("%q: %v", h, err)
 		}
+	}
+}
+
+// fakeRSAPEM is a PUBLIC KEY PEM with a modulus of the given size: no TPM
+// makes one, and the server must not spend an RSA operation finding out.
+func fakeRSAPEM(t testing.TB, bits, exponent int) []byte {
+	t.Helper()
+	n := new(big.Int).Lsh(big.NewInt(1), uint(bits-1))
+	n.SetBit(n, 0, 1)
+	b, err := wire.EncodePublicKeyPEM(&rsa.PublicKey{N: n, E: exponent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// akWithModulus is an AK Public claiming keyBits but carrying modBytes of
+// modulus.
+func akWithModulus(t testing.TB, keyBits, modBytes int) []byte {
+	t.Helper()
+	mod := make([]byte, modBytes)
+	mod[0], mod[modBytes-1] = 0x80, 1
+	pub := tpm2.TPMTPublic{
+		Type: tpm2.TPMAlgRSA, NameAlg: tpm2.TPMAlgSHA256,
+		ObjectAttributes: tpm2.TPMAObject{FixedTPM: true, FixedParent: true, SensitiveDataOrigin: true, Restricted: true, SignEncrypt: true},
+		Parameters: tpm2.NewTPMUPublicParms(tpm2.TPMAlgRSA, &tpm2.TPMSRSAParms{
+			Scheme:  tpm2.TPMTRSAScheme{Scheme: tpm2.TPMAlgRSASSA, Details: tpm2.NewTPMUAsymScheme(tpm2.TPMAlgRSASSA, &tpm2.TPMSSigSchemeRSASSA{HashAlg: tpm2.TPMAlgSHA256})},
+			KeyBits: tpm2.TPMIRSAKeyBits(keyBits),
+		}),
+		Unique: tpm2.NewTPMUPublicID(tpm2.TPMAlgRSA, &tpm2.TPM2BPublicKeyRSA{Buffer: mod}),
+	}
+	return tpm2.Marshal(pub)
+}
+
+func authenticateToken(t testing.TB, d wire.AttestationData) error {
+	t.Helper()
+	tok, err := wire.EncodeToken(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, srvEnd := tpmtest.Pipe()
+	_, err = tpmauth.New(tpmauth.Options{}).Authenticate(context.Background(), tok, srvEnd)
+	srvEnd.Close()
+	if err == nil {
+		t.Fatal("token accepted")
+	}
+	if msg, _ := cli.ReadRaw(); msg != nil {
+		t.Error("challenge sent")
+	}
+	return err
+}
+
+// The attack: an RSA EK far above any TPM's size. Refused as a key
+// no TPM creates, without an RSA operation (the bound is generous; the
+// figure is BenchmarkRefuseOversizedEK).
+func TestOversizedKeysRefusedCheaply(t *testing.T) {
+	ak := &wire.AttestationParameters{Public: akWithModulus(t, 2048, 256), CreateSignature: make([]byte, 64)}
+	cases := map[string]wire.AttestationData{
+		"EK of 1M bits":     {EK: fakeRSAPEM(t, 1<<20, 65537), AK: ak},
+		"EK of 16384 bits":  {EK: fakeRSAPEM(t, 16384, 65537), AK: ak},
+		"EK of 4096 bits":   {EK: fakeRSAPEM(t, 4096, 65537), AK: ak},
+		"EK of 1024 bits":   {EK: fakeRSAPEM(t, 1024, 65537), AK: ak},
+		"EK exponent 3":     {EK: fakeRSAPEM(t, 2048, 3), AK: ak},
+		"AK modulus > bits": {EK: fakeRSAPEM(t, 2048, 65537), AK: &wire.AttestationParameters{Public: akWithModulus(t, 2048, 512), CreateSignature: make([]byte, 64)}},
+		"AK of 4096 bits":   {EK: fakeRSAPEM(t, 2048, 65537), AK: &wire.AttestationParameters{Public: akWithModulus(t, 4096, 512), CreateSignature: make([]byte, 64)}},
+	}
+	for name, d := range cases {
+		start := time.Now()
+		err := authenticateToken(t, d)
+		took := time.Since(start)
+		if !errors.Is(err, tpmauth.ErrKeyType) || !errors.Is(err, protocol.ErrAuth) {
+			t.Errorf("%s: %v, want ErrKeyType", name, err)
+		}
+		if took > time.Second {
+			t.Errorf("%s: refused after %s", name, took)
+		}
+	}
+}
+
+func BenchmarkRefuseOversizedEK(b *testing.B) {
+	ak := &wire.AttestationParameters{Public: akWithModulus(b, 2048, 256), CreateSignature: make([]byte, 64)}
+	for _, bits := range []int{16384, 1 << 20} {
+		d := wire.AttestationData{EK: fakeRSAPEM(b, bits, 65537), AK: ak}
+		b.Run(fmt.Sprint(bits), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := tpmauth.Verify(&d, nil); !errors.Is(err, tpmauth.ErrKeyType) {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nodereg/nodereg/internal/testutil/node"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -76,26 +78,11 @@ func measureInventory(root string, n int) ([]time.Duration, []string, error) {
 	return ds, degraded, nil
 }
 
-// benchNetwork is the server's template with its address filled in, as the
-// agent receives it.
-const benchNetwork = `
-configurator: nmstate
-ipAddresses:
-  inventory-ip: 10.88.0.2
-config:
-  interfaces:
-  - name: enp1s0
-    type: ethernet
-    description: Main-NIC
-    state: up
-    ipv4: {enabled: true, dhcp: false, address: [{ip: "{inventory-ip}", prefix-length: 24}]}
-    ipv6: {enabled: false}
-  routes:
-    config:
-    - {destination: 0.0.0.0/0, next-hop-interface: enp1s0, next-hop-address: 192.168.122.1, metric: 150, table-id: 254}
-  dns-resolver:
-    config: {server: [192.168.122.1], search: []}
-`
+// benchNetwork is the server's template (node.NmstateTemplate) with its
+// address filled in, as the agent receives it.
+var benchNetwork = strings.ReplaceAll(
+	strings.ReplaceAll(node.NmstateTemplate, "\n    ", "\n"),
+	"inventory-ip: pool-a", "inventory-ip: 10.88.0.2")
 
 const benchKeyfile = `
 configurator: nmconnections

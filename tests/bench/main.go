@@ -40,6 +40,9 @@ const (
 	budgetInventory    = 50 * time.Millisecond
 	budgetAgentSize    = 12e6
 	budgetRSS          = 20e6
+	// budgetServerRSS is issue 13's goal for regserver under 1,000 PLAIN
+	// registrations at once.
+	budgetServerRSS = 200e6
 )
 
 type options struct {
@@ -173,7 +176,11 @@ type bencher struct {
 // machine makes a new node under the work dir.
 func (b *bencher) machine(extra string) (*machine, error) {
 	b.nextM++
-	return newMachine(filepath.Join(b.work, fmt.Sprintf("m%04d", b.nextM)), b.nextM, b.rs.url(), extra)
+	url := b.rs.url()
+	if strings.Contains(extra, "auth: tpm") {
+		url = b.rs.tpmURL()
+	}
+	return newMachine(filepath.Join(b.work, fmt.Sprintf("m%04d", b.nextM)), b.nextM, url, extra)
 }
 
 const (
@@ -362,7 +369,7 @@ func (b *bencher) swtpmRuns() []row {
 			return nil, err
 		}
 		if err := os.WriteFile(filepath.Join(m.root, "oem/registration/config.yaml"),
-			[]byte("elemental:\n  registration:\n    url: "+b.rs.url()+"\n    auth: tpm\n    tpm-device: "+sw.device()+"\n"), 0o600); err != nil {
+			[]byte("elemental:\n  registration:\n    url: "+b.rs.tpmURL()+"\n    auth: tpm\n    tpm-device: "+sw.device()+"\n"), 0o600); err != nil {
 			sw.stop()
 			return nil, err
 		}
@@ -378,7 +385,7 @@ func (b *bencher) swtpmRuns() []row {
 	if err == nil {
 		defer sw.stop()
 		err = os.WriteFile(filepath.Join(m.root, "oem/registration/config.yaml"),
-			[]byte("elemental:\n  registration:\n    url: "+b.rs.url()+"\n    auth: tpm\n    tpm-device: "+sw.device()+"\n"), 0o600)
+			[]byte("elemental:\n  registration:\n    url: "+b.rs.tpmURL()+"\n    auth: tpm\n    tpm-device: "+sw.device()+"\n"), 0o600)
 	}
 	if err == nil {
 		warm, err = b.warm(agentBin, b.o.tpmRuns, m)
@@ -458,7 +465,7 @@ func (b *bencher) swtpmCounts(what string, ekCert bool) (*tpmCounts, error) {
 	}
 	defer sw.stop()
 	if err := os.WriteFile(filepath.Join(m.root, "oem/registration/config.yaml"),
-		[]byte("elemental:\n  registration:\n    url: "+b.rs.url()+"\n    auth: tpm\n    tpm-device: "+sw.device()+"\n"), 0o600); err != nil {
+		[]byte("elemental:\n  registration:\n    url: "+b.rs.tpmURL()+"\n    auth: tpm\n    tpm-device: "+sw.device()+"\n"), 0o600); err != nil {
 		return nil, err
 	}
 	c, err := measureTPM(m)
@@ -558,9 +565,9 @@ func checkStripped(path string) error {
 	return nil
 }
 
-// loadRows starts a regserver with an empty store for every burst: the
-// store rewrites all inventories on each change, so a server that kept the
-// machines of earlier bursts would measure its store size, not the level.
+// loadRows starts a regserver with an empty store for every burst, so each
+// level measures new machines on an empty store, not the store of earlier
+// bursts. The peak RSS is the server's VmHWM over the 1,000-client bursts.
 func (b *bencher) loadRows() []row {
 	p, err := loadPayloads()
 	if err != nil {
@@ -569,7 +576,9 @@ func (b *bencher) loadRows() []row {
 	var ids atomic.Int64
 	var rows []row
 	burst := 0
-	for _, lv := range []struct{ conc, total int }{{1, 100}, {10, 200}, {100, 300}} {
+	var peakRSS float64
+	var rssErr error
+	for _, lv := range []struct{ conc, total int }{{1, 100}, {10, 200}, {100, 300}, {1000, 1000}} {
 		var rates []float64
 		var p99s []time.Duration
 		var err error
@@ -583,11 +592,18 @@ func (b *bencher) loadRows() []row {
 			}
 			var r loadResult
 			r, err = registerLoad(rs.url(), p, lv.conc, lv.total, &ids)
+			if lv.conc == 1000 {
+				if hwm, herr := rs.peakRSS(); herr == nil {
+					peakRSS = max(peakRSS, hwm)
+				} else {
+					rssErr = herr
+				}
+			}
 			rs.stop()
 			if err != nil {
 				break
 			}
-			if fi, err := os.Stat(filepath.Join(dir, "store.json")); err == nil {
+			if fi, err := os.Stat(filepath.Join(dir, storeName)); err == nil {
 				storeSize = fi.Size()
 			}
 			rates = append(rates, r.perSecond)
@@ -597,6 +613,13 @@ func (b *bencher) loadRows() []row {
 		rows = append(rows,
 			row{name: fmt.Sprintf("regserver: registrations/s, %d PLAIN clients", lv.conc), unit: unitRate, value: medianFloat(rates), budget: noBudget(), note: note, err: err},
 			row{name: fmt.Sprintf("regserver: p99 latency, %d PLAIN clients", lv.conc), unit: unitDuration, value: float64(median(p99s)), budget: noBudget(), note: "dial + conversation + close", err: err})
+		if lv.conc == 1000 {
+			if err != nil && rssErr == nil {
+				rssErr = err
+			}
+			rows = append(rows, row{name: "regserver: peak RSS, 1000 PLAIN clients", unit: unitBytes, value: peakRSS, budget: budgetServerRSS,
+				note: "VmHWM of the server process, max over the bursts (issue 13's goal)", err: rssErr})
+		}
 	}
 	return rows
 }

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nodereg/nodereg/tests/internal/node"
+	"github.com/nodereg/nodereg/internal/testutil/node"
 )
 
 // nmstateTemplate is the template of the foundation issue.
@@ -22,7 +22,12 @@ const nmstateTemplate = node.NmstateTemplate
 // serverConfig has one registration and a pool large enough for every
 // machine the bench makes; pool addresses are data only.
 func serverConfig() string {
-	return node.ServerConfig{Name: "bench", Network: nmstateTemplate, Pool: "10.88.0.1-10.88.255.254", Prefix: 16, Gateway: "10.88.0.1"}.YAML()
+	y := node.ServerConfig{Name: "bench", Network: nmstateTemplate, Pool: "10.88.0.1-10.88.255.254", Prefix: 16, Gateway: "10.88.0.1"}.YAML()
+	// A second registration, auth: tpm, for the TPM machines (tpmURL).
+	i := strings.Index(y, "pools:\n")
+	reg := strings.TrimPrefix(y[:i], "registrations:\n")
+	tpm := strings.NewReplacer("- name: bench\n", "- name: bench-tpm\n", "token: bench-token", "token: bench-tpm-token", "auth: mac", "auth: tpm").Replace(reg)
+	return y[:i] + tpm + y[i:]
 }
 
 // regserver is bin/regserver listening on a free loopback port.
@@ -47,7 +52,7 @@ func startRegserver(bin, dir string) (*regserver, error) {
 	}
 	defer logf.Close()
 	// network-wait 0: addresses are ready, so MsgGet must never wait.
-	cmd := exec.Command(bin, "--config", cfg, "--store", filepath.Join(dir, "store.json"),
+	cmd := exec.Command(bin, "--config", cfg, "--store", filepath.Join(dir, storeName),
 		"--listen", "127.0.0.1:0", "--network-wait", "0")
 	cmd.Stderr = logf
 	out, err := cmd.StdoutPipe()
@@ -85,6 +90,31 @@ func startRegserver(bin, dir string) (*regserver, error) {
 }
 
 func (rs *regserver) url() string { return rs.base + "/elemental/registration/bench-token" }
+
+// tpmURL is the registration for TPM machines: regserver accepts for a
+// registration only the authentication its auth names.
+func (rs *regserver) tpmURL() string { return rs.base + "/elemental/registration/bench-tpm-token" }
+
+// storeName is the server's store file in its directory.
+const storeName = "store.db"
+
+// peakRSS is the server process's VmHWM, in bytes.
+func (rs *regserver) peakRSS() (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", rs.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			var kb float64
+			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%f kB", &kb); err != nil {
+				return 0, fmt.Errorf("VmHWM %q: %w", v, err)
+			}
+			return kb * 1024, nil
+		}
+	}
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", rs.cmd.Process.Pid)
+}
 
 // stop ends our regserver by its PID and waits for it.
 func (rs *regserver) stop() {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -17,7 +18,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/nodereg/nodereg/tests/internal/testbin"
+	"github.com/nodereg/nodereg/internal/testutil/testbin"
 	"github.com/nodereg/nodereg/tpm/tpmtest"
 )
 
@@ -185,7 +186,7 @@ func firstBoot(t *testing.T, m *machine, r *report) string {
 	if got := m.addrs(); !equal(got, []string{cidr(addr)}) {
 		t.Errorf("first boot: NIC has %v, want only the pool address %s", got, cidr(addr))
 	}
-	if got := m.routes(); !contains(got, "default via "+serverIP) {
+	if got := m.routes(); !slices.Contains(got, "default via "+serverIP) {
 		t.Errorf("first boot: routes %v lack the template's gateway %s", got, serverIP)
 	}
 	kf := m.read(keyfileDir + "/" + nodeIf + ".nmconnection")
@@ -195,7 +196,7 @@ func firstBoot(t *testing.T, m *machine, r *report) string {
 	if !bytes.Contains(m.read(applicator), []byte("address1="+cidr(addr))) {
 		t.Errorf("first boot: the applicator under /oem lacks the pool address")
 	}
-	if !contains(m.profiles(), profile) {
+	if !slices.Contains(m.profiles(), profile) {
 		t.Errorf("first boot: NetworkManager profiles %v lack %s", m.profiles(), profile)
 	}
 	return addr
@@ -317,13 +318,13 @@ func TestCase4TemplateChange(t *testing.T) {
 	if got := m.addrs(); !equal(got, want) {
 		t.Errorf("after the change the NIC has %v, want %v", got, want)
 	}
-	if got := m.routes(); !contains(got, "10.232.7.0/24 via "+serverIP) {
+	if got := m.routes(); !slices.Contains(got, "10.232.7.0/24 via "+serverIP) {
 		t.Errorf("routes %v lack the template's 10.232.7.0/24", got)
 	}
 	if m.exists(keyfileDir + "/" + nodeIf + ".nmconnection") {
 		t.Error("the old keyfile is still there")
 	}
-	if got := m.profiles(); contains(got, profile) || !contains(got, profile+"-v2") {
+	if got := m.profiles(); slices.Contains(got, profile) || !slices.Contains(got, profile+"-v2") {
 		t.Errorf("NetworkManager profiles %v: want %s-v2 and not %s", got, profile, profile)
 	}
 	if app := m.read(applicator); bytes.Contains(app, []byte(nodeIf+".nmconnection")) || !bytes.Contains(app, []byte("address2="+cidr(second))) {
@@ -386,7 +387,7 @@ func TestCase7ResetNetwork(t *testing.T) {
 	foreignPath := m.path(keyfileDir + "/foreign.nmconnection")
 	must(t, os.WriteFile(foreignPath, foreign, 0o600))
 	must(t, m.nmcli("connection", "reload"))
-	if got := m.profiles(); !contains(got, "foreign") {
+	if got := m.profiles(); !slices.Contains(got, "foreign") {
 		t.Fatalf("NetworkManager did not load the foreign profile: %v", got)
 	}
 
@@ -403,15 +404,15 @@ func TestCase7ResetNetwork(t *testing.T) {
 		t.Errorf("the foreign keyfile was touched: %v\n%s", err, b)
 	}
 	got := m.profiles()
-	if contains(got, profile) || !contains(got, "foreign") {
+	if slices.Contains(got, profile) || !slices.Contains(got, "foreign") {
 		t.Errorf("NetworkManager profiles after --reset-network: %v, want foreign and not %s", got, profile)
 	}
 	// NetworkManager deconfigures the device once its profile is gone.
-	waitFor(t, "NetworkManager to drop "+addr, func() bool { return !contains(m.addrs(), cidr(addr)) },
+	waitFor(t, "NetworkManager to drop "+addr, func() bool { return !slices.Contains(m.addrs(), cidr(addr)) },
 		func() string { return fmt.Sprintf("addresses: %v", m.addrs()) })
 	// And the next boot brings nothing of ours back.
 	m.boot(recovery, false)
-	if got := m.addrs(); contains(got, cidr(addr)) {
+	if got := m.addrs(); slices.Contains(got, cidr(addr)) {
 		t.Errorf("the boot after --reset-network brought %s back: %v", addr, got)
 	}
 	if m.exists(keyfileDir + "/" + nodeIf + ".nmconnection") {

@@ -19,7 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nodereg/nodereg/tests/internal/testbin"
+	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
 
 const (
@@ -32,7 +32,9 @@ const (
 	serverIf = "nrsrv0"
 	nodeIf   = "nrnode0"
 	port     = "8080"
-	udevd    = "/lib/systemd/systemd-udevd"
+	// regserver's admin API listens apart from the registrations.
+	adminPort = "8081"
+	udevd     = "/lib/systemd/systemd-udevd"
 )
 
 func TestMain(m *testing.M) {
@@ -227,7 +229,8 @@ func (l *lab) startServer(cfg string) {
 	must(l.t, os.WriteFile(l.regCfg, []byte(cfg), 0o600))
 	bin := testbin.Build(l.t, "./cmd/regserver")
 	l.reg = l.start("regserver.log", "ip", "netns", "exec", l.srvNS, bin,
-		"--config", l.regCfg, "--store", l.store, "--listen", net.JoinHostPort(serverIP, port))
+		"--config", l.regCfg, "--store", l.store, "--listen", net.JoinHostPort(serverIP, port),
+		"--admin-listen", net.JoinHostPort(serverIP, adminPort))
 	waitFor(l.t, "regserver listening", func() bool {
 		if l.reg.exited() {
 			return false
@@ -254,7 +257,7 @@ func (l *lab) admin(method, path string) ([]byte, error) {
 		},
 		DisableKeepAlives: true,
 	}}
-	req, err := http.NewRequest(method, "http://"+net.JoinHostPort(serverIP, port)+path, nil)
+	req, err := http.NewRequest(method, "http://"+net.JoinHostPort(serverIP, adminPort)+path, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -125,7 +126,7 @@ func (m *machine) boot(mode string, bootstrapAddr bool) time.Time {
 // start.
 func (m *machine) waitAddr(start time.Time, want string) time.Duration {
 	m.t.Helper()
-	waitFor(m.t, "address "+want+" on "+nodeIf, func() bool { return contains(m.addrs(), want) },
+	waitFor(m.t, "address "+want+" on "+nodeIf, func() bool { return slices.Contains(m.addrs(), want) },
 		m.diag)
 	return time.Since(start)
 }
@@ -237,13 +238,4 @@ func (c rootConsole) RunTemplate(st []string, template string) error {
 		}
 	}
 	return nil
-}
-
-func contains(l []string, s string) bool {
-	for _, e := range l {
-		if e == s {
-			return true
-		}
-	}
-	return false
 }

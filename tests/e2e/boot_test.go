@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"github.com/nodereg/nodereg/internal/testutil"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,7 +26,7 @@ func count(calls []string, prefix string) int {
 func readFile(t *testing.T, p string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(p)
-	must(t, err)
+	testutil.Must(t, err)
 	return b
 }
 
@@ -40,15 +41,15 @@ func TestBootAppliesOnlyWhenTheConfigChanged(t *testing.T) {
 	if err != nil || !res.Applied {
 		t.Fatalf("first boot: %+v %v", res, err)
 	}
-	got := stubCalls(t, calls)
+	got := calls.Subcommands(t)
 	if count(got, "gc") != 1 || count(got, "apply --no-commit") != 1 || count(got, "commit") != 1 || count(got, "rollback") != 0 {
 		t.Errorf("first boot nmstatectl calls: %q", got)
 	}
-	st, err := os.Stat(filepath.Join(m.root, applicator))
+	st, err := os.Stat(filepath.Join(m.Root, applicator))
 	if err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("applicator: %v %v", st, err)
 	}
-	if !bytes.Contains(readFile(t, filepath.Join(m.root, applicator)), []byte("192.168.122.150/24")) {
+	if !bytes.Contains(readFile(t, filepath.Join(m.Root, applicator)), []byte("192.168.122.150/24")) {
 		t.Error("applicator does not carry the pool address")
 	}
 
@@ -56,7 +57,7 @@ func TestBootAppliesOnlyWhenTheConfigChanged(t *testing.T) {
 	if err != nil || res.Applied || !res.Updated {
 		t.Fatalf("second boot: %+v %v", res, err)
 	}
-	if after := stubCalls(t, calls); len(after) != len(got) {
+	if after := calls.Subcommands(t); len(after) != len(got) {
 		t.Errorf("second boot with an unchanged config ran nmstatectl: %q", after[len(got):])
 	}
 
@@ -66,11 +67,11 @@ func TestBootAppliesOnlyWhenTheConfigChanged(t *testing.T) {
 	if err != nil || !res.Applied {
 		t.Fatalf("changed config: %+v %v", res, err)
 	}
-	changed := stubCalls(t, calls)[len(got):]
+	changed := calls.Subcommands(t)[len(got):]
 	if count(changed, "apply --no-commit") != 1 || count(changed, "commit") != 1 {
 		t.Errorf("changed config nmstatectl calls: %q", changed)
 	}
-	if !bytes.Contains(readFile(t, filepath.Join(m.root, "oem/nodereg/network-config.nmstate")), []byte("metric: 90")) {
+	if !bytes.Contains(readFile(t, filepath.Join(m.Root, "oem/nodereg/network-config.nmstate")), []byte("metric: 90")) {
 		t.Error("digested config not updated")
 	}
 }
@@ -84,9 +85,9 @@ func TestFailedApplyRollsBack(t *testing.T) {
 	if _, err := m.run(nil); err != nil {
 		t.Fatal(err)
 	}
-	oldApplicator := readFile(t, filepath.Join(m.root, applicator))
-	oldState := readFile(t, filepath.Join(m.root, agent.DefaultStatePath))
-	before := len(stubCalls(t, calls))
+	oldApplicator := readFile(t, filepath.Join(m.Root, applicator))
+	oldState := readFile(t, filepath.Join(m.Root, agent.DefaultStatePath))
+	before := len(calls.Subcommands(t))
 
 	rs.cfg = strings.Replace(rs.cfg, "metric: 150", "metric: 90", 1)
 	rs.restart()
@@ -95,14 +96,14 @@ func TestFailedApplyRollsBack(t *testing.T) {
 	if code := agent.ExitCode(err); code != agent.ExitTempFail {
 		t.Fatalf("failed apply: exit %d (%v), want 75", code, err)
 	}
-	after := stubCalls(t, calls)[before:]
+	after := calls.Subcommands(t)[before:]
 	if count(after, "rollback") != 1 {
 		t.Errorf("rollback not called once: %q", after)
 	}
-	if !bytes.Equal(readFile(t, filepath.Join(m.root, applicator)), oldApplicator) {
+	if !bytes.Equal(readFile(t, filepath.Join(m.Root, applicator)), oldApplicator) {
 		t.Error("applicator changed by a rolled-back apply")
 	}
-	if !bytes.Equal(readFile(t, filepath.Join(m.root, agent.DefaultStatePath)), oldState) {
+	if !bytes.Equal(readFile(t, filepath.Join(m.Root, agent.DefaultStatePath)), oldState) {
 		t.Error("state changed by a rolled-back apply")
 	}
 }

@@ -8,9 +8,9 @@ import "testing"
 // section 11 (go-tpm-tools simulator, upstream's seeding).
 func TestEmulatedTPMRegistration(t *testing.T) {
 	const seed1Hash = "a2e5b231dac4e90151454e2ebc76a6b118f7d1b826b810d22868b2d09b38b7f7"
-	rs := startRegServer(t, serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), 0)
+	rs := startRegServer(t, tpmServerConfig("192.168.122.150-192.168.122.200", nmstateTemplate), 0)
 	m := newMachine(t, "52:54:00:00:30:01", rs.url())
-	m.writeConfig("elemental:\n  registration:\n    url: " + rs.url() + "\n    auth: tpm\n    emulate-tpm: true\n    emulated-tpm-seed: 1\n")
+	m.WriteConfig("elemental:\n  registration:\n    url: " + rs.url() + "\n    auth: tpm\n    emulate-tpm: true\n    emulated-tpm-seed: 1\n")
 	res, err := m.run(nil)
 	if got := address(t, res, err); got != "192.168.122.150" {
 		t.Fatalf("address %s", got)

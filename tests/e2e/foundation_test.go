@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/nodereg/nodereg/agent/retry/retrytest"
+	"github.com/nodereg/nodereg/internal/testutil"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -71,7 +73,7 @@ func TestPoolExhaustedEndsWithExit75NamingPool(t *testing.T) {
 		}
 	}
 	m3 := newMachine(t, "52:54:00:00:01:03", rs.url())
-	before := treeHash(t, m3.root)
+	before := testutil.Tree(t, m3.Root)
 	_, err := m3.run(nil)
 	if code := agent.ExitCode(err); code != agent.ExitTempFail {
 		t.Fatalf("exit %d (%v), want 75", code, err)
@@ -79,31 +81,33 @@ func TestPoolExhaustedEndsWithExit75NamingPool(t *testing.T) {
 	if msg := err.Error(); !strings.Contains(msg, "PoolExhausted") || !strings.Contains(msg, "pool-a") {
 		t.Errorf("error does not name PoolExhausted and the pool: %v", err)
 	}
-	if after := treeHash(t, m3.root); after != before {
-		t.Errorf("failed run changed the root:\n%s\n---\n%s", before, after)
+	if d := testutil.TreeDiff(before, testutil.Tree(t, m3.Root)); d != "" {
+		t.Errorf("failed run changed the root:\n%s", d)
 	}
 }
 
 func TestAllocationDelay(t *testing.T) {
-	rs := startRegServer(t, serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), 3*time.Second)
+	// The server's delay is real time (its hint is whole seconds): one
+	// second is the shortest that still makes the agent wait.
+	rs := startRegServer(t, serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), time.Second)
 	m := newMachine(t, "52:54:00:00:02:01", rs.url())
 	start := time.Now()
 	res, err := m.run(nil)
 	if got := address(t, res, err); got != "192.168.122.150" {
 		t.Errorf("after waiting: %s", got)
 	}
-	t.Logf("waited %s for a 3 s allocation delay", time.Since(start).Round(time.Millisecond))
+	t.Logf("waited %s for a 1 s allocation delay", time.Since(start).Round(time.Millisecond))
 
 	m2 := newMachine(t, "52:54:00:00:02:02", rs.url())
-	before := treeHash(t, m2.root)
-	_, err = m2.run(func(o *agent.Options) { o.NetworkTimeout = time.Second })
+	before := testutil.Tree(t, m2.Root)
+	_, err = m2.run(func(o *agent.Options) { o.NetworkTimeout = 300 * time.Millisecond })
 	if code := agent.ExitCode(err); code != agent.ExitTempFail {
 		t.Fatalf("deadline shorter than the delay: exit %d (%v), want 75", code, err)
 	}
 	if !strings.Contains(err.Error(), "WaitingForIPAddress") || !strings.Contains(err.Error(), "-inventory-ip") {
 		t.Errorf("error does not name the pending claim: %v", err)
 	}
-	if after := treeHash(t, m2.root); after != before {
+	if d := testutil.TreeDiff(before, testutil.Tree(t, m2.Root)); d != "" {
 		t.Error("timed-out run changed the root")
 	}
 }
@@ -112,7 +116,7 @@ func TestPlaceholderWithoutPoolExits78(t *testing.T) {
 	tmpl := strings.Replace(nmstateTemplate, `next-hop-interface: enp1s0`, `next-hop-interface: "{uplink}"`, 1)
 	rs := startRegServer(t, serverConfig("192.168.122.150-192.168.122.200", tmpl), 0)
 	m := newMachine(t, "52:54:00:00:03:01", rs.url())
-	before := treeHash(t, m.root)
+	before := testutil.Tree(t, m.Root)
 	_, err := m.run(nil)
 	if code := agent.ExitCode(err); code != agent.ExitConfig {
 		t.Fatalf("exit %d (%v), want 78", code, err)
@@ -120,7 +124,7 @@ func TestPlaceholderWithoutPoolExits78(t *testing.T) {
 	if !strings.Contains(err.Error(), "{uplink}") {
 		t.Errorf("error does not name the placeholder: %v", err)
 	}
-	if after := treeHash(t, m.root); after != before {
+	if d := testutil.TreeDiff(before, testutil.Tree(t, m.Root)); d != "" {
 		t.Error("rejected config changed the root")
 	}
 }
@@ -176,7 +180,11 @@ func pendingNetwork() *protocol.NetworkConfig {
 func TestNeverSends0x0CToAServerThatDidNotAnnounce(t *testing.T) {
 	h := &fixedHandler{network: pendingNetwork()}
 	m := newMachine(t, "52:54:00:00:04:01", startFixed(t, h))
-	_, err := m.run(func(o *agent.Options) { o.NetworkTimeout = 1500 * time.Millisecond })
+	// The fake clock makes the re-registration's backoff instant.
+	_, err := m.run(func(o *agent.Options) {
+		o.NetworkTimeout = 1500 * time.Millisecond
+		o.Clock = retrytest.NewClock(time.Now())
+	})
 	if code := agent.ExitCode(err); code != agent.ExitTempFail {
 		t.Errorf("pending placeholders from an upstream-like server: exit %d (%v), want 75", code, err)
 	}
@@ -217,7 +225,7 @@ func TestAddressThatIsNotAnIPIsRejected(t *testing.T) {
 	nc.IPAddresses["ip"] = "192.168.1.5\n  evil: 1"
 	h := &fixedHandler{network: nc, announce: true}
 	m := newMachine(t, "52:54:00:00:05:01", startFixed(t, h))
-	before := treeHash(t, m.root)
+	before := testutil.Tree(t, m.Root)
 	_, err := m.run(nil)
 	if code := agent.ExitCode(err); code != agent.ExitConfig {
 		t.Fatalf("exit %d (%v), want 78", code, err)
@@ -225,7 +233,7 @@ func TestAddressThatIsNotAnIPIsRejected(t *testing.T) {
 	if !strings.Contains(err.Error(), "ip") {
 		t.Errorf("error does not name the field: %v", err)
 	}
-	if after := treeHash(t, m.root); after != before {
+	if d := testutil.TreeDiff(before, testutil.Tree(t, m.Root)); d != "" {
 		t.Error("rejected config changed the root")
 	}
 }
@@ -237,14 +245,14 @@ func TestDryRunLeavesRootIdentical(t *testing.T) {
 	if _, err := m.run(nil); err != nil {
 		t.Fatal(err)
 	}
-	before := treeHash(t, m.root)
+	before := testutil.Tree(t, m.Root)
 	var out bytes.Buffer
 	res, err := m.run(func(o *agent.Options) { o.DryRun = true; o.Out = &out })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after := treeHash(t, m.root); after != before {
-		t.Errorf("dry run changed the root:\n%s\n---\n%s", before, after)
+	if d := testutil.TreeDiff(before, testutil.Tree(t, m.Root)); d != "" {
+		t.Errorf("dry run changed the root:\n%s", d)
 	}
 	if res.Applied {
 		t.Error("dry run reports an applied config")

@@ -2,13 +2,15 @@ package e2e
 
 import (
 	"encoding/json"
+	"github.com/nodereg/nodereg/internal/testutil"
+	"github.com/nodereg/nodereg/internal/testutil/node"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/nodereg/nodereg/tests/internal/testbin"
+	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
 
 // fixtureMachine is a machine whose root is the inventory fixture of a q35
@@ -20,8 +22,8 @@ func fixtureMachine(t *testing.T, url string) *machine {
 	if out, err := exec.Command("cp", "-a", src, root).CombinedOutput(); err != nil {
 		t.Fatalf("copying the fixture: %v\n%s", err, out)
 	}
-	m := &machine{t: t, root: root, mac: "52:54:00:12:34:56"}
-	m.writeConfig("elemental:\n  registration:\n    url: " + url + "\n    auth: mac\n    labels: {rack: r12}\n")
+	m := &machine{t: t, Machine: &node.Machine{Root: root, MAC: "52:54:00:12:34:56", StubDir: t.TempDir()}}
+	m.WriteConfig("elemental:\n  registration:\n    url: " + url + "\n    auth: mac\n    labels: {rack: r12}\n")
 	return m
 }
 
@@ -33,9 +35,9 @@ func TestServerStoresTheInventoryTheAgentSent(t *testing.T) {
 		"  machineName: m-${System Information/UUID}\n  machineInventoryLabels:\n    vendor: ${System Information/Manufacturer}\n", 1)
 	rs := startRegServer(t, cfg, 0)
 	m := fixtureMachine(t, rs.url())
-	labelsFile := filepath.Join(m.root, "etc/elemental/labels.yaml")
-	must(t, os.MkdirAll(filepath.Dir(labelsFile), 0o755))
-	must(t, os.WriteFile(labelsFile, []byte("role: worker\n"), 0o644))
+	labelsFile := filepath.Join(m.Root, "etc/elemental/labels.yaml")
+	testutil.Must(t, os.MkdirAll(filepath.Dir(labelsFile), 0o755))
+	testutil.Must(t, os.WriteFile(labelsFile, []byte("role: worker\n"), 0o644))
 	if _, err := m.run(nil); err != nil {
 		t.Fatal(err)
 	}
@@ -93,13 +95,13 @@ func keysAny(m map[string]any) []string {
 // secret from the config.
 func TestInventoryCommandPrintsJSONWithoutSecrets(t *testing.T) {
 	m := fixtureMachine(t, "http://127.0.0.1:1/elemental/registration/x")
-	m.writeConfig("elemental:\n  registration:\n    url: http://127.0.0.1:1/elemental/registration/x\n    auth: mac\n    labels: {rack: r12}\n  system-agent:\n    token: SECRET-TOKEN-42\n")
-	out, err := exec.Command(testbin.Build(t, "./cmd/agent"), "inventory", "--root", m.root).Output()
+	m.WriteConfig("elemental:\n  registration:\n    url: http://127.0.0.1:1/elemental/registration/x\n    auth: mac\n    labels: {rack: r12}\n  system-agent:\n    token: SECRET-TOKEN-42\n")
+	out, err := exec.Command(testbin.Build(t, "./cmd/agent"), "inventory", "--root", m.Root).Output()
 	if err != nil {
 		t.Fatalf("agent inventory: %v", err)
 	}
 	var doc map[string]json.RawMessage
-	must(t, json.Unmarshal(out, &doc))
+	testutil.Must(t, json.Unmarshal(out, &doc))
 	for _, k := range []string{"smbios", "labels", "annotations"} {
 		if len(doc[k]) < 3 {
 			t.Errorf("dump lacks %q: %s", k, out)

@@ -3,71 +3,84 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/nodereg/nodereg/internal/testutil"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/agent"
+	"github.com/nodereg/nodereg/internal/testutil/testbin"
 	"github.com/nodereg/nodereg/systemd"
-	"github.com/nodereg/nodereg/tests/internal/testbin"
 )
 
 // notifyListener is a unixgram NOTIFY_SOCKET, as systemd gives a Type=notify
-// service.
-func notifyListener(t *testing.T) (*[]string, func() []string) {
+// service. stop returns every datagram sent before it was called.
+func notifyListener(t *testing.T) (stop func() []string) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "notify.sock")
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
-	must(t, err)
+	testutil.Must(t, err)
 	t.Setenv("NOTIFY_SOCKET", sock)
-	var mu sync.Mutex
-	var msgs []string
-	done := make(chan struct{})
+	const end = "TEST-END"
+	msgs := make(chan []string, 1)
 	go func() {
-		defer close(done)
+		var got []string
 		buf := make([]byte, 4096)
 		for {
 			n, err := conn.Read(buf)
-			if err != nil {
+			if err != nil || string(buf[:n]) == end {
+				msgs <- got
 				return
 			}
-			mu.Lock()
-			msgs = append(msgs, string(buf[:n]))
-			mu.Unlock()
+			got = append(got, string(buf[:n]))
 		}
 	}()
-	return &msgs, func() []string {
-		time.Sleep(50 * time.Millisecond)
-		conn.Close()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		return append([]string(nil), msgs...)
+	return func() []string {
+		defer conn.Close()
+		// The agent's datagrams are queued before this marker (sendto
+		// returned before Run did): reading up to it reads them all.
+		c, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: sock, Net: "unixgram"})
+		testutil.Must(t, err)
+		defer c.Close()
+		_, err = c.Write([]byte(end))
+		testutil.Must(t, err)
+		select {
+		case m := <-msgs:
+			return m
+		case <-time.After(10 * time.Second):
+			t.Fatal("notify socket: the end marker never arrived")
+			return nil
+		}
 	}
 }
 
 func TestNotifySocketSeesPhasesWaitAndReady(t *testing.T) {
-	rs := startRegServer(t, serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), 2*time.Second)
+	rs := startRegServer(t, serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), time.Second)
 	m := newMachine(t, "52:54:00:00:40:01", rs.url())
-	_, stop := notifyListener(t)
-	res, err := m.run(func(o *agent.Options) { o.Notifier = systemd.New(testLog(t)) })
+	stop := notifyListener(t)
+	res, err := m.run(func(o *agent.Options) { o.Notifier = systemd.New(testutil.TestLog(t)) })
 	msgs := stop()
 	if err != nil || !res.Applied {
 		t.Fatalf("run: %+v %v", res, err)
 	}
 	joined := strings.Join(msgs, "\n")
-	for _, phase := range []string{agent.PhaseConfig, agent.PhaseIdentity, agent.PhaseRegister, agent.PhaseNetwork, agent.PhaseRender, agent.PhasePersist} {
-		if !strings.Contains(joined, "STATUS="+phase+": ") {
-			t.Errorf("no STATUS for phase %s in %q", phase, msgs)
+	// Every phase of the list shows in STATUS, in the list's order.
+	var started []agent.Phase
+	for _, m := range msgs {
+		if p, ok := strings.CutPrefix(m, "STATUS="); ok && strings.HasSuffix(p, ": started") {
+			started = append(started, agent.Phase(strings.TrimSuffix(p, ": started")))
 		}
+	}
+	if want := agent.Phases(agent.ModeBoot); !slices.Equal(started, want) {
+		t.Errorf("phases started %q, want %q", started, want)
 	}
 	if !strings.Contains(joined, "EXTEND_TIMEOUT_USEC=") {
 		t.Errorf("no EXTEND_TIMEOUT_USEC while addresses were pending: %q", msgs)
@@ -83,7 +96,7 @@ func TestDeletedInventoryNeedsReprovisioning(t *testing.T) {
 	rs := startRegServer(t, serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), 0)
 	m := newMachine(t, "52:54:00:00:41:01", rs.url())
 	res, err := m.run(nil)
-	must(t, err)
+	testutil.Must(t, err)
 	deleteInventory(t, rs, res)
 	_, err = m.run(nil)
 	if code := agent.ExitCode(err); code != agent.ExitConfig {
@@ -103,7 +116,7 @@ func deleteInventory(t *testing.T, rs *regServer, _ *agent.Result) {
 	}
 	req, _ := http.NewRequest(http.MethodDelete, rs.http.URL+"/admin/inventories/"+inv[0].Name, nil)
 	resp, err := http.DefaultClient.Do(req)
-	must(t, err)
+	testutil.Must(t, err)
 	resp.Body.Close()
 	if resp.StatusCode >= 300 {
 		t.Fatalf("delete inventory: %s", resp.Status)
@@ -149,11 +162,11 @@ func useStubElemental(t *testing.T, root string) func() []elementalCall {
 		if os.IsNotExist(err) {
 			return nil
 		}
-		must(t, err)
+		testutil.Must(t, err)
 		var out []elementalCall
 		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 			var c elementalCall
-			must(t, json.Unmarshal([]byte(line), &c))
+			testutil.Must(t, json.Unmarshal([]byte(line), &c))
 			out = append(out, c)
 		}
 		return out
@@ -173,7 +186,7 @@ func hookFiles(t *testing.T, hook, stage string) map[string]string {
 			}
 		}
 	}
-	must(t, yaml.Unmarshal([]byte(hook), &cfg))
+	testutil.Must(t, yaml.Unmarshal([]byte(hook), &cfg))
 	if cfg.Name != "Elemental Finalize System" {
 		t.Errorf("hook name %q", cfg.Name)
 	}
@@ -205,7 +218,7 @@ func TestResetRegistersAsNewAndHandsOverThroughTheHook(t *testing.T) {
 	if got := address(t, res, err); got != "192.168.122.150" {
 		t.Fatalf("freed address not reused: %s", got)
 	}
-	calls := useStubElemental(t, a.root)
+	calls := useStubElemental(t, a.Root)
 	res, err = a.run(func(o *agent.Options) { o.Mode = agent.ModeReset })
 	if got := address(t, res, err); got != "192.168.122.151" || res.Updated {
 		t.Fatalf("reset: %s updated=%v, want a new registration with 192.168.122.151", got, res.Updated)
@@ -261,19 +274,19 @@ func keys(m map[string]string) []string {
 func TestUpstreamCommandLineInstallNoToolkit(t *testing.T) {
 	rs := startRegServer(t, serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), 0)
 	m := newMachine(t, "52:54:00:00:44:01", rs.url())
-	cfg := filepath.Join(m.root, "etc/elemental/config.yaml")
-	must(t, os.MkdirAll(filepath.Dir(cfg), 0o755))
-	must(t, os.WriteFile(cfg, []byte("elemental:\n  registration:\n    url: "+rs.url()+"\n    auth: mac\n"), 0o600))
+	cfg := filepath.Join(m.Root, "etc/elemental/config.yaml")
+	testutil.Must(t, os.MkdirAll(filepath.Dir(cfg), 0o755))
+	testutil.Must(t, os.WriteFile(cfg, []byte("elemental:\n  registration:\n    url: "+rs.url()+"\n    auth: mac\n"), 0o600))
 	bin := testbin.Build(t, "./cmd/agent")
 	link := filepath.Join(t.TempDir(), "elemental-register")
-	must(t, os.Symlink(bin, link))
-	cmd := exec.Command(link, "--debug", "--config-path", "/etc/elemental/config.yaml", "--state-path", "/etc/elemental/state.yaml", "--install", "--no-toolkit", "--root", m.root)
+	testutil.Must(t, os.Symlink(bin, link))
+	cmd := exec.Command(link, "--debug", "--config-path", "/etc/elemental/config.yaml", "--state-path", "/etc/elemental/state.yaml", "--install", "--no-toolkit", "--root", m.Root)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("upstream command line: %v\n%s", err, out)
 	}
 	for _, p := range []string{"etc/elemental/state.yaml", "var/lib/elemental/agent/elemental_connection.json", "etc/rancher/elemental/agent/envs", "etc/rancher/elemental/agent/config.yaml"} {
-		st, err := os.Stat(filepath.Join(m.root, p))
+		st, err := os.Stat(filepath.Join(m.Root, p))
 		if err != nil {
 			t.Errorf("%s: %v", p, err)
 			continue
@@ -295,16 +308,16 @@ func TestResetNetworkRemovesOnlyOwnFiles(t *testing.T) {
 	if _, err := m.run(nil); err != nil {
 		t.Fatal(err)
 	}
-	foreignKeyfile := filepath.Join(m.root, "etc/NetworkManager/system-connections/foreign.nmconnection")
-	foreignOEM := filepath.Join(m.root, "oem/90_custom.yaml")
-	must(t, os.MkdirAll(filepath.Dir(foreignKeyfile), 0o755))
-	must(t, os.WriteFile(foreignKeyfile, []byte("[connection]\nid=foreign\n"), 0o600))
-	must(t, os.WriteFile(foreignOEM, []byte("name: custom\n"), 0o644))
+	foreignKeyfile := filepath.Join(m.Root, "etc/NetworkManager/system-connections/foreign.nmconnection")
+	foreignOEM := filepath.Join(m.Root, "oem/90_custom.yaml")
+	testutil.Must(t, os.MkdirAll(filepath.Dir(foreignKeyfile), 0o755))
+	testutil.Must(t, os.WriteFile(foreignKeyfile, []byte("[connection]\nid=foreign\n"), 0o600))
+	testutil.Must(t, os.WriteFile(foreignOEM, []byte("name: custom\n"), 0o644))
 	t.Setenv("NODEREG_NMCLI", "/bin/true")
 	if err := agent.ResetNetwork(t.Context(), m.options(nil)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(m.root, applicator)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(m.Root, applicator)); !os.IsNotExist(err) {
 		t.Errorf("applicator still there: %v", err)
 	}
 	for _, p := range []string{foreignKeyfile, foreignOEM} {
@@ -321,15 +334,21 @@ func TestResetNetworkRemovesOnlyOwnFiles(t *testing.T) {
 func TestResetDryRunPrintsHookAndCommand(t *testing.T) {
 	rs := startRegServer(t, serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), 0)
 	m := newMachine(t, "52:54:00:00:46:01", rs.url())
-	calls := useStubElemental(t, m.root)
-	before := treeHash(t, m.root)
+	calls := useStubElemental(t, m.Root)
+	before := testutil.Tree(t, m.Root)
+	// Nothing anywhere: not under the root, not in a scratch directory.
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
 	var out strings.Builder
 	_, err := m.run(func(o *agent.Options) { o.Mode = agent.ModeReset; o.DryRun = true; o.Out = &out })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after := treeHash(t, m.root); after != before {
+	if d := testutil.TreeDiff(before, testutil.Tree(t, m.Root)); d != "" {
 		t.Error("reset dry run changed the root")
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Errorf("reset dry run wrote to the temp directory: %v", ents)
 	}
 	if len(calls()) != 0 {
 		t.Error("reset dry run ran elemental")
@@ -351,11 +370,11 @@ func TestInstallPicksTheDiskDeterministically(t *testing.T) {
 	rs := startRegServer(t, cfg, 0)
 	m := newMachine(t, "52:54:00:00:47:01", rs.url())
 	for name, gib := range map[string]int{"sda": 5, "vdc": 40, "vdb": 20, "vda": 8, "loop0": 100} {
-		d := filepath.Join(m.root, "sys/block", name)
-		must(t, os.MkdirAll(d, 0o755))
-		must(t, os.WriteFile(filepath.Join(d, "size"), []byte(strconvItoa(gib<<21)+"\n"), 0o644))
+		d := filepath.Join(m.Root, "sys/block", name)
+		testutil.Must(t, os.MkdirAll(d, 0o755))
+		testutil.Must(t, os.WriteFile(filepath.Join(d, "size"), []byte(strconvItoa(gib<<21)+"\n"), 0o644))
 	}
-	calls := useStubElemental(t, m.root)
+	calls := useStubElemental(t, m.Root)
 	res, err := m.run(func(o *agent.Options) { o.Mode = agent.ModeInstall })
 	if got := address(t, res, err); got != "192.168.122.150" {
 		t.Fatalf("install: %s", got)

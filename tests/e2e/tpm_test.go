@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"errors"
+	"github.com/nodereg/nodereg/internal/testutil"
 	"strings"
 	"sync"
 	"testing"
@@ -44,14 +45,14 @@ func (a *recordingAuth) Authenticate(ctx context.Context, h string, c protocol.R
 
 func tpmMachine(t *testing.T, mac, url, device string) *machine {
 	m := newMachine(t, mac, url)
-	m.writeConfig("elemental:\n  registration:\n    url: " + url + "\n    auth: tpm\n    tpm-device: " + device + "\n")
+	m.WriteConfig("elemental:\n  registration:\n    url: " + url + "\n    auth: tpm\n    tpm-device: " + device + "\n")
 	return m
 }
 
 func ekPEM(t *testing.T, header string) string {
 	t.Helper()
 	ad, err := wire.DecodeToken(header)
-	must(t, err)
+	testutil.Must(t, err)
 	return string(ad.EK)
 }
 
@@ -64,7 +65,7 @@ func TestSwtpmRegistration(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			sw := tpmtest.StartSwtpm(t, withCert)
 			rec := &recordingAuth{inner: tpmauth.New(tpmauth.Options{})}
-			rs := &regServer{t: t, cfg: serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), storePath: t.TempDir() + "/store.json", auth: []protocol.ServerAuthenticator{rec, protocol.PlainServer{}}}
+			rs := &regServer{t: t, cfg: tpmServerConfig("192.168.122.150-192.168.122.200", nmstateTemplate), storePath: t.TempDir() + "/store.json", auth: []protocol.ServerAuthenticator{rec, protocol.PlainServer{}}}
 			useStubNmstatectl(t)
 			rs.start()
 			t.Cleanup(func() { rs.http.Close() })
@@ -133,13 +134,13 @@ func (a anotherEKChallenger) Authenticate(ctx context.Context, h string, c proto
 func TestChallengeForAnotherEKFails(t *testing.T) {
 	sw := tpmtest.StartSwtpm(t, false)
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	must(t, err)
-	rs := &regServer{t: t, cfg: serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), storePath: t.TempDir() + "/store.json", auth: []protocol.ServerAuthenticator{anotherEKChallenger{key}}}
+	testutil.Must(t, err)
+	rs := &regServer{t: t, cfg: tpmServerConfig("192.168.122.150-192.168.122.200", nmstateTemplate), storePath: t.TempDir() + "/store.json", auth: []protocol.ServerAuthenticator{anotherEKChallenger{key}}}
 	useStubNmstatectl(t)
 	rs.start()
 	t.Cleanup(func() { rs.http.Close() })
 	m := tpmMachine(t, "52:54:00:00:21:01", rs.url(), sw.Device())
-	before := treeHash(t, m.root)
+	before := testutil.Tree(t, m.Root)
 	_, err = m.run(func(o *agent.Options) { o.Deadline = 2 * time.Second })
 	if !errors.Is(err, tpm.ErrActivation) {
 		t.Errorf("challenge for another EK: %v, want the activation error", err)
@@ -147,7 +148,7 @@ func TestChallengeForAnotherEKFails(t *testing.T) {
 	if !strings.Contains(err.Error(), "another TPM") {
 		t.Errorf("error does not tell the operator what happened: %v", err)
 	}
-	if after := treeHash(t, m.root); after != before {
+	if d := testutil.TreeDiff(before, testutil.Tree(t, m.Root)); d != "" {
 		t.Error("failed authentication changed the root")
 	}
 }
@@ -166,7 +167,7 @@ func TestTamperedTokenIsRejectedByRegserver(t *testing.T) {
 		}
 		return tok
 	}}
-	rs := &regServer{t: t, cfg: serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), storePath: t.TempDir() + "/store.json", auth: []protocol.ServerAuthenticator{rec}}
+	rs := &regServer{t: t, cfg: tpmServerConfig("192.168.122.150-192.168.122.200", nmstateTemplate), storePath: t.TempDir() + "/store.json", auth: []protocol.ServerAuthenticator{rec}}
 	useStubNmstatectl(t)
 	rs.start()
 	t.Cleanup(func() { rs.http.Close() })

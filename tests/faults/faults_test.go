@@ -17,9 +17,11 @@ import (
 	"time"
 
 	"github.com/nodereg/nodereg/agent"
+	"github.com/nodereg/nodereg/agent/retry/retrytest"
 	"github.com/nodereg/nodereg/apply"
-	"github.com/nodereg/nodereg/tests/internal/node"
-	"github.com/nodereg/nodereg/tests/internal/testbin"
+	"github.com/nodereg/nodereg/internal/testutil"
+	"github.com/nodereg/nodereg/internal/testutil/node"
+	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
 
 func TestMain(m *testing.M) {
@@ -74,48 +76,74 @@ type outcome struct {
 	elapsed time.Duration
 }
 
-func runCase(t *testing.T, c faultCase) outcome {
+// faultRun is one case's server and machine, set up on the test's
+// goroutine (where a failed setup may end the test).
+type faultRun struct {
+	faultCase
+	fs *faultServer
+	hs *httptest.Server
+	m  *node.Machine
+}
+
+func prepare(t *testing.T, c faultCase) *faultRun {
 	fs := newFaultServer(c.step, c.fault, c.once)
 	hs := httptest.NewServer(fs)
-	defer hs.Close()
-	defer fs.close()
 	m := node.New(t, "52:54:00:00:00:01", hs.URL+"/elemental/registration/faults", "    labels: {rack: r1}\n")
 	m.WriteState(t, oldState)
+	return &faultRun{faultCase: c, fs: fs, hs: hs, m: m}
+}
+
+// run runs the case on a worker goroutine: failures are reported with
+// t.Errorf, never t.Fatal, which must not be called off the test's
+// goroutine.
+func (fr *faultRun) run(t *testing.T) outcome {
+	defer fr.fs.close()
+	defer fr.hs.Close()
 	run := func() (*agent.Result, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
 		defer cancel()
 		var log node.Log
 		return agent.Run(ctx, agent.Options{
-			Root:            m.Root,
+			Root:            fr.m.Root,
 			Deadline:        2500 * time.Millisecond,
 			NetworkTimeout:  2500 * time.Millisecond,
 			SessionDeadline: 600 * time.Millisecond,
-			Version:         "faults",
-			Out:             &log,
-			Log:             log.Entry(),
-			Runner:          m.Runner(),
+			// The backoff between attempts runs on a fake clock: the
+			// deadlines above bound attempts, not real sleeps. A stalled
+			// step still costs its real session deadline.
+			Clock:   retrytest.NewClock(time.Now()),
+			Version: "faults",
+			Out:     &log,
+			Log:     log.Entry(),
+			Runner:  fr.m.Runner(),
 		})
 	}
-	if c.previous {
-		fs.arm(false)
+	if fr.previous {
+		fr.fs.arm(false)
 		if _, err := run(); err != nil {
-			t.Errorf("%s: the good run before the fault failed: %v", c.name(), err)
+			t.Errorf("%s: the good run before the fault failed: %v", fr.name(), err)
 		}
-		fs.arm(true)
+		fr.fs.arm(true)
 	}
-	o := outcome{faultCase: c, before: node.Files(t, m.Root)}
+	o := outcome{faultCase: fr.faultCase}
+	var err error
+	if o.before, err = testutil.ReadFiles(fr.m.Root); err != nil {
+		t.Errorf("%s: %v", fr.name(), err)
+	}
 	start := time.Now()
 	o.res, o.err = run()
 	o.elapsed = time.Since(start)
-	o.hits = fs.Hits()
-	o.after = node.Files(t, m.Root)
+	o.hits = fr.fs.Hits()
+	if o.after, err = testutil.ReadFiles(fr.m.Root); err != nil {
+		t.Errorf("%s: %v", fr.name(), err)
+	}
 	return o
 }
 
 // TestFaultInjection: 10 steps x 5 faults x (once on a new machine, always
 // on a new machine, always after a good run) = 150 cases.
 func TestFaultInjection(t *testing.T) {
-	stub := testbin.Build(t, "./tests/stubs/nmstatectl")
+	stub := testbin.NmstatectlStub(t)
 	// Set once for the whole process before any run starts: the agent
 	// looks its tools up in the environment.
 	if err := os.Setenv(apply.EnvNmstatectl, stub); err != nil {
@@ -136,12 +164,13 @@ func TestFaultInjection(t *testing.T) {
 	sem := make(chan struct{}, 12)
 	var wg sync.WaitGroup
 	for i, c := range cases {
+		fr := prepare(t, c)
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			results[i] = runCase(t, c)
+			results[i] = fr.run(t)
 		}()
 	}
 	wg.Wait()

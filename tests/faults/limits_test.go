@@ -126,12 +126,11 @@ func TestConversationLimit(t *testing.T) {
 	t.Logf("conversation cut after %d bytes in %d-byte messages: %v", read, chunk, err)
 }
 
-// maxInterfaces is what a network config may reasonably hold: a node with
-// more than a few hundred NICs, VLANs and bonds is not a node. Without a
-// bound, the only bound is the 4 MiB frame: about 50,000 interfaces whose
-// keyfiles, yip stages and nmstatectl runs all scale with it.
-const maxInterfaces = 1024
-
+// TestInterfaceAndKeyfileCount: apply.MaxConnections is what a network
+// config may reasonably hold: a node with more than a few hundred NICs,
+// VLANs and bonds is not a node. Without a bound, the only bound is the
+// 4 MiB frame: about 50,000 interfaces whose keyfiles, yip stages and
+// nmstatectl runs all scale with it.
 func TestInterfaceAndKeyfileCount(t *testing.T) {
 	n := 20000
 	ifaces := make([]any, n)

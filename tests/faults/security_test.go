@@ -19,10 +19,11 @@ import (
 	"time"
 
 	"github.com/nodereg/nodereg/agent"
+	"github.com/nodereg/nodereg/agent/retry/retrytest"
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/testutil/node"
+	"github.com/nodereg/nodereg/internal/testutil/testbin"
 	"github.com/nodereg/nodereg/protocol"
-	"github.com/nodereg/nodereg/tests/internal/node"
-	"github.com/nodereg/nodereg/tests/internal/testbin"
 )
 
 // Secret values the server hands out under elemental.system-agent: none of
@@ -86,7 +87,7 @@ func newPKI(t *testing.T, cn string) pki {
 
 func useStub(t *testing.T) {
 	t.Helper()
-	node.Must(t, os.Setenv(apply.EnvNmstatectl, testbin.Build(t, "./tests/stubs/nmstatectl")))
+	node.Must(t, os.Setenv(apply.EnvNmstatectl, testbin.NmstatectlStub(t)))
 }
 
 // startTLSRegserver runs bin/regserver with --tls-cert/--tls-key.
@@ -105,6 +106,8 @@ func runAgent(t *testing.T, m *node.Machine, log *node.Log) (*agent.Result, erro
 	defer cancel()
 	return agent.Run(ctx, agent.Options{
 		Root: m.Root, Deadline: 3 * time.Second, NetworkTimeout: 5 * time.Second, SessionDeadline: 2 * time.Second,
+		// Retries after a refused certificate wait on a fake clock.
+		Clock:   retrytest.NewClock(time.Now()),
 		Version: "tls", Out: log, Log: log.Entry(), Runner: m.Runner(),
 	})
 }
@@ -220,7 +223,7 @@ func TestPlainHTTPWarns(t *testing.T) {
 // logger) against a regserver whose config carries a system-agent token,
 // and greps everything the agent printed.
 func TestSecretsNotLogged(t *testing.T) {
-	stub := testbin.Build(t, "./tests/stubs/nmstatectl")
+	stub := testbin.NmstatectlStub(t)
 	agentBin := testbin.Build(t, "./cmd/agent")
 	dir := t.TempDir()
 	rs := node.StartRegserver(t, nil, testbin.Build(t, "./cmd/regserver"), "--config", regserverConfig(dir),

@@ -11,9 +11,10 @@ import (
 
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/testutil"
+	"github.com/nodereg/nodereg/internal/testutil/node"
+	"github.com/nodereg/nodereg/internal/testutil/testbin"
 	"github.com/nodereg/nodereg/protocol"
-	"github.com/nodereg/nodereg/tests/internal/node"
-	"github.com/nodereg/nodereg/tests/internal/testbin"
 )
 
 // seedPRNetwork is the seed PR server's explicit answer (PROTOCOL.md 7.4),
@@ -42,7 +43,7 @@ func TestAgentRefusesAliasBomb(t *testing.T) {
 	url, _ := s.Start(t, false, "tok")
 	m := node.New(t, "52:54:00:0c:00:01", url, "")
 	m.WriteState(t, "emulatedTPMSeed: 5\n")
-	before := node.Files(t, m.Root)
+	before := testutil.Files(t, m.Root)
 	var log node.Log
 	_, err := runAgent(t.Context(), m, &log, agent.Options{Deadline: time.Second, NetworkTimeout: time.Second})
 	// Each attempt is refused for its size (a hard deadline may cut the
@@ -52,9 +53,9 @@ func TestAgentRefusesAliasBomb(t *testing.T) {
 		t.Fatalf("got %v\n%s", err, log.String())
 	}
 	// The state lock's file may appear; nothing else may change.
-	after := node.Files(t, m.Root)
+	after := testutil.Files(t, m.Root)
 	delete(after, filepath.Join(filepath.Dir(node.StatePath), ".nodereg.lock"))
-	if ch := node.Changed(before, after); len(ch) > 0 {
+	if ch := testutil.Changed(before, after); len(ch) > 0 {
 		t.Errorf("files changed by a refused reply: %v", ch)
 	}
 	t.Logf("%s (%d attempts)", err, s.Hits())

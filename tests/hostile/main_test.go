@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/nodereg/nodereg/tests/internal/testbin"
+	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
 
 func TestMain(m *testing.M) {

@@ -11,7 +11,8 @@ import (
 
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/internal/statelock"
-	"github.com/nodereg/nodereg/tests/internal/node"
+	"github.com/nodereg/nodereg/internal/testutil"
+	"github.com/nodereg/nodereg/internal/testutil/node"
 )
 
 // TestLockHeld: while another process holds the state lock, a run that
@@ -21,7 +22,7 @@ func TestLockHeld(t *testing.T) {
 	m.WriteState(t, "emulatedTPMSeed: 5\n")
 	lockPath := filepath.Join(m.Root, filepath.Dir(node.StatePath), statelock.Name)
 	held, err := statelock.Acquire(t.Context(), lockPath, 0)
-	node.Must(t, err)
+	testutil.Must(t, err)
 	defer held.Release()
 	var log node.Log
 	_, err = runAgent(t.Context(), m, &log, agent.Options{Deadline: time.Second, LockWait: 500 * time.Millisecond})

@@ -34,8 +34,9 @@ import (
 
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/apply"
-	"github.com/nodereg/nodereg/tests/internal/node"
-	"github.com/nodereg/nodereg/tests/internal/testbin"
+	"github.com/nodereg/nodereg/internal/testutil"
+	"github.com/nodereg/nodereg/internal/testutil/node"
+	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
 
 // inTime runs fn and fails the test if it has not returned after limit: a
@@ -66,7 +67,7 @@ type runOutcome struct {
 func TestServerSentLocalFieldsIgnored(t *testing.T) {
 	useStub(t)
 	fifo := filepath.Join(t.TempDir(), "ca.pem")
-	node.Must(t, syscall.Mkfifo(fifo, 0o600))
+	testutil.Must(t, syscall.Mkfifo(fifo, 0o600))
 	s := &Server{Network: []byte(seedPRNetwork)}
 	url, ca := s.Start(t, true, "tok-local-fields")
 	s.Config = []byte("elemental:\n    registration:\n        url: " + strings.Replace(url, "https://", "http://", 1) +
@@ -93,14 +94,14 @@ func TestServerSentLocalFieldsIgnored(t *testing.T) {
 func TestTPMDeviceMustBeADevice(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "disk.img")
-	node.Must(t, os.WriteFile(file, nil, 0o600))
+	testutil.Must(t, os.WriteFile(file, nil, 0o600))
 	fifo := filepath.Join(dir, "fifo")
-	node.Must(t, syscall.Mkfifo(fifo, 0o600))
+	testutil.Must(t, syscall.Mkfifo(fifo, 0o600))
 	// A block device node with no driver behind it (major 240 is for
 	// local experiments): refused before it is opened, and nothing can
 	// be written through it if it were.
 	blk := filepath.Join(dir, "blk")
-	node.Must(t, syscall.Mknod(blk, syscall.S_IFBLK|0o600, 240<<8))
+	testutil.Must(t, syscall.Mknod(blk, syscall.S_IFBLK|0o600, 240<<8))
 	for _, dev := range []string{blk, file, fifo, "unix://" + file} {
 		m := node.New(t, "52:54:00:0c:02:01", "http://127.0.0.1:1/elemental/registration/tok", "")
 		m.WriteConfig("elemental:\n  registration:\n    url: http://127.0.0.1:1/elemental/registration/tok\n    auth: tpm\n    tpm-device: " + dev + "\n")
@@ -125,9 +126,9 @@ func manifestPath(m *node.Machine) string {
 
 func ownedFiles(t *testing.T, m *node.Machine) []string {
 	b, err := os.ReadFile(manifestPath(m))
-	node.Must(t, err)
+	testutil.Must(t, err)
 	var man apply.Manifest
-	node.Must(t, json.Unmarshal(b, &man))
+	testutil.Must(t, json.Unmarshal(b, &man))
 	var out []string
 	for _, f := range man.Files {
 		out = append(out, filepath.Join(m.Root, f.Path))
@@ -156,7 +157,7 @@ func TestCorruptManifestSetAside(t *testing.T) {
 	m := node.New(t, "52:54:00:0c:03:01", url, "    network-config: explicit\n")
 	goodRun(t, m)
 	owned := ownedFiles(t, m)
-	node.Must(t, os.WriteFile(manifestPath(m), []byte("{not json"), 0o600))
+	testutil.Must(t, os.WriteFile(manifestPath(m), []byte("{not json"), 0o600))
 
 	var log node.Log
 	err := agent.ResetNetwork(t.Context(), agent.Options{Root: m.Root, Out: &log, Log: log.Entry(), Runner: m.Runner()})
@@ -177,7 +178,7 @@ func TestCorruptManifestSetAside(t *testing.T) {
 	}
 
 	// And a boot run with a corrupt manifest applies again.
-	node.Must(t, os.WriteFile(manifestPath(m), []byte("{not json"), 0o600))
+	testutil.Must(t, os.WriteFile(manifestPath(m), []byte("{not json"), 0o600))
 	goodRun(t, m)
 }
 
@@ -262,8 +263,8 @@ func TestFIFOAtOwnedPaths(t *testing.T) {
 				t.Fatal(err)
 			}
 			os.Remove(p)
-			node.Must(t, os.MkdirAll(filepath.Dir(p), 0o755))
-			node.Must(t, syscall.Mkfifo(p, 0o600))
+			testutil.Must(t, os.MkdirAll(filepath.Dir(p), 0o755))
+			testutil.Must(t, syscall.Mkfifo(p, 0o600))
 			defer func() {
 				os.Remove(p)
 				if saved != nil {
@@ -277,7 +278,7 @@ func TestFIFOAtOwnedPaths(t *testing.T) {
 				"NMSTATECTL_STUB_STATE="+filepath.Join(m.StubDir, "checkpoint"), "NMSTATECTL_STUB_LOG="+filepath.Join(m.StubDir, "calls.jsonl"))
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out
-			node.Must(t, cmd.Start())
+			testutil.Must(t, cmd.Start())
 			done := make(chan error, 1)
 			go func() { done <- cmd.Wait() }()
 			select {
@@ -291,7 +292,7 @@ func TestFIFOAtOwnedPaths(t *testing.T) {
 				return
 			case <-time.After(5 * time.Second):
 			}
-			node.Must(t, cmd.Process.Signal(syscall.SIGTERM))
+			testutil.Must(t, cmd.Process.Signal(syscall.SIGTERM))
 			select {
 			case <-done:
 			case <-time.After(10 * time.Second):
@@ -328,7 +329,7 @@ func TestTokenNeverPrinted(t *testing.T) {
 	// A cloud-config password next to the elemental block.
 	cfg = strings.Replace(cfg, "  network:", "    cloud-config:\n      users: [{name: root, passwd: "+password+"}]\n  network:", 1)
 	cfgPath := filepath.Join(dir, "regserver.yaml")
-	node.Must(t, os.WriteFile(cfgPath, []byte(cfg), 0o600))
+	testutil.Must(t, os.WriteFile(cfgPath, []byte(cfg), 0o600))
 	cert, key, caPEM := serverPKI(t, dir)
 	servers := map[string]*node.Regserver{
 		"http":  node.StartRegserver(t, nil, regBin, "--config", cfgPath, "--listen", "127.0.0.1:0", "--no-tpm", "--network-wait", "0", "--debug"),
@@ -346,7 +347,7 @@ func TestTokenNeverPrinted(t *testing.T) {
 		for _, debug := range []bool{false, true} {
 			m := node.New(t, "52:54:00:0c:08:01", tg.url, "")
 			caFile := filepath.Join(t.TempDir(), "ca.pem")
-			node.Must(t, os.WriteFile(caFile, []byte(tg.ca), 0o600))
+			testutil.Must(t, os.WriteFile(caFile, []byte(tg.ca), 0o600))
 			args := []string{"--root", m.Root, "--auth", "mac", "--registration-ca-cert", caFile, "--deadline", "3s", "--network-timeout", "3s"}
 			if debug {
 				args = append(args, "--debug")
@@ -380,7 +381,7 @@ func TestTokenNeverPrinted(t *testing.T) {
 func serverPKI(t *testing.T, dir string) (cert, key, caPEM string) {
 	newKey := func() *ecdsa.PrivateKey {
 		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		node.Must(t, err)
+		testutil.Must(t, err)
 		return k
 	}
 	caKey, leafKey := newKey(), newKey()
@@ -388,18 +389,18 @@ func serverPKI(t *testing.T, dir string) (cert, key, caPEM string) {
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "hostile test CA"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	node.Must(t, err)
+	testutil.Must(t, err)
 	caCert, err := x509.ParseCertificate(caDER)
-	node.Must(t, err)
+	testutil.Must(t, err)
 	leafTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
 	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, caCert, &leafKey.PublicKey, caKey)
-	node.Must(t, err)
+	testutil.Must(t, err)
 	keyDER, err := x509.MarshalECPrivateKey(leafKey)
-	node.Must(t, err)
+	testutil.Must(t, err)
 	cert, key = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	node.Must(t, os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}), 0o600))
-	node.Must(t, os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
+	testutil.Must(t, os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}), 0o600))
+	testutil.Must(t, os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
 	return cert, key, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}))
 }

@@ -9,11 +9,9 @@
 package lab
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,8 +22,8 @@ import (
 
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/apply"
-	"github.com/nodereg/nodereg/tests/internal/node"
-	"github.com/nodereg/nodereg/tests/internal/testbin"
+	"github.com/nodereg/nodereg/internal/testutil/node"
+	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
 
 func TestMain(m *testing.M) {
@@ -141,10 +139,8 @@ func (l *lab) startServer(t *testing.T, dir string, extra ...string) *node.Regse
 
 // relay is the userspace impairment, a process in the server namespace.
 type relay struct {
-	cmd    *exec.Cmd
-	base   string // http://ADDR of the relay
-	stderr *node.Log
-	done   chan struct{}
+	*node.Process
+	base string // http://ADDR of the relay
 }
 
 // startRelay runs ./relay in the server namespace, in front of the server
@@ -156,52 +152,20 @@ func (l *lab) startRelay(t *testing.T) *relay {
 	bin := testbin.Build(t, "./tests/lab/relay")
 	argv := append(l.exec(l.server), bin, "-listen", serverIP+":"+relayPort, "-to", serverIP+":"+port,
 		"-delay", relayDelay, "-loss", relayLoss, "-rto", relayRTO, "-seed", fmt.Sprint(relaySeed))
-	cmd := exec.Command(argv[0], argv[1:]...)
-	r := &relay{cmd: cmd, stderr: &node.Log{}, done: make(chan struct{})}
-	cmd.Stderr = r.stderr
-	out, err := cmd.StdoutPipe()
-	node.Must(t, err)
-	node.Must(t, cmd.Start())
-	go func() { _ = cmd.Wait(); close(r.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-r.done:
-		default:
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-			<-r.done
-		}
-	})
-	line := make(chan string, 1)
-	go func() {
-		br := bufio.NewReader(out)
-		s, _ := br.ReadString('\n')
-		line <- s
-		_, _ = io.Copy(io.Discard, br)
-	}()
-	select {
-	case s := <-line:
-		addr, ok := strings.CutPrefix(strings.TrimSpace(s), "listening on ")
-		if !ok {
-			t.Fatalf("relay did not start: %q\n%s", s, r.stderr.String())
-		}
-		r.base = "http://" + addr
-	case <-time.After(30 * time.Second):
-		t.Fatalf("relay printed no address in 30 s\n%s", r.stderr.String())
-	}
-	return r
+	p := node.StartProcess(t, argv...)
+	return &relay{Process: p, base: "http://" + p.Listening}
 }
 
 // stop ends the relay with SIGTERM (by PID) and returns its figures.
 func (r *relay) stop(t *testing.T) (conns, segments, lost int) {
 	t.Helper()
-	node.Must(t, r.cmd.Process.Signal(syscall.SIGTERM))
-	<-r.done
-	for _, l := range strings.Split(r.stderr.String(), "\n") {
+	node.Must(t, r.Signal(syscall.SIGTERM))
+	for _, l := range strings.Split(r.Stderr.String(), "\n") {
 		if _, err := fmt.Sscanf(l, "relay: conns=%d segments=%d lost=%d", &conns, &segments, &lost); err == nil {
 			return conns, segments, lost
 		}
 	}
-	t.Fatalf("relay printed no summary:\n%s", r.stderr.String())
+	t.Fatalf("relay printed no summary:\n%s", r.Stderr.String())
 	return 0, 0, 0
 }
 
@@ -234,36 +198,55 @@ func (l *lab) impairment(t *testing.T, r *relay) string {
 type agentRun struct {
 	out  string
 	code int
+	err  error // the agent could not be run at all
 }
 
 // runAgent runs bin/agent in the node namespace against the machine root.
-func (l *lab) runAgent(t *testing.T, m *node.Machine, started chan<- struct{}) agentRun {
+func (l *lab) runAgent(t *testing.T, m *node.Machine) agentRun {
+	return l.agentCommand(t, m)(nil)
+}
+
+// agentCommand builds what the agent needs on the test's goroutine and
+// returns the run itself, which may go on another goroutine (nothing in it
+// calls t.Fatal). started, if not nil, is closed once the agent started
+// (or failed to).
+func (l *lab) agentCommand(t *testing.T, m *node.Machine) func(started chan<- struct{}) agentRun {
 	bin := testbin.Build(t, "./cmd/agent")
-	stub := testbin.Build(t, "./tests/stubs/nmstatectl")
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	argv := append(l.exec(l.node), bin, "--root", m.Root, "--debug", "--deadline", "90s", "--network-timeout", "90s")
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), apply.EnvNmstatectl+"="+stub,
-		"NMSTATECTL_STUB_STATE="+filepath.Join(m.StubDir, "checkpoint"), "NMSTATECTL_STUB_LOG="+filepath.Join(m.StubDir, "calls.jsonl"))
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	node.Must(t, cmd.Start())
-	if started != nil {
-		close(started)
+	stub := testbin.NmstatectlStub(t)
+	return func(started chan<- struct{}) agentRun {
+		signalled := started == nil
+		signal := func() {
+			if !signalled {
+				signalled = true
+				close(started)
+			}
+		}
+		defer signal()
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		argv := append(l.exec(l.node), bin, "--root", m.Root, "--debug", "--deadline", "90s", "--network-timeout", "90s")
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		cmd.Env = append(os.Environ(), apply.EnvNmstatectl+"="+stub)
+		cmd.Env = append(cmd.Env, m.Stub().Env()...)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			return agentRun{err: err}
+		}
+		signal()
+		err := cmd.Wait()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return agentRun{out: out.String(), code: ee.ExitCode()}
+		}
+		return agentRun{out: out.String(), err: err}
 	}
-	err := cmd.Wait()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("agent: %v", err)
-	}
-	return agentRun{out: out.String(), code: code}
 }
 
 func checkRegistered(t *testing.T, m *node.Machine, r agentRun) {
 	t.Helper()
+	if r.err != nil {
+		t.Fatalf("agent: %v", r.err)
+	}
 	if r.code != 0 {
 		t.Fatalf("agent exit %d:\n%s", r.code, r.out)
 	}
@@ -285,7 +268,7 @@ func TestBadNetwork(t *testing.T) {
 	url, rl := l.impair(t, rs)
 	m := node.New(t, "52:54:00:0d:00:01", url, "")
 	start := time.Now()
-	r := l.runAgent(t, m, nil)
+	r := l.runAgent(t, m)
 	took := time.Since(start).Round(time.Millisecond)
 	checkRegistered(t, m, r)
 	if !strings.Contains(r.out, "192.168.122.150") {
@@ -309,11 +292,14 @@ func TestServerKilledMidRun(t *testing.T) {
 	start := time.Now()
 	started := make(chan struct{})
 	done := make(chan agentRun, 1)
-	go func() { done <- l.runAgent(t, m, started) }()
+	run := l.agentCommand(t, m)
+	go func() { done <- run(started) }()
 	<-started
 	waitFor(t, rs, "registered")
+	// Killed while the agent waits for its address, restarted at once:
+	// the agent's next attempt meets either the dead server or the new
+	// one, and in both cases must end with the claim made before the kill.
 	rs.Kill()
-	time.Sleep(time.Second)
 	l.startServer(t, dir, delay)
 	r := <-done
 	took := time.Since(start).Round(time.Millisecond)

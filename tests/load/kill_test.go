@@ -4,13 +4,14 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/nodereg/nodereg/tests/internal/node"
-	"github.com/nodereg/nodereg/tests/internal/testbin"
+	"github.com/nodereg/nodereg/internal/testutil/node"
+	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
 
 // TestKillDuringAllocations runs bin/regserver as a process, sends it a herd
@@ -29,7 +30,7 @@ func TestKillDuringAllocations(t *testing.T) {
 	node.Must(t, os.WriteFile(cfg, []byte(serverConfig), 0o600))
 	storePath := filepath.Join(dir, "store.json")
 	start := func() *node.Regserver {
-		return node.StartRegserver(t, nil, bin, "--config", cfg, "--store", storePath, "--listen", "127.0.0.1:0", "--no-tpm")
+		return node.StartRegserver(t, nil, bin, "--config", cfg, "--store", storePath, "--listen", "127.0.0.1:0", "--admin-listen", ":0", "--no-tpm")
 	}
 	told := map[string]string{} // machine -> address it was told, over all rounds
 	var acked []result
@@ -70,7 +71,7 @@ func TestKillDuringAllocations(t *testing.T) {
 			t.Errorf("round %d: the kill came after every registration: nothing was cut off", round)
 		}
 		rs = start()
-		checkClaims(t, adminClaims(t, rs.Base), acked)
+		checkClaims(t, adminClaims(t, adminURL(t, rs)), acked)
 		rs.Kill()
 	}
 	// Everybody again, no kill: acknowledged machines keep their address,
@@ -97,7 +98,7 @@ func TestKillDuringAllocations(t *testing.T) {
 			t.Errorf("%s was told %s before the kill, now %s", r.id, a, r.addr)
 		}
 	}
-	claims := adminClaims(t, rs.Base)
+	claims := adminClaims(t, adminURL(t, rs))
 	checkClaims(t, claims, all)
 	t.Logf("final: %d machines, %d claims, %d acknowledged before kills, %d moved", len(all), len(claims), len(told), moved)
 }
@@ -120,4 +121,18 @@ func herdCounting(ctx context.Context, url string, first, n int, ok *atomic.Int6
 	}
 	wg.Wait()
 	return out
+}
+
+// adminURL is the admin listener's address from the server's start line.
+func adminURL(t *testing.T, rs *node.Regserver) string {
+	t.Helper()
+	re := regexp.MustCompile(`admin="?(http://[0-9.:]+)`)
+	// The log line follows the stdout line StartRegserver waited for.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if m := re.FindStringSubmatch(rs.Stderr.String()); m != nil {
+			return m[1]
+		}
+	}
+	t.Fatalf("no admin address in the log:\n%s", rs.Stderr.String())
+	return ""
 }

@@ -16,12 +16,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodereg/nodereg/internal/testutil/node"
+	"github.com/nodereg/nodereg/internal/testutil/testbin"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/server"
 	"github.com/nodereg/nodereg/server/regconfig"
 	"github.com/nodereg/nodereg/server/store"
-	"github.com/nodereg/nodereg/tests/internal/node"
-	"github.com/nodereg/nodereg/tests/internal/testbin"
 )
 
 func TestMain(m *testing.M) {
@@ -55,8 +55,12 @@ func startServer(tb testing.TB, storePath string) *httptest.Server {
 	node.Must(tb, err)
 	srv, err := server.New(server.Options{Config: cfg, Store: st, SessionDeadline: time.Minute})
 	node.Must(tb, err)
-	hs := httptest.NewServer(srv)
-	tb.Cleanup(hs.Close)
+	// The admin API beside the registrations, for the checks only.
+	mux := http.NewServeMux()
+	mux.Handle("/admin/", srv.Admin(server.AdminOptions{}))
+	mux.Handle("/", srv)
+	hs := httptest.NewServer(mux)
+	tb.Cleanup(func() { hs.Close(); st.Close() })
 	return hs
 }
 

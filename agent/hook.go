@@ -1,45 +1,48 @@
-package apply
+package agent
 
 import (
 	"bytes"
 	"fmt"
 	"path"
-	"sort"
+	"slices"
+	"strings"
 
 	"github.com/mudler/yip/pkg/schema"
 	"gopkg.in/yaml.v3"
+
+	"github.com/nodereg/nodereg/apply"
 )
 
 // OEM mount points while the elemental toolkit runs a hook (PROTOCOL.md 8.7).
 const (
-	OEMDuringInstall = "/run/elemental/oem"
-	OEMDuringReset   = "/oem"
+	oemDuringInstall = "/run/elemental/oem"
+	oemDuringReset   = "/oem"
 )
 
-// HookFile is one file the hook writes into the OEM partition; Name is
+// hookFile is one file the hook writes into the OEM partition; name is
 // relative to the OEM root.
-type HookFile struct {
-	Name    string
-	Content []byte
+type hookFile struct {
+	name    string
+	content []byte
 }
 
-// FinalizeHook builds the install/reset hook of PROTOCOL.md 8.7: a yip
+// finalizeHook builds the install/reset hook of PROTOCOL.md 8.7: a yip
 // config named "Elemental Finalize System" whose stage (before-install or
 // before-reset) writes each file into the OEM partition mounted at oem, so
 // the registration, the state and the network applicator reach the new
 // system even when the OEM partition is formatted.
-func FinalizeHook(stage, oem string, files []HookFile) ([]byte, error) {
-	sorted := append([]HookFile(nil), files...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+func finalizeHook(stage, oem string, files []hookFile) ([]byte, error) {
+	sorted := slices.Clone(files)
+	slices.SortFunc(sorted, func(a, b hookFile) int { return strings.Compare(a.name, b.name) })
 	var steps []schema.Stage
 	for _, f := range sorted {
-		if err := checkFileName("hook."+f.Name, path.Base(f.Name)); err != nil || path.Clean(f.Name) != f.Name || path.IsAbs(f.Name) {
-			return nil, fmt.Errorf("hook file %q: not a plain relative path", f.Name)
+		if !plainRelative(f.name) {
+			return nil, fmt.Errorf("hook file %q: not a plain relative path", f.name)
 		}
-		dst := path.Join(oem, f.Name)
+		dst := path.Join(oem, f.name)
 		st := schema.Stage{
-			Name:  "nodereg " + f.Name,
-			Files: []schema.File{{Path: dst, Permissions: 0o600, Content: neutraliseTemplate(string(f.Content))}},
+			Name:  "nodereg " + f.name,
+			Files: []schema.File{{Path: dst, Permissions: 0o600, Content: apply.NeutraliseTemplate(string(f.content))}},
 		}
 		if d := path.Dir(dst); d != oem {
 			st.Directories = []schema.Directory{{Path: d, Permissions: 0o700}}
@@ -59,16 +62,24 @@ func FinalizeHook(stage, oem string, files []HookFile) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// InitramfsFile is a yip config that writes one file at the initramfs stage
+// plainRelative: a clean relative path whose file name is neither empty,
+// hidden nor odd (the hook's names are ours; this is the last guard).
+func plainRelative(name string) bool {
+	base := path.Base(name)
+	return name != "" && path.Clean(name) == name && !path.IsAbs(name) && !strings.HasPrefix(name, "../") &&
+		base != "." && base != ".." && !strings.HasPrefix(base, ".") && !strings.ContainsAny(name, "\\\x00\n\r")
+}
+
+// initramfsFile is a yip config that writes one file at the initramfs stage
 // unless it exists: how the registration config and state reach the
 // installed system once, and are owned by the running agent afterwards
 // (PROTOCOL.md 8.7 guards).
-func InitramfsFile(name, dst string, content []byte) ([]byte, error) {
+func initramfsFile(name, dst string, content []byte) ([]byte, error) {
 	cfg := schema.YipConfig{Name: name, Stages: map[string][]schema.Stage{"initramfs": {{
 		Name:        name,
 		If:          "[ ! -f " + dst + " ]",
 		Directories: []schema.Directory{{Path: path.Dir(dst), Permissions: 0o700}},
-		Files:       []schema.File{{Path: dst, Permissions: 0o600, Content: neutraliseTemplate(string(content))}},
+		Files:       []schema.File{{Path: dst, Permissions: 0o600, Content: apply.NeutraliseTemplate(string(content))}},
 	}}}}
 	b, err := yaml.Marshal(&cfg)
 	if err != nil {
@@ -77,22 +88,19 @@ func InitramfsFile(name, dst string, content []byte) ([]byte, error) {
 	return b, nil
 }
 
-// InitramfsFiles is a yip config that writes files (0600) at every
+// initramfsFiles is a yip config that writes files (0600) at every
 // initramfs stage, creating their directories (0700).
-func InitramfsFiles(name string, files map[string][]byte) ([]byte, error) {
+func initramfsFiles(name string, files []agentFile) ([]byte, error) {
+	sorted := slices.Clone(files)
+	slices.SortFunc(sorted, func(a, b agentFile) int { return strings.Compare(a.path, b.path) })
 	st := schema.Stage{Name: name}
 	dirs := map[string]bool{}
-	paths := make([]string, 0, len(files))
-	for p := range files {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	for _, p := range paths {
-		if d := path.Dir(p); !dirs[d] {
+	for _, f := range sorted {
+		if d := path.Dir(f.path); !dirs[d] {
 			dirs[d] = true
 			st.Directories = append(st.Directories, schema.Directory{Path: d, Permissions: 0o700})
 		}
-		st.Files = append(st.Files, schema.File{Path: p, Permissions: 0o600, Content: neutraliseTemplate(string(files[p]))})
+		st.Files = append(st.Files, schema.File{Path: f.path, Permissions: 0o600, Content: apply.NeutraliseTemplate(string(f.content))})
 	}
 	b, err := yaml.Marshal(&schema.YipConfig{Name: name, Stages: map[string][]schema.Stage{"initramfs": {st}}})
 	if err != nil {

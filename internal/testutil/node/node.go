@@ -6,19 +6,14 @@
 package node
 
 import (
-	"bytes"
 	"context"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/sirupsen/logrus"
-
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/testutil"
 )
 
 // Machine is one node's scratch root.
@@ -70,13 +65,13 @@ func (m *Machine) WriteState(tb testing.TB, text string) {
 	Must(tb, os.WriteFile(p, []byte(text), 0o600))
 }
 
-// Runner runs the real programs with this machine's stand-in environment.
-func (m *Machine) Runner() apply.Runner {
-	return StubRunner{Env: []string{
-		"NMSTATECTL_STUB_LOG=" + filepath.Join(m.StubDir, "calls.jsonl"),
-		"NMSTATECTL_STUB_STATE=" + filepath.Join(m.StubDir, "checkpoint"),
-	}}
+// Stub is this machine's nmstatectl stand-in: its call log and checkpoint.
+func (m *Machine) Stub() testutil.Stub {
+	return testutil.Stub{Log: filepath.Join(m.StubDir, "calls.jsonl"), State: filepath.Join(m.StubDir, "checkpoint")}
 }
+
+// Runner runs the real programs with this machine's stand-in environment.
+func (m *Machine) Runner() apply.Runner { return StubRunner{Env: m.Stub().Env()} }
 
 // StubRunner is apply.ExecRunner with extra environment per machine.
 type StubRunner struct{ Env []string }
@@ -87,91 +82,13 @@ func (r StubRunner) Run(ctx context.Context, c apply.Command) ([]byte, error) {
 	return apply.ExecRunner{}.Run(ctx, c)
 }
 
-// Files returns every regular file under root (relative path -> content).
-func Files(tb testing.TB, root string) map[string][]byte {
-	tb.Helper()
-	out := map[string][]byte{}
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, p)
-		out[rel] = b
-		return nil
-	})
-	Must(tb, err)
-	return out
-}
+// The generic helpers, under the names the reliability tests use.
+var (
+	Must      = testutil.Must
+	Files     = testutil.Files
+	Leftovers = testutil.Leftovers
+	Changed   = testutil.Changed
+)
 
-// Leftovers lists files that look half-written: temporary files of the
-// atomic writers (".nodereg-*.tmp", "*.tmp", "*~") anywhere under root.
-func Leftovers(files map[string][]byte) []string {
-	var out []string
-	for p := range files {
-		base := filepath.Base(p)
-		if strings.HasSuffix(base, ".tmp") || strings.HasPrefix(base, ".nodereg-") || strings.HasSuffix(base, "~") || strings.Contains(base, ".tmp-") {
-			out = append(out, p)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// Changed lists paths whose content differs between two snapshots (added,
-// removed or modified).
-func Changed(before, after map[string][]byte) []string {
-	var out []string
-	for p, b := range before {
-		if a, ok := after[p]; !ok || !bytes.Equal(a, b) {
-			out = append(out, p)
-		}
-	}
-	for p := range after {
-		if _, ok := before[p]; !ok {
-			out = append(out, p)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// Log is a logrus entry writing into a buffer that is safe to read while
-// the run goes on.
-type Log struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-// Write implements io.Writer.
-func (l *Log) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// String is everything logged so far.
-func (l *Log) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-// Entry is a debug-level logger into l.
-func (l *Log) Entry() *logrus.Entry {
-	lg := logrus.New()
-	lg.Out = l
-	lg.Level = logrus.DebugLevel
-	return logrus.NewEntry(lg)
-}
-
-// Must fails tb on err.
-func Must(tb testing.TB, err error) {
-	tb.Helper()
-	if err != nil {
-		tb.Fatal(err)
-	}
-}
+// Log is a writer into a buffer that is safe to read while the run goes on.
+type Log = testutil.Log

@@ -3,6 +3,7 @@
 package testbin
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,16 +29,25 @@ func ModuleRoot() string {
 // "./cmd/agent") with the given build tags and returns the binary's path.
 func Build(tb testing.TB, pkg string, tags ...string) string {
 	tb.Helper()
+	p, err := Path(pkg, tags...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
+// Path is Build for TestMain, where there is no testing.TB yet.
+func Path(pkg string, tags ...string) (string, error) {
 	mu.Lock()
 	defer mu.Unlock()
 	key := pkg + "|" + strings.Join(tags, ",")
 	if p, ok := built[key]; ok {
-		return p
+		return p, nil
 	}
 	if dir == "" {
 		d, err := os.MkdirTemp("", "nodereg-testbin-")
 		if err != nil {
-			tb.Fatal(err)
+			return "", err
 		}
 		dir = d
 	}
@@ -53,11 +63,14 @@ func Build(tb testing.TB, pkg string, tags ...string) string {
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	}
 	if b, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("building %s: %v\n%s", pkg, err, b)
+		return "", fmt.Errorf("building %s: %v\n%s", pkg, err, b)
 	}
 	built[key] = out
-	return out
+	return out, nil
 }
+
+// NmstatectlStub is the nmstatectl stand-in (tests/stubs/nmstatectl).
+func NmstatectlStub(tb testing.TB) string { return Build(tb, "./tests/stubs/nmstatectl") }
 
 // Cleanup removes the binaries; call it from TestMain after m.Run.
 func Cleanup() {

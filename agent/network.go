@@ -1,0 +1,151 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nodereg/nodereg/agent/retry"
+	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/protocol"
+)
+
+// networkSource is where one attempt of PhaseFetchNetwork gets the config.
+type networkSource string
+
+const (
+	// sourceNone: the server has no network config for this machine.
+	sourceNone networkSource = "none"
+	// sourceReply: the config embedded in the registration reply.
+	sourceReply networkSource = "embedded"
+	// sourceExplicit: MsgNetworkConfig on a new connection (DESIGN.md).
+	sourceExplicit networkSource = "explicit"
+	// sourceReRegister: register again, the only way to ask an upstream
+	// server for a config whose addresses were pending.
+	sourceReRegister networkSource = "re-register"
+)
+
+// networkDecision is how PhaseFetchNetwork asks for the network config.
+type networkDecision struct {
+	// First is the source of the first attempt, Retry of the later ones.
+	First, Retry networkSource
+	// UnresolvedIsFinal: a placeholder no address fills is a template
+	// error (exit 78), not a claim still pending. True when the server
+	// announced the explicit exchange (it then embeds only configs whose
+	// claims all hold addresses) or the exchange is explicit.
+	UnresolvedIsFinal bool
+}
+
+// decideNetwork is the network-config decision (DESIGN.md "Asking for the
+// network config"): mode is elemental.registration.network-config (auto,
+// embedded, explicit), reply the registration's answer.
+func decideNetwork(mode string, reply *protocol.Reply) networkDecision {
+	explicit := mode == networkModeExplicit || (mode == networkModeAuto && reply.ExplicitNetworkConfig)
+	if !explicit && !reply.Network.IsReal() {
+		return networkDecision{First: sourceNone, Retry: sourceNone}
+	}
+	d := networkDecision{Retry: sourceReRegister, UnresolvedIsFinal: explicit || reply.ExplicitNetworkConfig}
+	if explicit {
+		d.Retry = sourceExplicit
+	}
+	d.First = d.Retry
+	if reply.Network != nil {
+		d.First = sourceReply
+	}
+	return d
+}
+
+// fetched is what PhaseFetchNetwork hands to PhasePlan: the server's config
+// and its render. A nil *fetched: no network config for this machine.
+type fetched struct {
+	config   *protocol.NetworkConfig
+	rendered *apply.Rendered
+}
+
+// fetchNetwork gets a network config that carries real addresses: from the
+// registration reply, or by asking again as decideNetwork says, until the
+// network timeout.
+func (r *run) fetchNetwork(ctx context.Context, reply *protocol.Reply) (*fetched, error) {
+	d := decideNetwork(r.cfg.Elemental.Registration.NetworkConfig, reply)
+	if d.First == sourceNone {
+		r.log.WithField("phase", PhaseFetchNetwork).Info("no network config for this machine (configurator none)")
+		return nil, nil
+	}
+	var out *fetched
+	ctx, cancel := r.bound(ctx, r.o.NetworkTimeout)
+	defer cancel()
+	err := r.policy(r.o.NetworkTimeout, PhaseFetchNetwork).Do(ctx, "network config", func(ctx context.Context, attempt int) error {
+		src := d.Retry
+		if attempt == 1 {
+			src = d.First
+		}
+		nc, err := r.askNetwork(ctx, src, reply)
+		if err != nil {
+			return classifyNetwork(err)
+		}
+		if !nc.IsReal() {
+			return nil
+		}
+		rendered, err := apply.Render(nc)
+		if err != nil {
+			return classifyRender(err, d.UnresolvedIsFinal)
+		}
+		out = &fetched{config: nc, rendered: rendered}
+		return nil
+	})
+	if out != nil {
+		r.result.Configurator, r.result.Addresses = out.rendered.Configurator, out.config.IPAddresses
+	}
+	return out, err
+}
+
+// askNetwork is one attempt's question, to the source the decision named.
+func (r *run) askNetwork(ctx context.Context, src networkSource, reply *protocol.Reply) (*protocol.NetworkConfig, error) {
+	switch src {
+	case sourceReply:
+		return reply.Network, nil
+	case sourceExplicit:
+		cc, err := protocol.Dial(ctx, r.dialOptions(), r.auth)
+		if err != nil {
+			return nil, err
+		}
+		defer cc.Close()
+		return cc.ExplicitNetworkConfig(ctx)
+	default:
+		// The registration goes out again with network-config.state
+		// pending: the node is still waiting for its addresses.
+		again, err := r.registerOnce(ctx, netStatePending)
+		if err != nil {
+			return nil, classifyRegister(err)
+		}
+		return again.Network, nil
+	}
+}
+
+// classifyRender: an unresolved placeholder is a pending claim (retried)
+// unless the decision made it final; any other render error is the
+// config's fault (exit 78).
+func classifyRender(err error, unresolvedIsFinal bool) error {
+	var ue *apply.UnresolvedError
+	switch {
+	case errors.As(err, &ue) && unresolvedIsFinal:
+		return retry.Terminal(&ConfigError{Err: fmt.Errorf("the server's network template uses a placeholder no address pool provides: %w", err)})
+	case errors.As(err, &ue):
+		return fmt.Errorf("addresses not ready yet: %w", err)
+	}
+	return retry.Terminal(&ConfigError{Err: err})
+}
+
+// classifyNetwork: pending addresses are retried (honouring the server's
+// retry-after); an exhausted pool or a failed claim ends the run with the
+// server's reason, retryable later by systemd (exit 75).
+func classifyNetwork(err error) error {
+	var er *protocol.ErrorReply
+	if errors.As(err, &er) {
+		switch er.Reason {
+		case protocol.ReasonPoolExhausted, protocol.ReasonAllocationFailed:
+			return retry.Terminal(err)
+		}
+	}
+	return err
+}

@@ -1,0 +1,167 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nodereg/nodereg/agent/retry"
+	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/protocol"
+)
+
+// applier is the apply library on this run's edges, logging as phase p.
+func (r *run) applier(p Phase) *apply.Applier {
+	return &apply.Applier{
+		Root:   r.o.Root,
+		Runner: r.runner,
+		Files:  r.files,
+		Tools:  apply.ToolsFromEnv(os.Getenv),
+		Log:    r.log.WithField("phase", p),
+	}
+}
+
+// plan turns the rendered config into a plan: keyfiles (nmstatectl gc for
+// nmstate), the yip applicator, the commands. Dry runs print it. A nil
+// plan: nothing to apply (no config, or the one applied last time).
+func (r *run) plan(ctx context.Context, net *fetched) (*apply.Plan, error) {
+	if net == nil {
+		return nil, nil
+	}
+	r.result.Digest = net.rendered.Digest()
+	if !r.o.DryRun && r.result.Digest == r.state.NetworkDigest && r.applicatorPresent(net.rendered) {
+		r.log.WithField("phase", PhasePlan).WithField("digest", r.result.Digest).Info("network config unchanged since the last run: nothing to plan or apply")
+		return nil, nil
+	}
+	plan, err := r.applier(PhasePlan).Plan(ctx, net.rendered)
+	var tm *apply.ToolMissingError
+	var fe *apply.FieldError
+	switch {
+	case errors.As(err, &tm) && r.o.DryRun:
+		// A dry run on an admin's workstation still shows what it can.
+		printRendered(r.o.Out, net.config, net.rendered)
+		fmt.Fprintf(r.o.Out, "# keyfiles and applicator not shown: %v\n", err)
+		return nil, nil
+	case errors.As(err, &tm), errors.As(err, &fe):
+		return nil, &ConfigError{Err: err}
+	case err != nil:
+		return nil, err
+	}
+	return plan, nil
+}
+
+// printPlan is a dry run's PhaseApply: what would be written and run.
+func (r *run) printPlan(ctx context.Context, net *fetched, plan *apply.Plan) error {
+	if plan == nil {
+		return nil
+	}
+	printAddresses(r.o.Out, net.config)
+	plan.Print(r.o.Out)
+	return nil
+}
+
+// applyLive makes the plan the running network and persists it (boot mode).
+func (r *run) applyLive(ctx context.Context, net *fetched, plan *apply.Plan) error {
+	if plan == nil {
+		return nil
+	}
+	if err := r.applier(PhaseApply).ApplyLive(ctx, plan, r.serverReachable); err != nil {
+		return err
+	}
+	r.state.NetworkDigest = plan.Digest()
+	r.state.NetworkState = netStateApplied
+	r.state.NetworkAddresses = formatAddresses(apply.InterfaceAddresses(net.rendered))
+	r.result.Applied = true
+	return nil
+}
+
+// applicatorPresent guards the unchanged-digest shortcut: if someone removed
+// the applicator the config is written again.
+func (r *run) applicatorPresent(rd *apply.Rendered) bool {
+	if rd.Configurator == protocol.ConfiguratorNone {
+		return true
+	}
+	_, err := os.Stat(r.path(apply.DefaultPaths().Applicator))
+	return err == nil
+}
+
+// serverReachable is the check between a live apply and its commit: the
+// registration server must still answer over the new network. A plain GET
+// of the registration URL is answered by every elemental-operator without
+// authentication (PROTOCOL.md 2.3).
+func (r *run) serverReachable(ctx context.Context) error {
+	// A server restarting at this very moment must not roll back a good
+	// network: ask a few times, well inside the checkpoint's timeout.
+	p := retry.Policy{Initial: time.Second, Max: 4 * time.Second, Deadline: reachabilityWindow, Clock: r.o.Clock}
+	return p.Do(ctx, "reachability check", func(ctx context.Context, _ int) error { return r.reachableOnce(ctx) })
+}
+
+// reachabilityWindow is how long the check after a live apply may take;
+// nmstate's checkpoint (60 s by default) rolls back on its own after that.
+const reachabilityWindow = 15 * time.Second
+
+func (r *run) reachableOnce(ctx context.Context) error {
+	reg := r.cfg.Elemental.Registration
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	client := &http.Client{}
+	if strings.HasPrefix(reg.URL, "https://") {
+		tc, err := protocol.TLSConfig(reg.CACert, false)
+		if err != nil {
+			return err
+		}
+		client.Transport = &http.Transport{TLSClientConfig: tc, Proxy: http.ProxyFromEnvironment}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, reg.URL, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("registration server unreachable after applying the network config: %w", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 500 {
+		return fmt.Errorf("registration server answers %s after applying the network config", resp.Status)
+	}
+	return nil
+}
+
+func printAddresses(w io.Writer, nc *protocol.NetworkConfig) {
+	for _, name := range slices.Sorted(maps.Keys(nc.IPAddresses)) {
+		fmt.Fprintf(w, "# address %s = %s\n", name, nc.IPAddresses[name])
+	}
+}
+
+func printRendered(w io.Writer, nc *protocol.NetworkConfig, rd *apply.Rendered) {
+	fmt.Fprintf(w, "# network config: configurator %s\n", rd.Configurator)
+	printAddresses(w, nc)
+	fmt.Fprintf(w, "--- digested config\n%s", rd.Digested)
+	for _, k := range rd.Keyfiles {
+		fmt.Fprintf(w, "--- keyfile %s\n%s", k.Name, k.Content)
+	}
+}
+
+// PrintRender renders nc offline and prints what a dry run would print:
+// the digested config, the keyfiles, the yip applicator and the commands.
+func PrintRender(ctx context.Context, w io.Writer, nc *protocol.NetworkConfig) error {
+	rd, err := apply.Render(nc)
+	if err != nil {
+		return err
+	}
+	r := newRun(Options{DryRun: true, Out: w})
+	r.state = &State{}
+	net := &fetched{config: nc, rendered: rd}
+	plan, err := r.plan(ctx, net)
+	if err != nil {
+		return err
+	}
+	return r.printPlan(ctx, net, plan)
+}

@@ -1,0 +1,184 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	"github.com/nodereg/nodereg/agent/inventory"
+	"github.com/nodereg/nodereg/agent/retry"
+	"github.com/nodereg/nodereg/protocol"
+)
+
+// pendingInventory is the hardware inventory being collected in the
+// background since PhaseConfig.
+type pendingInventory struct {
+	done chan struct{}
+	inv  *inventory.Inventory
+}
+
+func collectInventory(ctx context.Context, o inventory.Options) *pendingInventory {
+	p := &pendingInventory{done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		inv, err := inventory.Collect(ctx, o)
+		if err != nil {
+			o.Log.WithError(err).Warn("hardware inventory unavailable: registering without it")
+			inv = &inventory.Inventory{}
+		}
+		if len(inv.Degraded) > 0 {
+			o.Log.WithField("families", strings.Join(inv.Degraded, ",")).Warn("inventory is partial")
+		}
+		p.inv = inv
+	}()
+	return p
+}
+
+// wait returns the inventory once collected. It is called once the
+// connection is up, so collection overlaps the TPM work and the dial.
+func (p *pendingInventory) wait(ctx context.Context) (*inventory.Inventory, error) {
+	select {
+	case <-p.done:
+		return p.inv, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (r *run) dialOptions() protocol.DialOptions {
+	reg := r.cfg.Elemental.Registration
+	// The upgrade gets no more time than a whole session: a server that
+	// accepts TCP and never answers must not hold the run for gorilla's
+	// default 45 s.
+	session := r.o.SessionDeadline
+	if session == 0 {
+		session = protocol.DefaultSessionDeadline
+	}
+	return protocol.DialOptions{URL: reg.URL, CACert: reg.CACert, SessionDeadline: session, HandshakeTimeout: session}
+}
+
+// policy is the retry policy of a phase: its waits are logged and shown in
+// the systemd STATUS, and extend systemd's start timeout.
+func (r *run) policy(deadline time.Duration, p Phase) retry.Policy {
+	hook := r.notify.RetryHook(string(p), protocol.DefaultSessionDeadline+5*time.Second)
+	return retry.Policy{
+		Deadline: deadline,
+		Clock:    r.o.Clock,
+		Max:      30 * time.Second,
+		OnWait: func(attempt int, d time.Duration, err error) {
+			r.log.WithField("phase", p).WithField("attempt", attempt).WithError(err).Warnf("retrying in %s", d.Round(time.Millisecond))
+			hook(attempt, d, err)
+		},
+	}
+}
+
+// bound cuts an attempt still running past the retry deadline after at most
+// one more session.
+func (r *run) bound(ctx context.Context, deadline time.Duration) (context.Context, context.CancelFunc) {
+	if deadline <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, deadline+r.dialOptions().SessionDeadline)
+}
+
+// register runs the registration conversation with retries and returns the
+// server's reply.
+func (r *run) register(ctx context.Context) (*protocol.Reply, error) {
+	ctx, cancel := r.bound(ctx, r.o.Deadline)
+	defer cancel()
+	var reply *protocol.Reply
+	err := r.policy(r.o.Deadline, PhaseRegister).Do(ctx, "registration", func(ctx context.Context, attempt int) error {
+		var err error
+		if reply, err = r.registerOnce(ctx, r.state.NetworkState); err != nil {
+			return classifyRegister(err)
+		}
+		return nil
+	})
+	return reply, err
+}
+
+// registerOnce is one registration conversation; netState is the
+// network-config.state reported back (see reportBack).
+func (r *run) registerOnce(ctx context.Context, netState string) (*protocol.Reply, error) {
+	reg := r.cfg.Elemental.Registration
+	cc, err := protocol.Dial(ctx, r.dialOptions(), r.auth)
+	if err != nil {
+		return nil, err
+	}
+	defer cc.Close()
+	inv, err := r.inv.wait(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.result.Updated = r.state.Registered()
+	annotations := maps.Clone(r.annotations)
+	if ip := cc.RegistrationIP(); ip != "" {
+		annotations["registration-ip"] = ip
+	}
+	reportBack(annotations, netState, r.state.NetworkAddresses)
+	payloads := &protocol.Payloads{
+		Update:           r.state.Registered(),
+		NoSMBIOS:         reg.NoSMBIOS,
+		SMBIOS:           inv.SMBIOS,
+		SystemDataV2:     inv.SystemDataV2,
+		LegacySystemData: inv.LegacySystemData,
+		Annotations:      annotations,
+		Labels:           r.labels,
+	}
+	if payloads.SMBIOS == nil {
+		payloads.SMBIOS = map[string]any{}
+	}
+	if payloads.SystemDataV2 == nil {
+		payloads.SystemDataV2 = map[string]any{}
+	}
+	// Decode onto a copy: a failed attempt must not half-change the config.
+	cfg := *r.cfg
+	reply, err := cc.Register(ctx, payloads, &cfg)
+	if err != nil {
+		return nil, err
+	}
+	r.cfg = &cfg
+	if r.state.InitialRegistration.IsZero() {
+		r.state.InitialRegistration = time.Now().UTC()
+	}
+	return reply, nil
+}
+
+// reportBack tells the server what this node did with its network config
+// (ironcore's "node reports its NIC addresses" idea), as annotations that
+// upstream servers store like any other: the state (pending, ready,
+// applied) and the addresses per interface.
+func reportBack(a map[string]string, state, addresses string) {
+	if state != "" {
+		a["network-config.state"] = state
+	}
+	if addresses != "" {
+		a["network-config.addresses"] = addresses
+	}
+}
+
+// classifyRegister marks failures no retry can fix as terminal.
+func classifyRegister(err error) error {
+	var ce *ConfigError
+	if errors.As(err, &ce) {
+		return retry.Terminal(err)
+	}
+	var er *protocol.ErrorReply
+	if errors.As(err, &er) && strings.Contains(er.Message, "MachineInventory not found") {
+		return retry.Terminal(&ConfigError{Err: fmt.Errorf("the server has no inventory for this machine any more: re-provisioning needed (run `agent --reset` from recovery): %w", err)})
+	}
+	if errors.Is(err, protocol.ErrUpdateUnsupported) {
+		return retry.Terminal(&ConfigError{Err: err})
+	}
+	// Any other MsgError is the server refusing on purpose (inventory
+	// creation failed, template error): asking again gives the same
+	// answer, so an operator must act. Pending addresses are not refused
+	// this way: they come as a missing or unresolved network config.
+	if errors.As(err, &er) && er.Reason != protocol.ReasonWaitingForIPAddress {
+		return retry.Terminal(&ConfigError{Err: fmt.Errorf("the server refused the registration: %w", err)})
+	}
+	return err
+}

@@ -1,0 +1,138 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+)
+
+func reloadCommand(nmcli string) Command {
+	return Command{Name: nmcli, Args: []string{"connection", "reload"}}
+}
+
+func profilesCommand(nmcli string) Command {
+	return Command{Name: nmcli, Args: []string{"-t", "-f", "UUID,FILENAME", "connection", "show"}, ReadOnly: true}
+}
+
+func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(context.Context) error) error {
+	nmcli, err := Lookup("nmcli", a.tools().Nmcli)
+	if err != nil {
+		return fmt.Errorf("apply network live (%s): %w", p.Configurator, err)
+	}
+	files := a.files()
+	dir := a.host(p.paths.KeyfileDir)
+	var targets []string
+	for _, kf := range p.Keyfiles {
+		t, err := within(dir, kf.Name)
+		if err != nil {
+			return fmt.Errorf("apply network live (%s): %w", p.Configurator, err)
+		}
+		targets = append(targets, t)
+	}
+	log := a.log().WithField("configurator", p.Configurator)
+	// Keyfiles owned by the previous config and not by this one go away
+	// too, else NetworkManager keeps two profiles for one device.
+	old, err := a.readManifest()
+	if err != nil {
+		return fmt.Errorf("apply network live (%s): %w", p.Configurator, err)
+	}
+	var stale []string
+	for _, f := range old.Files {
+		if f.Kind != kindKeyfile || path.Dir(f.Path) != p.paths.KeyfileDir {
+			continue
+		}
+		if h := a.host(f.Path); !slices.Contains(targets, h) {
+			stale = append(stale, h)
+		}
+	}
+	prevKeyfiles, err := takeSnapshot(append(slices.Clone(targets), stale...)...)
+	if err != nil {
+		return fmt.Errorf("apply network live (%s): %w", p.Configurator, err)
+	}
+	prevFiles, err := takeSnapshot(a.persistTargets(p)...)
+	if err != nil {
+		return fmt.Errorf("apply network live (%s): %w", p.Configurator, err)
+	}
+	var prevFilesUp []string
+	for _, f := range append(slices.Clone(stale), targets...) {
+		if prevKeyfiles[f] != nil {
+			prevFilesUp = append(prevFilesUp, f)
+		}
+	}
+	back := func(step string, cause error) error {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.checkpointTimeout())
+		defer cancel()
+		errs := []error{prevKeyfiles.restore(files), prevFiles.restore(files)}
+		if _, err := a.activate(rctx, nmcli, prevFilesUp); err != nil {
+			errs = append(errs, err)
+		}
+		log.WithError(cause).WithField("step", step).Warn("network change rolled back")
+		return &LiveApplyError{Step: step, Err: cause, RollbackErr: errors.Join(errs...)}
+	}
+	if err := files.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("apply network live (%s): %w", p.Configurator, err)
+	}
+	for i, t := range targets {
+		if err := files.WriteFile(t, p.Keyfiles[i].Content, 0o600); err != nil {
+			return back("installing keyfiles", err)
+		}
+	}
+	for _, s := range stale {
+		if err := files.Remove(s); err != nil {
+			return back("removing stale keyfiles", err)
+		}
+	}
+	if step, err := a.activate(ctx, nmcli, targets); err != nil {
+		return back(step, err)
+	}
+	if err := a.checkReachable(ctx, reachable); err != nil {
+		return back("reachability check", err)
+	}
+	if err := a.Persist(p); err != nil {
+		return back("persist", err)
+	}
+	log.Info("network keyfiles applied")
+	return nil
+}
+
+// activate reloads NetworkManager's profiles and brings up the ones stored
+// in files (host paths), by UUID.
+func (a *Applier) activate(ctx context.Context, nmcli string, files []string) (step string, err error) {
+	if _, err := a.run(ctx, reloadCommand(nmcli)); err != nil {
+		return "connection reload", err
+	}
+	out, err := a.run(ctx, profilesCommand(nmcli))
+	if err != nil {
+		return "connection show", err
+	}
+	byFile := parseProfiles(out)
+	for _, f := range files {
+		uuid, ok := byFile[f]
+		if !ok {
+			return "connection up", fmt.Errorf("NetworkManager did not load %s (check its keyfile directory and the file's contents)", f)
+		}
+		if _, err := a.run(ctx, Command{Name: nmcli, Args: []string{"connection", "up", "uuid", uuid}}); err != nil {
+			return "connection up", err
+		}
+	}
+	return "", nil
+}
+
+// parseProfiles reads `nmcli -t -f UUID,FILENAME connection show`: one
+// profile a line, fields split at the first colon (a UUID has none), the
+// terse format's escapes (\: and \\) undone in the file name.
+func parseProfiles(out []byte) map[string]string {
+	m := map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		uuid, file, ok := strings.Cut(line, ":")
+		if !ok || file == "" {
+			continue
+		}
+		file = strings.NewReplacer(`\:`, ":", `\\`, `\`).Replace(file)
+		m[file] = uuid
+	}
+	return m
+}

@@ -1,0 +1,90 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nodereg/nodereg/protocol"
+)
+
+// ApplyLive makes the plan the running network with a way back, then
+// persists it. nmstate: apply with a checkpoint, check reachable, persist,
+// commit. nmconnections/nmc: install the keyfiles, reload, bring the
+// connections up, check reachable, persist. Any failure restores the
+// previous network and the previous applicator byte for byte and returns a
+// *LiveApplyError (errors.Is ErrRolledBack). reachable gets a context whose
+// deadline ends before the checkpoint would expire.
+func (a *Applier) ApplyLive(ctx context.Context, p *Plan, reachable func(context.Context) error) error {
+	switch p.Configurator {
+	case protocol.ConfiguratorNone:
+		return nil
+	case protocol.ConfiguratorNmstate:
+		return a.applyNmstate(ctx, p, reachable)
+	case protocol.ConfiguratorNmconnections, protocol.ConfiguratorNmc:
+		return a.applyKeyfiles(ctx, p, reachable)
+	}
+	return &FieldError{Path: "configurator", Reason: fmt.Sprintf("unknown configurator %q", p.Configurator)}
+}
+
+func (a *Applier) checkReachable(ctx context.Context, reachable func(context.Context) error) error {
+	if reachable == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, a.checkpointTimeout()/2)
+	defer cancel()
+	if err := reachable(ctx); err != nil {
+		return fmt.Errorf("registration server not reachable after the change: %w", err)
+	}
+	return nil
+}
+
+func (a *Applier) applyNmstate(ctx context.Context, p *Plan, reachable func(context.Context) error) error {
+	nmstatectl, err := Lookup("nmstatectl", a.tools().Nmstatectl)
+	if err != nil {
+		return fmt.Errorf("apply network live (nmstate): %w", err)
+	}
+	cmds := nmstateCommands(nmstatectl, a.timeoutArg(), p.Digested)
+	apply, commit := cmds[0], cmds[1]
+	log := a.log().WithField("configurator", p.Configurator)
+	prev, err := takeSnapshot(a.persistTargets(p)...)
+	if err != nil {
+		return fmt.Errorf("apply network live (nmstate): %w", err)
+	}
+	back := func(step string, cause error, restoreFiles bool) error {
+		// A fresh context: the caller's may be what just expired.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.checkpointTimeout())
+		defer cancel()
+		var errs []error
+		if _, err := a.run(rctx, Command{Name: nmstatectl, Args: []string{"rollback"}}); err != nil {
+			if step == "nmstatectl apply" {
+				// A failed apply rolls its own checkpoint back, so there
+				// may be nothing left to roll back; a killed one leaves
+				// the checkpoint, which this call then removes.
+				log.WithError(err).Debug("rollback after a failed apply")
+			} else {
+				errs = append(errs, err)
+			}
+		}
+		if restoreFiles {
+			errs = append(errs, prev.restore(a.files()))
+		}
+		log.WithError(cause).WithField("step", step).Warn("network change rolled back")
+		return &LiveApplyError{Step: step, Err: cause, RollbackErr: errors.Join(errs...)}
+	}
+	log.Info("applying network config with a checkpoint")
+	if _, err := a.run(ctx, apply); err != nil {
+		return back("nmstatectl apply", err, false)
+	}
+	if err := a.checkReachable(ctx, reachable); err != nil {
+		return back("reachability check", err, false)
+	}
+	if err := a.Persist(p); err != nil {
+		return back("persist", err, true)
+	}
+	if _, err := a.run(ctx, commit); err != nil {
+		return back("nmstatectl commit", err, true)
+	}
+	log.Info("network config committed")
+	return nil
+}

@@ -1,0 +1,99 @@
+package apply
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+)
+
+const manifestName = "network-manifest.json"
+
+// Manifest lists the files the agent owns, as host paths (without Root).
+type Manifest struct {
+	Version      int            `json:"version"`
+	Configurator string         `json:"configurator"`
+	Digest       string         `json:"digest"`
+	Files        []ManifestFile `json:"files"`
+}
+
+// ManifestFile is one owned file. Kind is applicator, digested or keyfile.
+type ManifestFile struct {
+	Path   string `json:"path"`
+	Kind   string `json:"kind"`
+	SHA256 string `json:"sha256"`
+}
+
+// Kinds of owned files.
+const (
+	kindKeyfile    = "keyfile"
+	kindDigested   = "digested"
+	kindApplicator = "applicator"
+)
+
+// manifest is what the plan owns once persisted: its keyfiles, the
+// digested config and the applicator.
+func (p *Plan) manifest() Manifest {
+	sum := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+	m := Manifest{Version: 1, Configurator: p.Configurator, Digest: p.Digest()}
+	for _, kf := range p.Keyfiles {
+		m.Files = append(m.Files, ManifestFile{Path: path.Join(p.paths.KeyfileDir, kf.Name), Kind: kindKeyfile, SHA256: sum(kf.Content)})
+	}
+	m.Files = append(m.Files,
+		ManifestFile{Path: p.digestedPath(), Kind: kindDigested, SHA256: sum(p.Digested)},
+		ManifestFile{Path: p.paths.Applicator, Kind: kindApplicator, SHA256: sum(p.Applicator)})
+	return m
+}
+
+func (m *Manifest) encode() ([]byte, error) {
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encoding network manifest: %w", err)
+	}
+	return append(b, '\n'), nil
+}
+
+// manifestPath is the manifest's host path (without Root).
+func (p Paths) manifestPath() string { return path.Join(p.StateDir, manifestName) }
+
+// readManifest returns the current manifest; a missing one is empty.
+func (a *Applier) readManifest() (*Manifest, error) {
+	file := a.host(a.paths().manifestPath())
+	b, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &Manifest{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading network manifest: %w", err)
+	}
+	var m Manifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("reading network manifest %s: %w", file, err)
+	}
+	return &m, nil
+}
+
+func (a *Applier) writeManifest(m *Manifest) error {
+	b, err := m.encode()
+	if err != nil {
+		return err
+	}
+	return a.files().WriteFile(a.host(a.paths().manifestPath()), b, 0o600)
+}
+
+// mergeFiles is b then the entries of a not in b, by path.
+func mergeFiles(a, b []ManifestFile) []ManifestFile {
+	seen := map[string]bool{}
+	var out []ManifestFile
+	for _, f := range append(append([]ManifestFile(nil), b...), a...) {
+		if !seen[f.Path] {
+			seen[f.Path] = true
+			out = append(out, f)
+		}
+	}
+	return out
+}

@@ -1,0 +1,144 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nodereg/nodereg/protocol"
+)
+
+// Plan is everything a persist or live apply would do, computed without side
+// effects.
+type Plan struct {
+	Configurator string
+	Digested     []byte    // nil for none
+	Keyfiles     []Keyfile // sorted by name
+	Applicator   []byte    // yip file, nil for none
+	// Ran are the commands run while planning (side-effect free);
+	// Live are the ones ApplyLive would run.
+	Ran, Live []Command
+
+	paths  Paths
+	digest string
+}
+
+// Digest is a stable hash of what would be persisted and applied, for the
+// state file's "last applied" and for skipping a no-op apply.
+func (p *Plan) Digest() string { return p.digest }
+
+// digestedPath is the digested config's host path; its extension says what
+// it is and is never .yaml, so yip does not load it.
+func (p *Plan) digestedPath() string {
+	return path.Join(p.paths.StateDir, "network-config."+p.Configurator)
+}
+
+// Plan computes keyfiles and the yip applicator for r. For nmstate it runs
+// the keyfile generator (nmstatectl gc: offline, touches nothing); a tool
+// the configurator needs and cannot find is reported before anything else
+// happens.
+func (a *Applier) Plan(ctx context.Context, r *Rendered) (*Plan, error) {
+	p := &Plan{Configurator: r.Configurator, Digested: r.Digested, paths: a.paths(), digest: r.Digest()}
+	tools := a.tools()
+	var gen KeyfileGenerator
+	switch r.Configurator {
+	case protocol.ConfiguratorNone:
+		return p, nil
+	case protocol.ConfiguratorNmstate:
+		nmstatectl, err := Lookup("nmstatectl", tools.Nmstatectl)
+		if err != nil {
+			return nil, fmt.Errorf("plan network (nmstate): %w", err)
+		}
+		gen = a.Nmstate
+		if gen == nil {
+			gen = NmstatectlGC{Path: nmstatectl, Run: a.runFunc()}
+		}
+		p.Live = nmstateCommands(nmstatectl, a.timeoutArg(), r.Digested)
+	case protocol.ConfiguratorNmconnections:
+		p.Keyfiles = append(p.Keyfiles, r.Keyfiles...)
+	case protocol.ConfiguratorNmc:
+		nmc, err := Lookup("nmc", tools.Nmc)
+		if err != nil {
+			return nil, fmt.Errorf("plan network (nmc): %w", err)
+		}
+		gen = nmcGenerator{path: nmc, run: a.runFunc()}
+	default:
+		return nil, &FieldError{Path: "configurator", Reason: fmt.Sprintf("unknown configurator %q", r.Configurator)}
+	}
+	if gen != nil {
+		kfs, ran, err := gen.Generate(ctx, r.Digested)
+		p.Ran = append(p.Ran, ran...)
+		if err != nil {
+			return nil, fmt.Errorf("plan network (%s): %w", r.Configurator, err)
+		}
+		p.Keyfiles = kfs
+	}
+	if r.Configurator != protocol.ConfiguratorNmstate {
+		p.Live = a.keyfileCommands(tools.Nmcli, p.Keyfiles)
+	}
+	slices.SortFunc(p.Keyfiles, func(x, y Keyfile) int { return strings.Compare(x.Name, y.Name) })
+	var err error
+	if p.Applicator, err = buildApplicator(p.paths.KeyfileDir, p.Keyfiles); err != nil {
+		return nil, fmt.Errorf("plan network (%s): %w", r.Configurator, err)
+	}
+	return p, nil
+}
+
+func (a *Applier) timeoutArg() string {
+	return strconv.Itoa(int((a.checkpointTimeout() + time.Second - 1) / time.Second))
+}
+
+// nmstateCommands are the live apply of an nmstate config: apply with a
+// checkpoint, then commit.
+func nmstateCommands(nmstatectl, timeout string, digested []byte) []Command {
+	return []Command{
+		{Name: nmstatectl, Args: []string{"apply", "--no-commit", "--timeout", timeout, "-"}, Stdin: digested},
+		{Name: nmstatectl, Args: []string{"commit"}},
+	}
+}
+
+// keyfileCommands are what a live keyfile apply runs, as printed by a dry
+// run. Profiles are activated by UUID, looked up by the keyfile's path: an
+// id may also name a profile NetworkManager made itself for an interface
+// that already had an address (then `up id` would activate that one).
+func (a *Applier) keyfileCommands(nmcli string, kfs []Keyfile) []Command {
+	cmds := []Command{reloadCommand(nmcli), profilesCommand(nmcli)}
+	for _, kf := range kfs {
+		cmds = append(cmds, Command{Name: nmcli, Args: []string{"connection", "up", "uuid", "<UUID of " + path.Join(a.paths().KeyfileDir, kf.Name) + ">"}})
+	}
+	return cmds
+}
+
+// Print writes the plan for a human: digested config, keyfiles, yip file
+// and commands, each headed by where it would go.
+func (p *Plan) Print(w io.Writer) {
+	fmt.Fprintf(w, "# configurator: %s\n# digest: %s\n", p.Configurator, p.Digest())
+	if p.Configurator == protocol.ConfiguratorNone {
+		fmt.Fprintln(w, "# nothing to render, persist or apply")
+		return
+	}
+	section := func(title string, body []byte) {
+		fmt.Fprintf(w, "# ---- %s\n", title)
+		w.Write(body)
+		if len(body) > 0 && body[len(body)-1] != '\n' {
+			fmt.Fprintln(w)
+		}
+	}
+	section("digested config: "+p.digestedPath()+" (0600)", p.Digested)
+	for _, kf := range p.Keyfiles {
+		section("keyfile: "+path.Join(p.paths.KeyfileDir, kf.Name)+" (0600, written at every boot by the applicator)", kf.Content)
+	}
+	section("yip applicator: "+p.paths.Applicator+" (0600)", p.Applicator)
+	fmt.Fprintln(w, "# ---- commands")
+	for _, c := range p.Ran {
+		fmt.Fprintf(w, "%s    # ran while planning, no side effects\n", c)
+	}
+	for _, c := range p.Live {
+		fmt.Fprintf(w, "%s\n", c)
+	}
+}

@@ -1,0 +1,251 @@
+package bootstrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// lab is two network namespaces joined by a veth pair: "node" (nodeIf,
+// up, no address: the machine probing) and "peer" (peerIf, holding
+// heldAddr/24: the kernel there answers ARP for it). Names start with
+// nrbs- plus a random part so parallel runs and other worktrees' labs
+// never collide, and only addresses inside these namespaces are probed.
+type lab struct {
+	node, peer string
+}
+
+const (
+	nodeIf, peerIf = "nrbs0", "nrbs1"
+	nodeMAC        = "02:00:5e:10:00:01"
+	peerMAC        = "02:00:5e:10:00:02"
+	heldAddr       = "10.231.0.5"
+	freeAddr       = "10.231.0.6"
+)
+
+func newLab(t *testing.T) *lab {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("ARP probe tests need root to create network namespaces")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("ARP probe tests need iproute2's ip")
+	}
+	id := fmt.Sprintf("nrbs-%d-%06x", os.Getpid(), rand.N(1<<24))
+	l := &lab{node: id + "-n", peer: id + "-p"}
+	for _, ns := range []string{l.node, l.peer} {
+		if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+			t.Skipf("network namespaces unavailable: ip netns add: %v: %s", err, out)
+		}
+		t.Cleanup(func() {
+			if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+				t.Errorf("removing namespace %s: %v: %s", ns, err, out)
+			}
+		})
+	}
+	l.ip(t, l.node, "link", "add", nodeIf, "address", nodeMAC, "type", "veth", "peer", "name", peerIf, "address", peerMAC, "netns", l.peer)
+	l.ip(t, l.node, "link", "set", nodeIf, "up")
+	l.ip(t, l.peer, "addr", "add", heldAddr+"/24", "dev", peerIf)
+	l.ip(t, l.peer, "link", "set", peerIf, "up")
+	// The kernel reports carrier a moment after both ends are up.
+	for _, side := range []struct{ ns, iface string }{{l.node, nodeIf}, {l.peer, peerIf}} {
+		var err error
+		in(t, side.ns, func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err = LinkReady(ctx, side.iface)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l
+}
+
+func (l *lab) ip(t *testing.T, ns string, args ...string) {
+	t.Helper()
+	out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip -n %s %s: %v: %s", ns, strings.Join(args, " "), err, out)
+	}
+}
+
+// in runs fn on an OS thread that has entered namespace ns. The thread is
+// never handed back to the scheduler (the goroutine ends locked), so no
+// other goroutine runs in the namespace by accident.
+func in(t *testing.T, ns string, fn func()) {
+	t.Helper()
+	var setErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		f, err := os.Open("/run/netns/" + ns)
+		if err != nil {
+			setErr = err
+			return
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			setErr = fmt.Errorf("setns %s: %w", ns, err)
+			return
+		}
+		fn()
+	}()
+	<-done
+	if setErr != nil {
+		t.Fatal(setErr)
+	}
+}
+
+// fastProber keeps RFC 5227's shape (three probes, a listen after the last)
+// on a shorter clock; a veth answers within microseconds.
+func fastProber() *ARPProber {
+	return &ARPProber{ProbeWait: 0, ProbeNum: 3, ProbeMin: 50e6, ProbeMax: 100e6, AnnounceWait: 300e6}
+}
+
+func probeIn(t *testing.T, ns, iface, addr string) (ProbeResult, error) {
+	t.Helper()
+	var res ProbeResult
+	var err error
+	in(t, ns, func() {
+		res, err = fastProber().Probe(context.Background(), iface, netip.MustParseAddr(addr))
+	})
+	return res, err
+}
+
+func TestARPProbeFindsHolder(t *testing.T) {
+	l := newLab(t)
+	res, err := probeIn(t, l.node, nodeIf, heldAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Taken || res.Holder.String() != peerMAC {
+		t.Fatalf("probe of %s held by %s: got taken=%v holder=%v", heldAddr, peerMAC, res.Taken, res.Holder)
+	}
+}
+
+func TestARPProbeFreeAddress(t *testing.T) {
+	l := newLab(t)
+	res, err := probeIn(t, l.node, nodeIf, freeAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Taken {
+		t.Fatalf("probe of free %s: reported taken by %v", freeAddr, res.Holder)
+	}
+}
+
+// Two machines probing one address at the same time must not both take it
+// (RFC 5227 2.1.1): whichever hears the other's probe first backs off
+// (and stops probing, so the other may well go ahead), and the one that
+// backs off names the other as holder.
+func TestARPProbeSimultaneousProbesConflict(t *testing.T) {
+	l := newLab(t)
+	const contested = "10.231.0.9"
+	var wg sync.WaitGroup
+	results := map[string]ProbeResult{}
+	var mu sync.Mutex
+	for _, side := range []struct{ ns, iface string }{{l.node, nodeIf}, {l.peer, peerIf}} {
+		wg.Go(func() {
+			p := &ARPProber{ProbeWait: 0, ProbeNum: 4, ProbeMin: 100e6, ProbeMax: 100e6, AnnounceWait: 500e6}
+			var res ProbeResult
+			var err error
+			in(t, side.ns, func() { res, err = p.Probe(context.Background(), side.iface, netip.MustParseAddr(contested)) })
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			results[side.iface] = res
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	n, p := results[nodeIf], results[peerIf]
+	if !n.Taken && !p.Taken {
+		t.Fatalf("both sides found %s free while probing it at the same time", contested)
+	}
+	if n.Taken && n.Holder.String() != peerMAC {
+		t.Errorf("node side backed off naming %v, want %s", n.Holder, peerMAC)
+	}
+	if p.Taken && p.Holder.String() != nodeMAC {
+		t.Errorf("peer side backed off naming %v, want %s", p.Holder, nodeMAC)
+	}
+}
+
+func TestARPProbeRefusesDownOrMissingInterface(t *testing.T) {
+	l := newLab(t)
+	l.ip(t, l.node, "link", "add", "nrbsdown", "type", "veth", "peer", "name", "nrbsdown1")
+	if _, err := probeIn(t, l.node, "nrbsdown", freeAddr); !errors.Is(err, ErrLinkDown) {
+		t.Errorf("probe on a down interface: %v, want ErrLinkDown", err)
+	}
+	_, err := probeIn(t, l.node, "nrbsnone", freeAddr)
+	if err == nil || !strings.Contains(err.Error(), "nrbsnone") {
+		t.Errorf("probe on a missing interface: %v, want an error naming it", err)
+	}
+}
+
+func TestARPProbeStopsOnCancel(t *testing.T) {
+	l := newLab(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var err error
+	in(t, l.node, func() {
+		_, err = (&ARPProber{}).Probe(ctx, nodeIf, netip.MustParseAddr(freeAddr))
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled probe: %v, want context.Canceled", err)
+	}
+}
+
+// A link without carrier would drop our probes and answer nothing: refused.
+// LinkReady raises a down link and waits for the carrier.
+func TestProbeNeedsCarrierAndLinkReadyRaisesTheLink(t *testing.T) {
+	l := newLab(t)
+	l.ip(t, l.node, "link", "add", "nrbsa", "type", "veth", "peer", "name", "nrbsb")
+	l.ip(t, l.node, "link", "set", "nrbsa", "up") // nrbsb stays down: no carrier on nrbsa
+	if _, err := probeIn(t, l.node, "nrbsa", freeAddr); !errors.Is(err, ErrNoCarrier) {
+		t.Errorf("probe without carrier: %v, want ErrNoCarrier", err)
+	}
+	var raised bool
+	var err error
+	in(t, l.node, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		raised, err = LinkReady(ctx, "nrbsa")
+	})
+	if raised || !errors.Is(err, ErrNoCarrier) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("LinkReady on an up link whose peer is down: raised=%v %v", raised, err)
+	}
+	in(t, l.node, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		raised, err = LinkReady(ctx, "nrbsb")
+	})
+	if !raised || err != nil {
+		t.Fatalf("LinkReady on the down end: raised=%v %v", raised, err)
+	}
+	// Each end sees carrier on its own schedule.
+	in(t, l.node, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		raised, err = LinkReady(ctx, "nrbsa")
+	})
+	if raised || err != nil {
+		t.Fatalf("LinkReady on the up end once its peer is up: raised=%v %v", raised, err)
+	}
+	if _, err := probeIn(t, l.node, "nrbsa", freeAddr); err != nil {
+		t.Errorf("probe once both ends are up: %v", err)
+	}
+}

@@ -1,0 +1,5 @@
+package bootstrap
+
+import "github.com/nodereg/nodereg/protocol"
+
+func rawString(s string) protocol.RawValue { return protocol.RawValue{Value: s} }

@@ -1,0 +1,268 @@
+package nmstate
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// MatchedVersion is the nmstate whose `nmstatectl gc` output this package
+// reproduces: github.com/nmstate/nmstate at MatchedCommit, 8 commits after
+// tag v2.2.37 (its Cargo.toml already says 2.2.38).
+const (
+	MatchedVersion = "v2.2.37-8-g614c66dc"
+	MatchedCommit  = "614c66dc7a0f861138646605d2a85e130169c80a"
+)
+
+// Keyfile is one NetworkManager keyfile: a file name in
+// /etc/NetworkManager/system-connections and its contents.
+type Keyfile struct {
+	Name    string
+	Content []byte
+}
+
+// GenerateKeyfiles returns the keyfiles `nmstatectl gc` writes for the
+// desired state (YAML or JSON, placeholders already substituted), in the
+// order nmstatectl lists them. It refuses (with *Error) any input outside
+// the supported subset or that nmstate refuses.
+func GenerateKeyfiles(desired []byte) ([]Keyfile, error) {
+	st, err := parse(desired)
+	if err != nil {
+		return nil, err
+	}
+	byName, err := st.resolve()
+	if err != nil {
+		return nil, err
+	}
+	routes, err := st.sanitizeRoutes(byName)
+	if err != nil {
+		return nil, err
+	}
+	dns, err := st.placeDNS()
+	if err != nil {
+		return nil, err
+	}
+	var profiles []*iface
+	for _, ifc := range st.ifaces {
+		if ifc.state != "absent" {
+			profiles = append(profiles, ifc)
+		}
+	}
+	dnsPath := ""
+	if st.dns != nil {
+		dnsPath = st.dns.path
+	}
+	if err := checkMethods(profiles, routes, dns, dnsPath); err != nil {
+		return nil, err
+	}
+	// By name, then (stably) controllers and free interfaces before the
+	// ports nmstate gave an up-priority of 1 (profile.rs).
+	slices.SortFunc(profiles, func(a, b *iface) int { return strings.Compare(a.name, b.name) })
+	slices.SortStableFunc(profiles, func(a, b *iface) int { return cmp.Compare(a.upPriority(), b.upPriority()) })
+	out := make([]Keyfile, 0, len(profiles))
+	for _, ifc := range profiles {
+		out = append(out, Keyfile{Name: ifc.name + ".nmconnection", Content: render(ifc.sections(routes, dns))})
+	}
+	return out, nil
+}
+
+// GC returns what `nmstatectl gc` prints, as the pairs its YAML holds under
+// NetworkManager: [[file name, contents], ...].
+func GC(desired []byte) ([][2]string, error) {
+	kfs, err := GenerateKeyfiles(desired)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][2]string, len(kfs))
+	for i, kf := range kfs {
+		out[i] = [2]string{kf.Name, string(kf.Content)}
+	}
+	return out, nil
+}
+
+func (ifc *iface) upPriority() int {
+	if ifc.controller != nil && !ifc.autoAdded && ifc.state == "up" {
+		return 1
+	}
+	return 0
+}
+
+var nmTypes = map[string]string{"ethernet": "802-3-ethernet", "bond": "bond", "linux-bridge": "bridge", "vlan": "vlan", "dummy": "dummy"}
+
+func (ifc *iface) sections(routes []sanitizedRoute, dns placement) []*section {
+	conn := newSection("connection")
+	conn.set("id", ifc.name)
+	conn.set("uuid", uuidV5(namespaceURL, ifc.typ+"://"+ifc.name))
+	conn.set("type", nmTypes[ifc.typ])
+	conn.set("interface-name", ifc.name)
+	conn.set("autoconnect", strconv.FormatBool(ifc.state != "down"))
+	conn.set("autoconnect-slaves", "-1")
+	if ifc.typ == "bond" || ifc.typ == "linux-bridge" {
+		conn.set("autoconnect-slaves", "1")
+	}
+	secs := []*section{conn}
+	if c := ifc.controller; c != nil {
+		conn.set("master", c.name)
+		if c.typ == "bond" {
+			conn.set("slave-type", "bond")
+		} else {
+			conn.set("slave-type", "bridge")
+			secs = append(secs, newSection("bridge-port"))
+		}
+	} else {
+		secs = append(secs, ifc.ipSection(false, routes, dns), ifc.ipSection(true, routes, dns))
+	}
+	switch ifc.typ {
+	case "bond":
+		b := newSection("bond")
+		b.set("mode", ifc.bond.mode)
+		for k, v := range ifc.bond.options {
+			b.set(k, v)
+		}
+		secs = append(secs, b)
+	case "linux-bridge":
+		b := newSection("bridge")
+		if ifc.br != nil {
+			if ifc.br.stp != nil {
+				b.set("stp", strconv.FormatBool(*ifc.br.stp))
+			}
+			if ifc.br.portsGiven {
+				b.set("vlan-filtering", "false")
+			}
+		}
+		secs = append(secs, b)
+	case "vlan":
+		v := newSection("vlan")
+		v.set("flags", "1")
+		v.set("id", strconv.FormatUint(ifc.vlan.id, 10))
+		v.set("parent", ifc.vlan.base)
+		if ifc.vlan.protocol == "802.1ad" {
+			v.set("protocol", "802.1ad")
+		}
+		secs = append(secs, v)
+	}
+	if ifc.mac != "" || ifc.mtu != nil {
+		e := newSection("ethernet")
+		e.set("cloned-mac-address", strings.ToUpper(ifc.mac))
+		if ifc.mtu != nil {
+			e.set("mtu", strconv.FormatUint(*ifc.mtu, 10))
+		}
+		secs = append(secs, e)
+	}
+	if ifc.desc != nil {
+		u := newSection("user")
+		u.set("nmstate.interface.description", *ifc.desc)
+		secs = append(secs, u)
+	}
+	return secs
+}
+
+const forever = "2147483647" // i32::MAX, nmstate's "no timeout"
+
+func (ifc *iface) ipSection(v6 bool, routes []sanitizedRoute, dns placement) *section {
+	name := "ipv4"
+	if v6 {
+		name = "ipv6"
+	}
+	s := newSection(name)
+	s.set("dhcp-timeout", forever)
+	ip := ifc.ipConf(v6)
+	if ip == nil {
+		s.set("method", "disabled")
+		return s
+	}
+	if v6 {
+		s.set("addr-gen-mode", "0")
+	}
+	mine := ifc.routesOf(v6, routes)
+	addrs := ip.addrStrings()
+	method := ip.method(v6, addrs, mine)
+	s.set("method", method)
+	for i, a := range addrs {
+		s.set("address"+strconv.Itoa(i), a)
+	}
+	for i, r := range mine {
+		s.set("route"+strconv.Itoa(i), r.keyfileValue())
+		s.set("route"+strconv.Itoa(i)+"_options", r.opts)
+	}
+	if method == "auto" || method == "dhcp" {
+		s.set("dhcp-send-hostname", "true")
+		s.set("ignore-auto-dns", "false")
+		s.set("ignore-auto-routes", "false")
+		s.set("never-default", "false")
+		if v6 {
+			s.set("dhcp-duid", "ll")
+			s.set("dhcp-iaid", "mac")
+			s.set("ra-timeout", forever)
+		} else {
+			s.set("dhcp-client-id", "mac")
+		}
+	}
+	if k := dns.get(ifc.name, v6); k != nil {
+		s.set("dns", strings.Join(k.servers, ";"))
+		s.set("dns-search", strings.Join(k.search, ";"))
+		s.set("dns-priority", strconv.Itoa(k.priority))
+	}
+	return s
+}
+
+// routesOf are the routes written into this interface's section of a
+// family: none when the family is disabled.
+func (ifc *iface) routesOf(v6 bool, routes []sanitizedRoute) []sanitizedRoute {
+	var mine []sanitizedRoute
+	if ip := ifc.ipConf(v6); ip != nil && ip.enabled {
+		for _, r := range routes {
+			if r.iface == ifc.name && r.v6 == v6 {
+				mine = append(mine, r)
+			}
+		}
+	}
+	return mine
+}
+
+// method is nmstate's choice of ipv4.method / ipv6.method (settings/ip.rs).
+func (ip *ipConf) method(v6 bool, addrs []string, routes []sanitizedRoute) string {
+	switch {
+	case !ip.enabled:
+		return "disabled"
+	case !v6 && ip.dhcp:
+		return "auto"
+	case v6 && ip.dhcp && ip.autoconf:
+		return "auto"
+	case v6 && ip.dhcp:
+		return "dhcp"
+	case len(addrs) > 0 || len(routes) > 0:
+		return "manual"
+	case v6:
+		return "link-local"
+	}
+	return "disabled"
+}
+
+// checkMethods refuses what nmstate writes but NetworkManager will not
+// load: method=manual without an address (routes alone make nmstate choose
+// manual), DNS keys in a disabled or link-local section (search domains without servers
+// go to the first IP-enabled interface, even one without addresses).
+func checkMethods(profiles []*iface, routes []sanitizedRoute, dns placement, dnsPath string) error {
+	for _, ifc := range profiles {
+		if ifc.controller != nil {
+			continue
+		}
+		for _, v6 := range []bool{false, true} {
+			ip := ifc.ipConf(v6)
+			if ip == nil {
+				continue
+			}
+			addrs := ip.addrStrings()
+			method := ip.method(v6, addrs, ifc.routesOf(v6, routes))
+			if len(addrs) == 0 && method == "manual" {
+				return unsupported(ip.path, "routes on an interface without a static address and without DHCP: nmstate writes method=manual without addresses, which NetworkManager refuses")
+			}
+			if (method == "disabled" || method == "link-local") && dns.get(ifc.name, v6) != nil {
+				return unsupported(join(dnsPath, "search"), "nmstate puts the search domains on %s, whose %s method is %s, which NetworkManager refuses", ifc.name, map[bool]string{false: "ipv4", true: "ipv6"}[v6], method)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,306 @@
+package nmstate
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+const minIPv6MTU = 1280
+
+// checkName keeps interface names to what the kernel and NetworkManager
+// accept and what is safe as a file name and as a keyfile value. nmstate
+// itself writes whatever it is given; NetworkManager would not load it.
+func checkName(path, name string) error {
+	if name == "" || len(name) > maxNameLen || name == "." || name == ".." || strings.HasPrefix(name, ".") {
+		return unsupported(path, "interface name %q is not a valid kernel interface name (1 to %d bytes, not starting with a dot)", name, maxNameLen)
+	}
+	for _, c := range []byte(name) {
+		if c <= ' ' || c >= 0x7f || c == '/' || c == ':' || c == '\\' || c == '%' {
+			return unsupported(path, "interface name %q holds %q, which kernel interface names or keyfiles cannot carry", name, c)
+		}
+	}
+	if name == "lo" {
+		return unsupported(path, "the loopback interface is outside the supported subset")
+	}
+	return nil
+}
+
+// checkText refuses text that would break or change a keyfile line: control
+// characters end or corrupt the line, and GKeyFile reads backslashes as
+// escapes, so NetworkManager would read a different value.
+func checkText(path, s string) error {
+	for _, r := range s {
+		if r < ' ' || r == 0x7f || r == '\\' || r == 0xfffd {
+			return unsupported(path, "text %q holds %q, which a keyfile value cannot carry unchanged", s, r)
+		}
+	}
+	if strings.TrimSpace(s) != s {
+		return unsupported(path, "text %q has leading or trailing spaces, which NetworkManager's keyfile reader drops", s)
+	}
+	return nil
+}
+
+// checkMAC accepts six colon-separated hex octets. nmstate upper-cases any
+// text and writes it; NetworkManager rejects a malformed one.
+func checkMAC(path, mac string) error {
+	parts := strings.Split(mac, ":")
+	ok := len(parts) == 6
+	for _, p := range parts {
+		if len(p) != 2 || !isHex(p[0]) || !isHex(p[1]) {
+			ok = false
+		}
+	}
+	if !ok {
+		return unsupported(path, "mac-address %q is not six colon-separated hex octets (NetworkManager would reject it)", mac)
+	}
+	return nil
+}
+
+func isHex(c byte) bool {
+	return ('0' <= c && c <= '9') || ('a' <= c && c <= 'f') || ('A' <= c && c <= 'F')
+}
+
+// resolve links ports to controllers, adds the port interfaces nmstate's gc
+// mode adds (default ethernet, state up) and checks each interface.
+func (st *state) resolve() (map[string]*iface, error) {
+	byName := map[string]*iface{}
+	for _, ifc := range st.ifaces {
+		if err := checkName(join(ifc.path, "name"), ifc.name); err != nil {
+			return nil, err
+		}
+		if prev, ok := byName[ifc.name]; ok {
+			return nil, unsupported(join(ifc.path, "name"), "interface %q is already defined at %s", ifc.name, prev.path)
+		}
+		byName[ifc.name] = ifc
+	}
+	defined := len(st.ifaces)
+	for _, ctrl := range st.ifaces[:defined] {
+		var ports []string
+		var path string
+		switch {
+		case ctrl.state == "absent":
+			continue
+		case ctrl.bond != nil:
+			ports, path = ctrl.bond.ports, ctrl.bond.portsPath
+		case ctrl.br != nil:
+			ports, path = ctrl.br.ports, ctrl.br.portsPath
+		}
+		for i, name := range ports {
+			p := index(path, i)
+			if ctrl.br != nil {
+				p = join(p, "name")
+			}
+			if err := checkName(p, name); err != nil {
+				return nil, err
+			}
+			port, ok := byName[name]
+			if !ok {
+				port = &iface{path: p, name: name, typ: "ethernet", state: "up", autoAdded: true}
+				byName[name] = port
+				st.ifaces = append(st.ifaces, port)
+			}
+			switch {
+			case port == ctrl:
+				return nil, unsupported(p, "interface %q lists itself as a port", name)
+			case port.state == "absent":
+				return nil, unsupported(p, "port %q is marked absent", name)
+			case port.typ == "bond" || port.typ == "linux-bridge":
+				return nil, unsupported(p, "port %q is itself a controller; nested controllers are outside the supported subset", name)
+			case port.controller != nil:
+				return nil, unsupported(p, "port %q is already a port of %q", name, port.controller.name)
+			}
+			port.controller = ctrl
+		}
+	}
+	for _, ifc := range st.ifaces[:defined] {
+		if ifc.state == "absent" {
+			continue
+		}
+		if err := ifc.check(); err != nil {
+			return nil, err
+		}
+		if err := ifc.checkParent(byName); err != nil {
+			return nil, err
+		}
+	}
+	return byName, nil
+}
+
+func (ifc *iface) check() error {
+	if ifc.mtu != nil && *ifc.mtu > maxU32 {
+		return unsupported(join(ifc.path, "mtu"), "mtu %d does not fit NetworkManager's 32-bit mtu", *ifc.mtu)
+	}
+	if ifc.mac != "" {
+		if err := checkMAC(join(ifc.path, "mac-address"), ifc.mac); err != nil {
+			return err
+		}
+	}
+	if ifc.desc != nil {
+		if err := checkText(join(ifc.path, "description"), *ifc.desc); err != nil {
+			return err
+		}
+	}
+	for _, ip := range []*ipConf{ifc.ipv4, ifc.ipv6} {
+		if ip == nil {
+			continue
+		}
+		v6 := ip == ifc.ipv6
+		for _, a := range ip.addrs {
+			if a.ip.Is6() != v6 {
+				fam, sec := "IPv6", "ipv4"
+				if v6 {
+					fam, sec = "IPv4", "ipv6"
+				}
+				return invalid(join(a.path, "ip"), "Got %s address %s/%d in %s config section", fam, a.ip, a.prefix, sec)
+			}
+			if max := uint64(a.ip.BitLen()); a.prefix > max {
+				return invalid(join(a.path, "prefix-length"), "Invalid IPv%d network prefix length '%d', should be in the range of 0 to %d", map[bool]int{false: 4, true: 6}[v6], a.prefix, max)
+			}
+			if a.ip.Is4In6() {
+				return unsupported(join(a.path, "ip"), "IPv4-mapped IPv6 address %s is outside the supported subset", a.ip)
+			}
+		}
+		if v6 && ip.enabled && ip.autoconf && !ip.dhcp {
+			return &Error{Path: join(ip.path, "autoconf"), Kind: KindNotImplemented, Reason: "Autoconf without DHCP is not supported yet"}
+		}
+	}
+	if ifc.ipv6 != nil && ifc.ipv6.enabled && ifc.mtu != nil && *ifc.mtu < minIPv6MTU {
+		return invalid(join(ifc.path, "mtu"), "MTU should be >= %d when IPv6 is enabled on interface %s, but got mtu: %d", minIPv6MTU, ifc.name, *ifc.mtu)
+	}
+	if ifc.controller != nil {
+		for _, ip := range []*ipConf{ifc.ipv4, ifc.ipv6} {
+			if ip != nil && ip.enabled {
+				p := join(ip.path, "enabled")
+				if ifc.state != "up" {
+					// nmstate checks only up ports, then writes no IP
+					// section for the port: the setting would be lost.
+					return unsupported(p, "Interface %s cannot have IP enabled as it is attached to a controller", ifc.name)
+				}
+				return invalid(p, "Interface %s cannot have IP enabled as it is attached to a controller where IP is not allowed", ifc.name)
+			}
+		}
+	}
+	switch ifc.typ {
+	case "bond":
+		return ifc.checkBond()
+	case "vlan":
+		return ifc.checkVlan()
+	}
+	return nil
+}
+
+func (ifc *iface) checkBond() error {
+	b := ifc.bond
+	if b == nil || b.mode == "" {
+		p := join(ifc.path, "link-aggregation.mode")
+		if ifc.state == "up" {
+			return invalid(p, "Bond mode is mandatory for new bond interface: %s", ifc.name)
+		}
+		return unsupported(p, "a bond without mode is outside the supported subset")
+	}
+	if b.miimon > 0 && b.arpIntvl > 0 {
+		return invalid(b.optsPath, "Bond miimon and arp interval are not compatible options.")
+	}
+	if b.arpIntvl > 0 {
+		return unsupported(join(b.optsPath, "arp_interval"), "NetworkManager needs arp_ip_target with arp_interval, and arp_ip_target is outside the supported subset")
+	}
+	// NetworkManager's bond setting verification, which nmstate leaves to
+	// NetworkManager: refusing here keeps every rendered file loadable.
+	if p, ok := b.options["primary"]; ok {
+		if p != "" && b.mode != "active-backup" {
+			return unsupported(join(b.optsPath, "primary"), "NetworkManager accepts 'primary' only with mode active-backup")
+		}
+		if p != "" {
+			if err := checkName(join(b.optsPath, "primary"), p); err != nil {
+				return err
+			}
+		}
+	}
+	if _, ok := b.options["lacp_rate"]; ok && b.mode != "802.3ad" {
+		return unsupported(join(b.optsPath, "lacp_rate"), "NetworkManager accepts 'lacp_rate' only with mode 802.3ad")
+	}
+	return nil
+}
+
+func (ifc *iface) checkVlan() error {
+	v := ifc.vlan
+	if v == nil {
+		return unsupported(ifc.path, "a vlan interface needs vlan.base-iface and vlan.id")
+	}
+	if !v.hasBase {
+		return invalid(join(v.path, "base-iface"), "Missing 'vlan.base-iface' for interface '%s'", ifc.name)
+	}
+	if err := checkName(join(v.path, "base-iface"), v.base); err != nil {
+		return err
+	}
+	if v.base == ifc.name {
+		return unsupported(join(v.path, "base-iface"), "vlan %q is its own base interface", ifc.name)
+	}
+	if v.id > 4094 {
+		return unsupported(join(v.path, "id"), "vlan id %d is above 4094 (NetworkManager would reject it)", v.id)
+	}
+	return nil
+}
+
+// ipEnabled is nmstate's is_ipv4_enabled/is_ipv6_enabled: the key is given
+// and enabled is true.
+func (ifc *iface) ipEnabled(v6 bool) bool {
+	ip := ifc.ipv4
+	if v6 {
+		ip = ifc.ipv6
+	}
+	return ip != nil && ip.enabled
+}
+
+func (ip *ipConf) isAuto(v6 bool) bool {
+	return ip != nil && ip.enabled && (ip.dhcp || (v6 && ip.autoconf))
+}
+
+// staticAddrs are the addresses nmstate keeps: none when disabled, and no
+// IPv6 link-local ones.
+func (ip *ipConf) staticAddrs() []netip.Addr {
+	if ip == nil || !ip.enabled {
+		return nil
+	}
+	var out []netip.Addr
+	for _, a := range ip.addrs {
+		if a.ip.Is6() && a.ip.IsLinkLocalUnicast() {
+			continue
+		}
+		out = append(out, a.ip)
+	}
+	return out
+}
+
+func (ip *ipConf) addrStrings() []string {
+	if ip == nil || !ip.enabled {
+		return nil
+	}
+	var out []string
+	for _, a := range ip.addrs {
+		if a.ip.Is6() && a.ip.IsLinkLocalUnicast() {
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s/%d", a.ip, a.prefix))
+	}
+	return out
+}
+
+// checkParent is nmstate's orphan check: a VLAN over an interface marked
+// absent (other than an ethernet, which absent does not delete) cannot be
+// up; a down one would be marked absent too, which is left to nmstate.
+func (ifc *iface) checkParent(byName map[string]*iface) error {
+	if ifc.vlan == nil {
+		return nil
+	}
+	parent, ok := byName[ifc.vlan.base]
+	if !ok || parent.state != "absent" || parent.typ == "ethernet" {
+		return nil
+	}
+	p := join(ifc.vlan.path, "base-iface")
+	if ifc.state == "up" {
+		return invalid(p, "Interface %s cannot be in up state as its parent %s has been marked as absent", ifc.name, parent.name)
+	}
+	return unsupported(p, "a down VLAN over the absent %s, which nmstate would mark absent as well", parent.name)
+}
