@@ -26,6 +26,11 @@ func formatAddresses(m map[string][]string) string {
 // the next boot applies the server's config afresh.
 func ResetNetwork(ctx context.Context, o Options) error {
 	r := newRun(o)
+	unlock, err := r.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	if err := r.applier(PhaseApply).ResetNetwork(ctx); err != nil {
 		return &PhaseError{Phase: PhaseApply, Err: err}
 	}

@@ -2,14 +2,12 @@ package agent
 
 import (
 	"errors"
-	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/internal/safefile"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -110,17 +108,5 @@ func validate(path string, r *protocol.Registration) error {
 }
 
 func readLimited(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s is larger than the %d bytes allowed", path, limit)
-	}
-	return b, nil
+	return safefile.ReadFile(path, limit)
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/nodereg/nodereg/internal/safefile"
 )
 
 // KeyfileGenerator turns a digested config into NetworkManager keyfiles
@@ -108,7 +110,7 @@ func (g nmcGenerator) Generate(ctx context.Context, digested []byte) ([]Keyfile,
 			return fmt.Errorf("nmc generated %s twice", name)
 		}
 		seen[name] = true
-		b, err := os.ReadFile(p)
+		b, err := safefile.ReadFile(p, maxOwnedFile)
 		if err != nil {
 			return err
 		}

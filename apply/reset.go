@@ -4,7 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path"
+
+	"github.com/mudler/yip/pkg/schema"
+	"gopkg.in/yaml.v3"
+
+	"github.com/nodereg/nodereg/internal/safefile"
 )
 
 // ResetNetwork removes the files listed in the manifest, the applicator and
@@ -16,6 +22,13 @@ func (a *Applier) ResetNetwork(ctx context.Context) error {
 	m, err := a.readManifest()
 	if err != nil {
 		return fmt.Errorf("reset network: %w", err)
+	}
+	if m.Corrupt {
+		// The manifest is gone; the applicator still names the keyfiles
+		// it re-creates at every boot.
+		if m.Files, err = a.applicatorFiles(); err != nil {
+			return fmt.Errorf("reset network: %w", err)
+		}
 	}
 	var remove []string
 	for _, f := range m.Files {
@@ -52,4 +65,30 @@ func (a *Applier) ResetNetwork(ctx context.Context) error {
 		return fmt.Errorf("reset network: reloading NetworkManager: %w", err)
 	}
 	return nil
+}
+
+// applicatorFiles lists the files the applicator writes, for a reset
+// without a manifest; a missing applicator names none.
+func (a *Applier) applicatorFiles() ([]ManifestFile, error) {
+	file := a.host(a.paths().Applicator)
+	b, err := safefile.ReadFile(file, maxOwnedFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the applicator: %w", err)
+	}
+	var y schema.YipConfig
+	if err := yaml.Unmarshal(b, &y); err != nil {
+		return nil, fmt.Errorf("reading the applicator %s: %w", file, err)
+	}
+	var out []ManifestFile
+	for _, stages := range y.Stages {
+		for _, st := range stages {
+			for _, f := range st.Files {
+				out = append(out, ManifestFile{Path: f.Path, Kind: "keyfile"})
+			}
+		}
+	}
+	return out, nil
 }

@@ -1,5 +1,3 @@
-//go:build wired
-
 package hostile
 
 import (

@@ -1,14 +1,10 @@
-//go:build wired
-
 package hostile
 
-// The cases of issue 12 that need the agent wired to the libraries (see the
-// docs/issue12-wiring.md: KeepLocal, devnode.CheckTPM, safefile, the
-// corrupt manifest set aside, hard deadlines, the inventory awaited,
-// statelock, RedactURL). They are behind the "wired" tag until that wiring
-// lands, because the agent code is being restructured (issue 15); then the
-// tag goes and they run in make test. go test -tags wired ./tests/hostile
-// shows what still fails.
+// The cases of issue 12 that run the whole agent against a hostile input:
+// server-sent local fields (KeepLocal), a tpm-device that is not a device
+// (devnode.CheckTPM), a FIFO at each owned path (safefile), a corrupt
+// manifest set aside, the hard deadlines, nothing printed after the final
+// line, and the token never printed.
 
 import (
 	"bytes"
