@@ -195,8 +195,9 @@ func newRun(o Options) *run {
 		// A dry run is the same run with printing edges: files and
 		// commands that change the host are printed, read-only commands
 		// run, systemd is not told, and the plan is printed, not applied.
-		r.files = apply.PrintFiles{W: o.Out}
-		r.runner = apply.PrintRunner{W: o.Out, Real: o.Runner}
+		r.o.Out = redactingWriter{w: o.Out, r: r}
+		r.files = apply.PrintFiles{W: r.o.Out}
+		r.runner = apply.PrintRunner{W: r.o.Out, Real: o.Runner}
 		r.notify = nopNotifier{}
 		r.applyPlan = r.printPlan
 	}

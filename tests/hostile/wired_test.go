@@ -33,6 +33,7 @@ import (
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
+	"github.com/nodereg/nodereg/protocol"
 )
 
 // inTime runs fn and fails the test if it has not returned after limit: a
@@ -339,28 +340,41 @@ func TestTokenNeverPrinted(t *testing.T) {
 		targets = append(targets, target{scheme + "-right", rs.URL(right), caPEM}, target{scheme + "-wrong", rs.URL(wrong), caPEM})
 	}
 	targets = append(targets, target{"hostile-404", hostileURL, string(hostileCA)})
+	// A no-toolkit install dry run prints the system-agent files it would
+	// write (the system-agent token is in the kubeconfig) and the
+	// registration config: both must come out redacted.
+	modes := map[string][]string{"run": nil, "dry-install": {"--dry-run", "--install", "--no-toolkit"}}
 	for _, tg := range targets {
-		for _, debug := range []bool{false, true} {
-			m := node.New(t, "52:54:00:0c:08:01", tg.url, "")
-			caFile := filepath.Join(t.TempDir(), "ca.pem")
-			testutil.Must(t, os.WriteFile(caFile, []byte(tg.ca), 0o600))
-			args := []string{"--root", m.Root, "--auth", "mac", "--registration-ca-cert", caFile, "--deadline", "3s", "--network-timeout", "3s"}
-			if debug {
-				args = append(args, "--debug")
-			}
-			cmd := exec.Command(agentBin, args...)
-			cmd.Env = append(os.Environ(), apply.EnvNmstatectl+"="+stub,
-				"NMSTATECTL_STUB_STATE="+filepath.Join(m.StubDir, "checkpoint"), "NMSTATECTL_STUB_LOG="+filepath.Join(m.StubDir, "calls.jsonl"))
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			err := cmd.Run()
-			text := out.String()
-			for _, secret := range []string{right, wrong, saToken, password} {
-				if strings.Contains(text, secret) {
-					t.Errorf("%s debug=%v: agent printed %q:\n%s", tg.name, debug, secret, text)
+		for mode, extra := range modes {
+			for _, debug := range []bool{false, true} {
+				m := node.New(t, "52:54:00:0c:08:01", tg.url, "")
+				caFile := filepath.Join(t.TempDir(), "ca.pem")
+				testutil.Must(t, os.WriteFile(caFile, []byte(tg.ca), 0o600))
+				args := append([]string{"--root", m.Root, "--auth", "mac", "--registration-ca-cert", caFile, "--deadline", "3s", "--network-timeout", "3s"}, extra...)
+				if debug {
+					args = append(args, "--debug")
+				}
+				cmd := exec.Command(agentBin, args...)
+				cmd.Env = append(os.Environ(), apply.EnvNmstatectl+"="+stub,
+					"NMSTATECTL_STUB_STATE="+filepath.Join(m.StubDir, "checkpoint"), "NMSTATECTL_STUB_LOG="+filepath.Join(m.StubDir, "calls.jsonl"))
+				var out bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &out, &out
+				err := cmd.Run()
+				text := out.String()
+				for _, secret := range []string{right, wrong, saToken, password} {
+					if strings.Contains(text, secret) {
+						t.Errorf("%s %s debug=%v: agent printed %q:\n%s", tg.name, mode, debug, secret, text)
+					}
+				}
+				t.Logf("%s %s debug=%v: exit %v, %d lines", tg.name, mode, debug, err, strings.Count(text, "\n"))
+				if tg.name == "https-right" && mode == "dry-install" {
+					// The grep above is worth something only if the files
+					// holding the secrets were printed.
+					if err != nil || !strings.Contains(text, "elemental_connection.json") || !strings.Contains(text, protocol.Redacted) {
+						t.Errorf("%s %s debug=%v: exit %v, no redacted system-agent files printed:\n%s", tg.name, mode, debug, err, text)
+					}
 				}
 			}
-			t.Logf("%s debug=%v: exit %v, %d lines", tg.name, debug, err, strings.Count(text, "\n"))
 		}
 	}
 	for scheme, rs := range servers {
