@@ -133,7 +133,7 @@ var (
 type keySet map[string]keySet
 
 func checkKeys(n *yaml.Node, path string, allowed keySet) error {
-	if allowed == nil || len(allowed) == 0 {
+	if len(allowed) == 0 {
 		return nil
 	}
 	if items, ok := allowed["[]"]; ok {

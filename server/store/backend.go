@@ -9,6 +9,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // txn is one write transaction.
@@ -35,7 +36,7 @@ type boltBackend struct{ db *bolt.DB }
 // layout version.
 func openBolt(path string, readOnly bool) (*boltBackend, error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout, ReadOnly: readOnly})
-	if errors.Is(err, bolt.ErrTimeout) {
+	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("opening: the file is locked by another process (a running regserver?)")
 	}
 	if err != nil {
