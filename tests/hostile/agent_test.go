@@ -82,3 +82,41 @@ func TestAgentAppliesSeedPRExplicitReply(t *testing.T) {
 		t.Errorf("nmstatectl was not given the address: %v\n%s", err, calls)
 	}
 }
+
+// TestAgentWarnsUnusedNetworkConfig: a network config that carries a
+// config but configurator none (in MsgConfig, or as the explicit reply) is
+// a warning in the run's log, and nothing is applied: never a silent drop.
+func TestAgentWarnsUnusedNetworkConfig(t *testing.T) {
+	useStub(t)
+	cases := map[string]struct {
+		server *Server
+		extra  string
+	}{
+		"embedded": {server: &Server{Config: []byte("elemental:\n    registration:\n        auth: mac\nconfigurator: none\nipAddresses:\n    ip1: 192.168.122.10\nconfig:\n    interfaces: []\n")}},
+		"explicit": {
+			server: &Server{Config: []byte("elemental:\n    registration:\n        auth: mac\n"), Network: []byte(strings.Replace(seedPRNetwork, `{"ipAddresses"`, `{"configurator":"none","ipAddresses"`, 1))},
+			extra:  "    network-config: explicit\n",
+		},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			url, _ := c.server.Start(t, false, "tok")
+			m := node.New(t, "52:54:00:0c:00:03", url, c.extra)
+			var log node.Log
+			res, err := runAgent(t.Context(), m, &log, agent.Options{Deadline: 5 * time.Second, NetworkTimeout: 5 * time.Second})
+			if err != nil {
+				t.Fatalf("%v\n%s", err, log.String())
+			}
+			warned := false
+			for _, line := range strings.Split(log.String(), "\n") {
+				warned = warned || (strings.Contains(line, "level=warning") && strings.Contains(line, "not applied"))
+			}
+			if !warned || res.Applied {
+				t.Errorf("applied %v, no warning about the unused config:\n%s", res.Applied, log.String())
+			}
+			if calls, _ := os.ReadFile(m.StubDir + "/calls.jsonl"); strings.Contains(string(calls), "192.168.122.10") {
+				t.Errorf("an unused config reached nmstatectl:\n%s", calls)
+			}
+		})
+	}
+}

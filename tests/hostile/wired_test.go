@@ -241,9 +241,11 @@ func TestNothingAfterTheFinalLine(t *testing.T) {
 	}
 }
 
-// TestFIFOAtOwnedPaths: a FIFO planted at each path the agent reads or
-// replaces neither blocks the real binary nor outlives SIGTERM: the run
-// ends with an error naming the path, or within 10 s of SIGTERM.
+// TestFIFOAtOwnedPaths: a FIFO, a symlink to a FIFO or a symlink to a file
+// of someone else planted at each path the agent reads or replaces neither
+// blocks the real binary, nor is followed, nor outlives SIGTERM: the run
+// ends with an error naming the path, or within 10 s of SIGTERM; the
+// symlink's target is never written.
 func TestFIFOAtOwnedPaths(t *testing.T) {
 	stub := testbin.Build(t, "./tests/stubs/nmstatectl")
 	bin := testbin.Build(t, "./cmd/agent")
@@ -252,53 +254,93 @@ func TestFIFOAtOwnedPaths(t *testing.T) {
 	url, _ := s.Start(t, false, "tok-fifo")
 	m := node.New(t, "52:54:00:0c:07:01", url, "    network-config: explicit\n")
 	goodRun(t, m)
-	paths := append([]string{filepath.Join(m.Root, node.StatePath), manifestPath(m)}, ownedFiles(t, m)...)
-	for _, p := range paths {
-		t.Run(filepath.Base(p), func(t *testing.T) {
-			saved, err := os.ReadFile(p)
-			if err != nil && !errors.Is(err, os.ErrNotExist) {
-				t.Fatal(err)
-			}
-			os.Remove(p)
-			testutil.Must(t, os.MkdirAll(filepath.Dir(p), 0o755))
-			testutil.Must(t, syscall.Mkfifo(p, 0o600))
-			defer func() {
-				os.Remove(p)
-				if saved != nil {
-					os.WriteFile(p, saved, 0o600)
-				}
-			}()
-			// Another address, so the run has something to write.
-			s.Network = bytes.ReplaceAll([]byte(seedPRNetwork), []byte("192.168.122.10"), []byte("192.168.122.11"))
-			cmd := exec.Command(bin, "--root", m.Root, "--auth", "mac", "--deadline", "20s", "--network-timeout", "20s")
-			cmd.Env = append(os.Environ(), apply.EnvNmstatectl+"="+stub,
-				"NMSTATECTL_STUB_STATE="+filepath.Join(m.StubDir, "checkpoint"), "NMSTATECTL_STUB_LOG="+filepath.Join(m.StubDir, "calls.jsonl"))
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			testutil.Must(t, cmd.Start())
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case err := <-done:
-				// Either the path was only replaced (never read), and the
-				// run succeeded, or the error names it.
-				if err != nil && !(strings.Contains(out.String(), p) && strings.Contains(out.String(), "not a regular file")) {
-					t.Errorf("ended with %v without naming the FIFO at %s:\n%s", err, p, out.String())
-				}
-				t.Logf("ended by itself: %v", err)
-				return
-			case <-time.After(5 * time.Second):
-			}
-			testutil.Must(t, cmd.Process.Signal(syscall.SIGTERM))
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-				cmd.Process.Kill()
-				<-done
-				t.Fatalf("still running 10 s after SIGTERM, FIFO at %s:\n%s", p, out.String())
-			}
-		})
+	outside := t.TempDir()
+	victim := filepath.Join(outside, "victim")
+	testutil.Must(t, os.WriteFile(victim, []byte("not the agent's\n"), 0o600))
+	farFIFO := filepath.Join(outside, "fifo")
+	testutil.Must(t, syscall.Mkfifo(farFIFO, 0o600))
+	plants := map[string]func(p string) error{
+		"fifo":         func(p string) error { return syscall.Mkfifo(p, 0o600) },
+		"link-to-fifo": func(p string) error { return os.Symlink(farFIFO, p) },
+		"link-to-file": func(p string) error { return os.Symlink(victim, p) },
 	}
+	paths := append([]string{filepath.Join(m.Root, node.StatePath), manifestPath(m)}, ownedFiles(t, m)...)
+	next := 11
+	for _, p := range paths {
+		for kind, plant := range plants {
+			t.Run(filepath.Base(p)+"/"+kind, func(t *testing.T) {
+				saved, err := os.ReadFile(p)
+				if err != nil && !errors.Is(err, os.ErrNotExist) {
+					t.Fatal(err)
+				}
+				os.Remove(p)
+				testutil.Must(t, os.MkdirAll(filepath.Dir(p), 0o755))
+				testutil.Must(t, plant(p))
+				defer func() {
+					os.Remove(p)
+					if saved != nil {
+						os.WriteFile(p, saved, 0o600)
+					}
+				}()
+				// Another address each time, so the run has something to
+				// write.
+				next++
+				s.Network = bytes.ReplaceAll([]byte(seedPRNetwork), []byte("192.168.122.10"), []byte(fmt.Sprintf("192.168.122.%d", next)))
+				out, err, stopped := runUntilSIGTERM(t, bin, stub, m, 5*time.Second, "--deadline", "20s", "--network-timeout", "20s")
+				if !stopped && err != nil && !(strings.Contains(out, p) && (strings.Contains(out, "not a regular file") || strings.Contains(out, "symbolic link"))) {
+					t.Errorf("ended with %v without naming the %s at %s:\n%s", err, kind, p, out)
+				}
+				if b, _ := os.ReadFile(victim); string(b) != "not the agent's\n" {
+					t.Fatalf("the symlink at %s was followed: its target now holds %q", p, b)
+				}
+				if fi, err := os.Lstat(farFIFO); err != nil || fi.Mode().Type() != os.ModeNamedPipe {
+					t.Fatalf("the FIFO the symlink at %s points to is gone or replaced: %v", p, err)
+				}
+				t.Logf("stopped by SIGTERM: %v; exit: %v", stopped, err)
+			})
+		}
+	}
+	// A run that cannot end by itself (the server never answers and the
+	// deadline is far) still ends within 10 s of SIGTERM.
+	t.Run("silent-server", func(t *testing.T) {
+		silent := &Server{Silence: SilentConfig, Config: s.Config}
+		url, _ := silent.Start(t, false, "tok-fifo")
+		m := node.New(t, "52:54:00:0c:07:02", url, "")
+		out, _, stopped := runUntilSIGTERM(t, bin, stub, m, 2*time.Second, "--deadline", "5m", "--network-timeout", "5m")
+		if !stopped {
+			t.Fatalf("a run against a silent server with a 5 min deadline ended by itself:\n%s", out)
+		}
+	})
+}
+
+// runUntilSIGTERM runs the agent binary on m; if it has not ended after
+// grace it gets SIGTERM, and the test fails if it is still running 10 s
+// later. stopped says whether SIGTERM was sent.
+func runUntilSIGTERM(t *testing.T, bin, stub string, m *node.Machine, grace time.Duration, args ...string) (out string, err error, stopped bool) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"--root", m.Root, "--auth", "mac"}, args...)...)
+	cmd.Env = append(os.Environ(), apply.EnvNmstatectl+"="+stub,
+		"NMSTATECTL_STUB_STATE="+filepath.Join(m.StubDir, "checkpoint"), "NMSTATECTL_STUB_LOG="+filepath.Join(m.StubDir, "calls.jsonl"))
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	testutil.Must(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return buf.String(), err, false
+	case <-time.After(grace):
+	}
+	testutil.Must(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-done:
+		return buf.String(), err, true
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("still running 10 s after SIGTERM:\n%s", buf.String())
+	}
+	panic("unreachable")
 }
 
 // TestTokenNeverPrinted runs the real agent, with and without --debug,
