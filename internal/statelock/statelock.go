@@ -32,7 +32,9 @@ const Name = ".nodereg.lock"
 const poll = 100 * time.Millisecond
 
 // HeldError: another process kept the lock for the whole wait. Not a
-// configuration error: the run can be tried again later (exit 75).
+// configuration error: the run can be tried again later (exit 75,
+// EX_TEMPFAIL). Exit-code tables match it by type, errors.As(err, &he)
+// with he a *HeldError; the agent wraps it in a PhaseError (phase state).
 type HeldError struct {
 	Path string
 	// PID of the holder, 0 when the file does not name one.
