@@ -2,11 +2,16 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 
 	"github.com/nodereg/nodereg/agent/inventory"
+	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -23,7 +28,9 @@ func formatAddresses(m map[string][]string) string {
 
 // ResetNetwork removes the network config this agent wrote (the files in
 // its manifest and the applicator, nothing else) and forgets its digest, so
-// the next boot applies the server's config afresh.
+// the next boot applies the server's config afresh. It says what it
+// removed, or that there was nothing; a NetworkManager that cannot be
+// reloaded is a warning (the files are gone, which is what was asked).
 func ResetNetwork(ctx context.Context, o Options) error {
 	r := newRun(o)
 	unlock, err := r.lock(ctx)
@@ -31,8 +38,28 @@ func ResetNetwork(ctx context.Context, o Options) error {
 		return err
 	}
 	defer unlock()
-	if err := r.applier(PhaseApply).ResetNetwork(ctx); err != nil {
+	log := r.log.WithField("phase", PhaseApply)
+	removed, err := r.applier(PhaseApply).RemoveNetwork(ctx)
+	if !o.DryRun {
+		for _, p := range removed {
+			log.WithField("path", p).Info("removed")
+		}
+	}
+	var reload *apply.ReloadError
+	switch {
+	case errors.As(err, &reload):
+		// NetworkManager catches up at its next reload or boot.
+		log.WithError(reload.Err).Warn("network config removed, but NetworkManager was not reloaded")
+	case err != nil:
 		return &PhaseError{Phase: PhaseApply, Err: err}
+	case len(removed) == 0 && o.DryRun:
+		fmt.Fprintln(r.o.Out, "# nothing to remove")
+	case o.DryRun:
+		// The printing edges listed what would go.
+	case len(removed) == 0:
+		log.Info("reset network: nothing to remove")
+	default:
+		log.WithField("files", len(removed)).Info("reset network: network config removed")
 	}
 	statePath := r.path(r.o.StatePath)
 	st, note, err := LoadState(statePath)
@@ -54,9 +81,15 @@ func ResetNetwork(ctx context.Context, o Options) error {
 // dumpdata).
 func DumpInventory(ctx context.Context, o Options) ([]byte, error) {
 	r := newRun(o)
-	cfg, err := LoadConfig(r.path(r.o.ConfigPath), r.o.Overrides)
+	cfg, err := ReadConfig(r.o.Root, r.o.ConfigPath, r.o.Overrides, r.log)
+	if _, statErr := os.Stat(r.path(r.o.ConfigPath)); errors.Is(statErr, fs.ErrNotExist) {
+		// No config on this machine (yet): nothing to say.
+		cfg, err = &protocol.Config{}, nil
+	}
 	if err != nil {
-		// The inventory does not need a server: dump without the config.
+		// The inventory does not need a server: dump without the config,
+		// saying what is left out.
+		r.log.WithError(err).Warn("config not read: its labels are left out")
 		cfg = &protocol.Config{}
 	}
 	inv, err := inventory.Collect(ctx, inventory.Options{Root: r.o.Root, Log: r.log})

@@ -1,12 +1,15 @@
 package agent
 
 import (
+	"crypto/x509"
 	"errors"
 	"io/fs"
 	"strings"
 
+	"github.com/sirupsen/logrus"
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/internal/hostpath"
 	"github.com/nodereg/nodereg/internal/safefile"
 	"github.com/nodereg/nodereg/protocol"
 )
@@ -45,6 +48,16 @@ type Overrides struct {
 // LoadConfig reads the elemental config file (a missing file is an error, as
 // upstream) and applies the overrides. Errors name the file and the key.
 func LoadConfig(path string, o Overrides) (*protocol.Config, error) {
+	return ReadConfig("/", path, o, nil)
+}
+
+// ReadConfig is LoadConfig for a node under root: the file and every path
+// named in it (ca-cert) are read under root. Keys the agent does not know
+// are warned about on log (nil: not reported), with the closest known key.
+// A CA that cannot be read or holds no certificate is a configuration
+// error now, not a dial that fails on every retry.
+func ReadConfig(root, path string, o Overrides, log *logrus.Entry) (*protocol.Config, error) {
+	path = hostpath.Join(root, path)
 	b, err := readLimited(path, maxConfigFileBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, configErr("config file %s does not exist", path)
@@ -55,6 +68,11 @@ func LoadConfig(path string, o Overrides) (*protocol.Config, error) {
 	cfg := &protocol.Config{}
 	if err := yaml.Unmarshal(b, cfg); err != nil {
 		return nil, configErr("config file %s: %w", path, err)
+	}
+	if log != nil {
+		for _, u := range unknownKeys(path, b) {
+			log.WithField("file", u.File).WithField("key", u.Key).WithField("closest", u.Closest).Warn(u.String())
+		}
 	}
 	r := &cfg.Elemental.Registration
 	set(&r.URL, o.URL)
@@ -75,7 +93,42 @@ func LoadConfig(path string, o Overrides) (*protocol.Config, error) {
 	if r.NetworkConfig == "" {
 		r.NetworkConfig = networkModeAuto
 	}
-	return cfg, validate(path, r)
+	if err := validate(path, r); err != nil {
+		return nil, err
+	}
+	if err := checkCA(root, path, r.CACert, o.CACert != nil); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// caUnderRoot is a ca-cert value as a node under root reads it: a file it
+// names is taken under root; PEM text (or nothing) stays as it is.
+func caUnderRoot(root, caCert string) string {
+	if caCert == "" || protocol.IsCAPEM(caCert) {
+		return caCert
+	}
+	return hostpath.Join(root, caCert)
+}
+
+// checkCA loads the CA as the dial will, so a missing, unreadable or empty
+// CA ends the run with a reason (exit 78) instead of failing every attempt.
+func checkCA(root, path, caCert string, fromFlag bool) error {
+	if caCert == "" {
+		return nil
+	}
+	where := path + ": elemental.registration.ca-cert"
+	if fromFlag {
+		where = "--registration-ca-cert"
+	}
+	pemText, err := protocol.CAPEM(caUnderRoot(root, caCert))
+	if err != nil {
+		return configErr("%s: %w", where, err)
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(pemText) {
+		return configErr("%s: no PEM certificate in it", where)
+	}
+	return nil
 }
 
 func set[T any](dst *T, v *T) {

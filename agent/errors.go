@@ -1,17 +1,16 @@
 package agent
 
 import (
-	"errors"
-	"fmt"
+	"github.com/nodereg/nodereg/agent/exitcode"
 )
 
-// Exit codes (sysexits.h), so the unit can tell retryable failures from
-// configuration errors (RestartPreventExitStatus=78).
+// Exit codes: the table lives in agent/exitcode; these names stay for the
+// callers that spell them this way.
 const (
-	ExitOK        = 0
-	ExitTempFail  = 75 // EX_TEMPFAIL: try again later
-	ExitConfig    = 78 // EX_CONFIG: a person must change something
-	ExitUsageFlag = 64 // EX_USAGE: bad command line
+	ExitOK        = exitcode.OK
+	ExitTempFail  = exitcode.TempFail
+	ExitConfig    = exitcode.Config
+	ExitUsageFlag = exitcode.Usage
 )
 
 // PhaseError is a failure in one phase of the run.
@@ -24,24 +23,13 @@ func (e *PhaseError) Error() string { return string(e.Phase) + ": " + e.Err.Erro
 func (e *PhaseError) Unwrap() error { return e.Err }
 
 // ConfigError is a failure only a change of configuration (local or on the
-// server) can fix: retrying would give the same answer.
-type ConfigError struct{ Err error }
-
-func (e *ConfigError) Error() string { return e.Err.Error() }
-func (e *ConfigError) Unwrap() error { return e.Err }
+// server) can fix (exit 78).
+type ConfigError = exitcode.ConfigError
 
 func configErr(format string, a ...any) error {
-	return &ConfigError{Err: fmt.Errorf(format, a...)}
+	return exitcode.Configf(format, a...)
 }
 
-// ExitCode maps the result of a run to the process exit status.
-func ExitCode(err error) int {
-	if err == nil {
-		return ExitOK
-	}
-	var ce *ConfigError
-	if errors.As(err, &ce) {
-		return ExitConfig
-	}
-	return ExitTempFail
-}
+// ExitCode maps the result of a run to the process exit status
+// (exitcode.Of, the one table).
+func ExitCode(err error) int { return exitcode.Of(err) }

@@ -95,7 +95,14 @@ func (r *run) handOver(ctx context.Context, net *fetched, plan *apply.Plan) erro
 	if err := r.state.Save(r.files, r.path(r.o.StatePath)); err != nil {
 		return err
 	}
-	if _, err := r.runner.Run(ctx, apply.Command{Name: elemental, Args: append(args, verb), Env: env}); err != nil {
+	cmd := apply.Command{Name: elemental, Args: append(args, verb), Env: env}
+	if r.o.PersistOnly && !r.o.DryRun {
+		// A scratch root gets the hook and the state; the toolkit would
+		// install or reset this very host.
+		r.log.WithField("phase", PhaseHandOver).WithField("hook", hookPath).Warnf("not running %s: --root is not / (--apply-live runs it)", cmd)
+		return nil
+	}
+	if _, err := r.runner.Run(ctx, cmd); err != nil {
 		return fmt.Errorf("elemental %s: %w", verb, err)
 	}
 	if r.o.Mode == ModeReset {

@@ -75,6 +75,17 @@ func (r *run) fetchNetwork(ctx context.Context, reply *protocol.Reply) (*fetched
 		r.log.WithField("phase", PhaseFetchNetwork).Info("no network config for this machine (configurator none)")
 		return nil, nil
 	}
+	log := r.log.WithField("phase", PhaseFetchNetwork).WithField("mode", r.cfg.Elemental.Registration.NetworkConfig)
+	switch {
+	case reply.Network.IsReal():
+		log.Debug("network config: embedded in MsgConfig")
+	case d.Retry == sourceExplicit && reply.ExplicitNetworkConfig:
+		log.Debug("network config: asking with MsgNetworkConfig on a second connection (the server announced it)")
+	case d.Retry == sourceExplicit:
+		log.Debug("network config: asking with MsgNetworkConfig on a second connection (network-config: explicit)")
+	default:
+		log.Debug("network config: registering again until the server embeds it (upstream server)")
+	}
 	var out *fetched
 	ctx, cancel := r.bound(ctx, r.o.NetworkTimeout)
 	defer cancel()
@@ -117,7 +128,13 @@ func (r *run) askNetwork(ctx context.Context, src networkSource, reply *protocol
 			return nil, err
 		}
 		defer cc.Close()
-		return cc.ExplicitNetworkConfig(ctx)
+		log := r.log.WithField("phase", PhaseFetchNetwork)
+		log.WithField("version", cc.Version).Debug("sending MsgNetworkConfig")
+		nc, err := cc.ExplicitNetworkConfig(ctx)
+		if err == nil && nc != nil {
+			log.WithField("configurator", nc.Configurator).WithField("addresses", len(nc.IPAddresses)).Debug("received MsgNetworkConfig")
+		}
+		return nc, err
 	default:
 		// The registration goes out again with network-config.state
 		// pending: the node is still waiting for its addresses.

@@ -2,7 +2,10 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/nodereg/nodereg/agent/exitcode"
 )
 
 // Phase names one step of a run. The same name is the phase= field of every
@@ -49,14 +52,24 @@ func Phases(m Mode) []Phase {
 }
 
 // do runs one phase with its start and end lines and STATUS; a failure is
-// returned as a *PhaseError naming it.
+// returned as a *PhaseError naming it, and so is a stop by a signal (the
+// run's context cancelled with an *exitcode.StoppedError as its cause).
 func (r *run) do(ctx context.Context, p Phase, fn func(context.Context) error) error {
 	log := r.log.WithField("phase", p)
-	log.Info("[started]")
+	// The result line says what matters; the start is for --debug.
+	log.Debug("[started]")
 	r.notify.Status(string(p), "started")
 	start := time.Now()
 	err := fn(ctx)
 	d := time.Since(start).Round(time.Microsecond)
+	var stopped *exitcode.StoppedError
+	if cause := context.Cause(ctx); err != nil && errors.As(cause, &stopped) {
+		// Stopped on request (SIGINT/SIGTERM): not a failure of the phase;
+		// the cancellation errors it caused say nothing more.
+		log.WithField("duration", d).Warn("[stopped]")
+		r.notify.Status(string(p), stopped.Error())
+		return &PhaseError{Phase: p, Err: stopped}
+	}
 	if err != nil {
 		log.WithField("duration", d).WithError(err).Error("[failed]")
 		r.notify.Status(string(p), "failed: "+err.Error())

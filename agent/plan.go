@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/protocol"
@@ -82,6 +84,39 @@ func (r *run) applyLive(ctx context.Context, net *fetched, plan *apply.Plan) err
 	return nil
 }
 
+// persistPlan is PhaseApply under a --root other than / without
+// --apply-live (Options.PersistOnly): the plan is written under the root and
+// nothing touches the host's live network. No digest is recorded, so a
+// later live run applies it.
+func (r *run) persistPlan(ctx context.Context, net *fetched, plan *apply.Plan) error {
+	if plan == nil {
+		return nil
+	}
+	if err := r.applier(PhaseApply).Persist(plan); err != nil {
+		return err
+	}
+	r.state.NetworkState = netStateReady
+	r.state.NetworkAddresses = formatAddresses(apply.InterfaceAddresses(net.rendered))
+	r.log.WithField("phase", PhaseApply).WithField("root", r.o.Root).Warn("network config written under --root, not applied live (--root is not /; --apply-live applies it)")
+	return nil
+}
+
+// notLive is the runner of a run that must not touch the host's live state
+// (Options.PersistOnly): read-only commands (nmstatectl gc) run through
+// real, any other is said and not run.
+type notLive struct {
+	log  *logrus.Entry
+	real apply.Runner
+}
+
+func (n notLive) Run(ctx context.Context, c apply.Command) ([]byte, error) {
+	if c.ReadOnly {
+		return n.real.Run(ctx, c)
+	}
+	n.log.Warnf("not running %s: --root is not / (--apply-live runs it)", c)
+	return nil, nil
+}
+
 // applicatorPresent guards the unchanged-digest shortcut: if someone removed
 // the applicator the config is written again.
 func (r *run) applicatorPresent(rd *apply.Rendered) bool {
@@ -113,7 +148,7 @@ func (r *run) reachableOnce(ctx context.Context) error {
 	defer cancel()
 	client := &http.Client{}
 	if strings.HasPrefix(reg.URL, "https://") {
-		tc, err := protocol.TLSConfig(reg.CACert, false)
+		tc, err := protocol.TLSConfig(r.caCert(), false)
 		if err != nil {
 			return err
 		}

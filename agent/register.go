@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/agent/inventory"
 	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/protocol"
@@ -69,7 +70,13 @@ func (r *run) dialOptions() protocol.DialOptions {
 	if session == 0 {
 		session = protocol.DefaultSessionDeadline
 	}
-	return protocol.DialOptions{URL: reg.URL, CACert: reg.CACert, SessionDeadline: session, HandshakeTimeout: session}
+	return protocol.DialOptions{URL: reg.URL, CACert: r.caCert(), SessionDeadline: session, HandshakeTimeout: session}
+}
+
+// caCert is the CA as the dial reads it: a file named in the config or on
+// the command line is read under --root.
+func (r *run) caCert() string {
+	return caUnderRoot(r.o.Root, r.cfg.Elemental.Registration.CACert)
 }
 
 // policy is the retry policy of a phase: its waits are logged and shown in
@@ -121,6 +128,8 @@ func (r *run) registerOnce(ctx context.Context, netState string) (*protocol.Repl
 		return nil, err
 	}
 	defer cc.Close()
+	log := r.log.WithField("phase", PhaseRegister)
+	log.WithField("url", protocol.RedactURL(reg.URL)).WithField("auth", r.auth.Kind()).WithField("version", cc.Version).Debug("connected: authenticated, protocol version negotiated")
 	inv, err := r.inv.wait(ctx)
 	if err != nil {
 		return nil, err
@@ -146,6 +155,12 @@ func (r *run) registerOnce(ctx context.Context, netState string) (*protocol.Repl
 	if payloads.SystemDataV2 == nil {
 		payloads.SystemDataV2 = map[string]any{}
 	}
+	if payloads.Update {
+		log.Debug("sending MsgUpdate (registered before), then MsgGet")
+	} else {
+		log.WithField("labels", len(payloads.Labels)).WithField("annotations", len(payloads.Annotations)).WithField("no-smbios", payloads.NoSMBIOS).
+			Debug("sending MsgSmbios, MsgSystemData, MsgAnnotations, MsgLabels, then MsgGet")
+	}
 	// Decode onto a copy: a failed attempt must not half-change the config.
 	cfg := *r.cfg
 	reply, err := cc.Register(ctx, payloads, &cfg)
@@ -155,6 +170,11 @@ func (r *run) registerOnce(ctx context.Context, netState string) (*protocol.Repl
 	for _, w := range protocol.KeepLocal(*r.cfg, &cfg) {
 		r.log.WithField("phase", PhaseRegister).Warn(w)
 	}
+	got := log.WithField("explicit-network-config", reply.ExplicitNetworkConfig)
+	if reply.Network != nil {
+		got = got.WithField("configurator", reply.Network.Configurator).WithField("addresses", len(reply.Network.IPAddresses))
+	}
+	got.Debug("received MsgConfig")
 	r.cfg = &cfg
 	if r.state.InitialRegistration.IsZero() {
 		r.state.InitialRegistration = time.Now().UTC()
@@ -175,25 +195,22 @@ func reportBack(a map[string]string, state, addresses string) {
 	}
 }
 
-// classifyRegister marks failures no retry can fix as terminal.
+// classifyRegister marks failures no retry can fix as terminal, by the
+// exit-code table (agent/exitcode), adding what the operator should do.
 func classifyRegister(err error) error {
-	var ce *ConfigError
-	if errors.As(err, &ce) {
-		return retry.Terminal(err)
-	}
 	var er *protocol.ErrorReply
-	if errors.As(err, &er) && strings.Contains(er.Message, "MachineInventory not found") {
+	isReply := errors.As(err, &er)
+	if isReply && (er.Reason == protocol.ReasonInventoryNotFound || strings.Contains(er.Message, "MachineInventory not found")) {
 		return retry.Terminal(&ConfigError{Err: fmt.Errorf("the server has no inventory for this machine any more: re-provisioning needed (run `agent --reset` from recovery): %w", err)})
 	}
-	if errors.Is(err, protocol.ErrUpdateUnsupported) {
-		return retry.Terminal(&ConfigError{Err: err})
+	if exitcode.Of(err) == exitcode.Config {
+		// A MsgError that is not about pending addresses is the server
+		// refusing on purpose (inventory creation failed, template error):
+		// asking again gives the same answer.
+		if isReply {
+			return retry.Terminal(fmt.Errorf("the server refused the registration: %w", err))
+		}
+		return retry.Terminal(err)
 	}
-	// Any other MsgError is the server refusing on purpose (inventory
-	// creation failed, template error): asking again gives the same
-	// answer, so an operator must act. Pending addresses are not refused
-	// this way: they come as a missing or unresolved network config.
-	if errors.As(err, &er) && er.Reason != protocol.ReasonWaitingForIPAddress {
-		return retry.Terminal(&ConfigError{Err: fmt.Errorf("the server refused the registration: %w", err)})
-	}
-	return err
+	return classifyNetwork(err)
 }

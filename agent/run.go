@@ -55,6 +55,12 @@ type Options struct {
 	// DryRun: the whole conversation and rendering, printed to Out;
 	// nothing written or applied.
 	DryRun bool
+	// PersistOnly: write under Root but run no tool that changes the live
+	// state of the host (nmstatectl apply/commit/rollback, nmcli, the
+	// elemental toolkit). cmd/agent sets it for a --root other than /
+	// without --apply-live, so a scratch root never reaches the host's
+	// NetworkManager.
+	PersistOnly bool
 	// Deadline bounds the registration retries; NetworkTimeout bounds the
 	// wait for addresses after registration. 0: no bound of their own.
 	Deadline       time.Duration
@@ -201,6 +207,12 @@ func newRun(o Options) *run {
 		r.notify = nopNotifier{}
 		r.applyPlan = r.printPlan
 	}
+	if o.PersistOnly && !o.DryRun {
+		// A scratch root: files are written under it, nothing reaches the
+		// host's live network or its toolkit (a dry run prints instead).
+		r.runner = notLive{log: r.log, real: o.Runner}
+		r.applyPlan = r.persistPlan
+	}
 	return r
 }
 
@@ -245,7 +257,7 @@ func (r *run) close() {
 func (r *run) path(p string) string { return hostpath.Join(r.o.Root, p) }
 
 func (r *run) loadConfig(ctx context.Context) error {
-	cfg, err := LoadConfig(r.path(r.o.ConfigPath), r.o.Overrides)
+	cfg, err := ReadConfig(r.o.Root, r.o.ConfigPath, r.o.Overrides, r.log.WithField("phase", PhaseConfig))
 	if err != nil {
 		return err
 	}
@@ -279,8 +291,12 @@ func (r *run) loadState(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if note != "" {
-		r.log.Warn(note)
+	switch {
+	case note == NoteFirstRegistration:
+		// Every machine's first boot: nothing to warn about.
+		r.log.WithField("phase", PhaseState).Info(note)
+	case note != "":
+		r.log.WithField("phase", PhaseState).Warn(note)
 	}
 	if st.LastPhase != "" && st.LastPhase != PhaseFinish {
 		// Saved at the hand-over: this is the first run after an install

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -242,6 +244,40 @@ func TestRunFollowsThePhaseList(t *testing.T) {
 		}
 		if want := Phases(mode); !slices.Equal(rec.started, want) {
 			t.Errorf("mode %d: phases %q, want %q", mode, rec.started, want)
+		}
+	}
+}
+
+// A reset under a scratch root (Options.PersistOnly) writes the hook and the
+// state under the root but does not run the toolkit, which would reset this
+// very host, and keeps the reset trigger; without PersistOnly the same run
+// runs it.
+func TestHandOverUnderAScratchRootDoesNotRunTheToolkit(t *testing.T) {
+	for _, persistOnly := range []bool{true, false} {
+		s := &scriptedServer{script: script{gets: []answer{{reply: &protocol.ConfigReply{}}}}}
+		m := node.New(t, "52:54:00:aa:00:03", s.start(t), "    no-smbios: true\n")
+		ran := filepath.Join(t.TempDir(), "elemental-ran")
+		toolkit := filepath.Join(t.TempDir(), "elemental")
+		testutil.Must(t, os.WriteFile(toolkit, []byte("#!/bin/sh\ntouch "+ran+"\n"), 0o755))
+		t.Setenv(apply.EnvElemental, toolkit)
+		trigger := filepath.Join(m.Root, resetCloudConfig)
+		testutil.Must(t, os.MkdirAll(filepath.Dir(trigger), 0o755))
+		testutil.Must(t, os.WriteFile(trigger, []byte("#reset\n"), 0o600))
+		var log testutil.Log
+		if _, err := Run(t.Context(), Options{Root: m.Root, Mode: ModeReset, PersistOnly: persistOnly, Log: log.Entry(), Clock: retrytest.NewClock(time.Now())}); err != nil {
+			t.Fatalf("persist-only %v: %v", persistOnly, err)
+		}
+		if _, err := os.Stat(filepath.Join(m.Root, cloudInitDir, hookFileName)); err != nil {
+			t.Errorf("persist-only %v: hook not written under the root: %v", persistOnly, err)
+		}
+		_, ranErr := os.Stat(ran)
+		_, triggerErr := os.Stat(trigger)
+		if persistOnly {
+			if ranErr == nil || triggerErr != nil || !strings.Contains(log.String(), "not running") {
+				t.Errorf("persist-only: toolkit ran (%v), trigger gone (%v), or no line saying it was not run:\n%s", ranErr == nil, triggerErr, log.String())
+			}
+		} else if ranErr != nil || triggerErr == nil {
+			t.Errorf("live: toolkit not run (%v) or trigger kept", ranErr)
 		}
 	}
 }

@@ -68,13 +68,16 @@ func (s *State) SetAKBlob(b []byte) {
 // maxStateFile bounds the state file: a few keys and a TPM key blob.
 const maxStateFile = 1 << 20
 
+// NoteFirstRegistration is LoadState's note when there is no state file.
+const NoteFirstRegistration = "no state file: first registration"
+
 // LoadState reads the state file. Missing means first registration. A
 // corrupt file is kept aside as <path>.corrupt-<unix time>, and the run
 // starts fresh; note says what happened.
 func LoadState(path string) (st *State, note string, err error) {
 	b, err := safefile.ReadFile(path, maxStateFile)
 	if errors.Is(err, fs.ErrNotExist) {
-		return &State{}, "no state file: first registration", nil
+		return &State{}, NoteFirstRegistration, nil
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("reading state file %s: %w", path, err)

@@ -42,7 +42,7 @@ func (r *run) systemAgentFiles() ([]agentFile, error) {
 		// One loader for the TLS client and the kubeconfig (issue 12,
 		// item 10): a CA that cannot be read fails the hand-over, never
 		// its path base64-encoded as if it were the certificate.
-		pemText, err := protocol.CAPEM(c)
+		pemText, err := protocol.CAPEM(r.caCert())
 		if err != nil {
 			return nil, &ConfigError{Err: fmt.Errorf("system-agent kubeconfig: %w", err)}
 		}

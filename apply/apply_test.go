@@ -4,15 +4,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/nodereg/nodereg/internal/testutil"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -422,6 +424,72 @@ func TestResetNetworkIgnoresForeignManifestEntries(t *testing.T) {
 	}
 	if readFile(t, root, "etc/passwd") != "root:x:0:0\n" {
 		t.Errorf("reset removed a file outside the agent's directories")
+	}
+}
+
+// RemoveNetwork returns exactly the files of ours that existed: the dry
+// run's edges list them and touch nothing; without nmcli the files still go
+// and only a *ReloadError is left; with nothing of ours there it removes
+// nothing and leaves NetworkManager alone.
+func TestRemoveNetworkReportsWhatExisted(t *testing.T) {
+	root := t.TempDir()
+	stub := newStub(t)
+	a := stub.applier(root)
+	p := mustPlan(t, a, renderVector(t, "192.168.122.150"))
+	if err := a.Persist(p); err != nil {
+		t.Fatal(err)
+	}
+	persisted, err := p.Persisted()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, f := range persisted {
+		want = append(want, filepath.Join(root, f.Path))
+	}
+	slices.Sort(want)
+	before := testutil.Tree(t, root)
+
+	var out bytes.Buffer
+	dry := stub.applier(root)
+	dry.Files, dry.Runner = PrintFiles{W: &out}, PrintRunner{W: &out}
+	listed, err := dry.RemoveNetwork(context.Background())
+	if err != nil {
+		t.Fatalf("dry run: %v", err)
+	}
+	if got := slices.Sorted(slices.Values(listed)); !slices.Equal(got, want) {
+		t.Errorf("dry run listed %v, want %v", got, want)
+	}
+	if n := strings.Count(out.String(), "# would remove "); n != len(want) || !strings.Contains(out.String(), "connection reload") {
+		t.Errorf("dry-run output, want %d removals and the reload:\n%s", len(want), out.String())
+	}
+	if d := testutil.TreeDiff(before, testutil.Tree(t, root)); d != "" {
+		t.Errorf("dry run changed the root:\n%s", d)
+	}
+
+	a.Tools.Nmcli = "/nonexistent/nmcli"
+	removed, err := a.RemoveNetwork(context.Background())
+	var reload *ReloadError
+	var tm *ToolMissingError
+	if !errors.As(err, &reload) || !errors.As(err, &tm) {
+		t.Errorf("without nmcli: want a *ReloadError naming the missing tool, got %v", err)
+	}
+	if got := slices.Sorted(slices.Values(removed)); !slices.Equal(got, want) {
+		t.Errorf("removed %v, want %v", got, want)
+	}
+	for _, f := range want {
+		if _, err := os.Lstat(f); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s still there: %v", f, err)
+		}
+	}
+
+	out.Reset()
+	listed, err = dry.RemoveNetwork(context.Background())
+	if err != nil || len(listed) != 0 || out.Len() != 0 {
+		t.Errorf("nothing left: listed %v, err %v, output %q", listed, err, out.String())
+	}
+	if removed, err := a.RemoveNetwork(context.Background()); err != nil || len(removed) != 0 {
+		t.Errorf("nothing left: removed %v, err %v (NetworkManager must be left alone)", removed, err)
 	}
 }
 

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
+	"slices"
 
 	"github.com/mudler/yip/pkg/schema"
 	"gopkg.in/yaml.v3"
@@ -13,45 +15,75 @@ import (
 	"github.com/nodereg/nodereg/internal/safefile"
 )
 
-// ResetNetwork removes the files listed in the manifest, the applicator and
-// the manifest itself, then has NetworkManager reload its profiles. Files
-// the agent does not own (foreign keyfiles, other /oem files) are never
-// touched; a manifest entry outside the agent's directories is ignored.
+// ReloadError says the agent's network files are removed but
+// NetworkManager could not be told (not installed, not running): the next
+// `nmcli connection reload` or boot picks the change up.
+type ReloadError struct{ Err error }
+
+func (e *ReloadError) Error() string {
+	return "files removed, NetworkManager not reloaded: " + e.Err.Error()
+}
+
+func (e *ReloadError) Unwrap() error { return e.Err }
+
+// ResetNetwork is RemoveNetwork without the list of removed files.
 func (a *Applier) ResetNetwork(ctx context.Context) error {
+	_, err := a.RemoveNetwork(ctx)
+	return err
+}
+
+// RemoveNetwork removes the network config this agent wrote: the files in
+// its manifest (only inside its own directories: foreign keyfiles and other
+// /oem files are never touched), the applicator and the manifest. It
+// returns the host paths of those that existed and went through Files (a
+// dry run's PrintFiles lists them), and has NetworkManager reload its
+// profiles through Runner. Nothing there is not an error, and
+// NetworkManager is then left alone. The files go first, so a
+// NetworkManager that is down costs only a *ReloadError.
+func (a *Applier) RemoveNetwork(ctx context.Context) ([]string, error) {
 	pp := a.paths()
 	m, err := a.readManifest()
 	if err != nil {
-		return fmt.Errorf("reset network: %w", err)
+		return nil, fmt.Errorf("reset network: %w", err)
 	}
 	if m.Corrupt {
 		// The manifest is gone; the applicator still names the keyfiles
 		// it re-creates at every boot.
 		if m.Files, err = a.applicatorFiles(); err != nil {
-			return fmt.Errorf("reset network: %w", err)
+			return nil, fmt.Errorf("reset network: %w", err)
 		}
 	}
-	var remove []string
+	var candidates []string
 	for _, f := range m.Files {
 		p := path.Clean(f.Path)
 		if dir := path.Dir(p); p != pp.Applicator && dir != pp.KeyfileDir && dir != pp.StateDir {
 			a.log().WithField("path", f.Path).Warn("reset network: manifest entry outside the agent's directories ignored")
 			continue
 		}
-		remove = append(remove, a.host(p))
+		candidates = append(candidates, a.host(p))
 	}
-	remove = append(remove, a.host(pp.Applicator), a.host(pp.manifestPath()))
-	var errs []error
-	seen := map[string]bool{}
-	for _, r := range remove {
-		if !seen[r] {
-			seen[r] = true
-			errs = append(errs, a.files().Remove(r))
+	candidates = append(candidates, a.host(pp.Applicator), a.host(pp.manifestPath()))
+	var present []string
+	for _, c := range candidates {
+		if _, err := os.Lstat(c); err == nil && !slices.Contains(present, c) {
+			present = append(present, c)
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("reset network: %w", err)
+	var removed []string
+	var errs []error
+	for _, p := range present {
+		if err := a.files().Remove(p); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed = append(removed, p)
 	}
-	a.log().WithField("files", len(seen)).Info("network config removed")
+	if err := errors.Join(errs...); err != nil {
+		return removed, fmt.Errorf("reset network: %w", err)
+	}
+	if len(removed) == 0 {
+		return nil, nil
+	}
 	// A missing nmcli is reported after the files are gone (they are what
 	// the next boot reads), when the Runner could not run it either.
 	nmcli, lookErr := Lookup("nmcli", a.tools().Nmcli)
@@ -62,9 +94,9 @@ func (a *Applier) ResetNetwork(ctx context.Context) error {
 		if lookErr != nil {
 			err = lookErr
 		}
-		return fmt.Errorf("reset network: reloading NetworkManager: %w", err)
+		return removed, &ReloadError{Err: err}
 	}
-	return nil
+	return removed, nil
 }
 
 // applicatorFiles lists the files the applicator writes, for a reset

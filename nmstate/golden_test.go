@@ -107,7 +107,7 @@ func TestSeedTemplate(t *testing.T) {
 }
 
 // seedTemplate is the nmstate config of the seed example as the server
-// sends it (tests/internal/node.NmstateTemplate, un-indented).
+// sends it (internal/testutil/node.NmstateTemplate, un-indented).
 const seedTemplate = `interfaces:
 - name: enp1s0
   type: ethernet

@@ -97,7 +97,7 @@ func CAPEM(caCert string) ([]byte, error) {
 	if caCert == "" {
 		return nil, errors.New("ca-cert: empty")
 	}
-	if isPEMText(caCert) {
+	if IsCAPEM(caCert) {
 		if err := safefile.CheckPEM([]byte(caCert)); err != nil {
 			return nil, fmt.Errorf("ca-cert: %w", err)
 		}
@@ -110,7 +110,9 @@ func CAPEM(caCert string) ([]byte, error) {
 	return b, nil
 }
 
-func isPEMText(s string) bool { return strings.Contains(s, "-----BEGIN") }
+// IsCAPEM tells a registration.ca-cert holding PEM text from one naming a
+// file (upstream's rule): callers that move the file (under a root) ask it.
+func IsCAPEM(caCert string) bool { return strings.Contains(caCert, "-----BEGIN") }
 
 // TLSConfig builds the client TLS configuration from a CA given as a file
 // path or PEM text.
@@ -225,11 +227,31 @@ func dialError(err error, resp *http.Response) error {
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	resp.Body.Close()
-	if msg := strings.TrimSpace(string(body)); msg != "" {
-		return fmt.Errorf("%w (Status: %s): %s", err, resp.Status, msg)
-	}
-	return fmt.Errorf("%w (Status: %s)", err, resp.Status)
+	return &HandshakeError{StatusCode: resp.StatusCode, Status: resp.Status, Body: strings.TrimSpace(string(body)), Err: err}
 }
+
+// HandshakeError is a websocket upgrade the server answered with an HTTP
+// status instead of 101; the status tells a wrong registration URL (404)
+// from a server in trouble (5xx).
+type HandshakeError struct {
+	StatusCode int
+	Status     string
+	Body       string
+	Err        error
+}
+
+func (e *HandshakeError) Error() string {
+	if e.Body != "" {
+		return fmt.Sprintf("%v (Status: %s): %s", e.Err, e.Status, e.Body)
+	}
+	return fmt.Sprintf("%v (Status: %s)", e.Err, e.Status)
+}
+
+func (e *HandshakeError) Unwrap() error { return e.Err }
+
+// HTTPStatus is the status the upgrade was answered with (agent/exitcode
+// classifies by it).
+func (e *HandshakeError) HTTPStatus() int { return e.StatusCode }
 
 func (cc *ClientConn) authenticate(ctx context.Context, auth Authenticator) error {
 	if auth.HasChallenge() {

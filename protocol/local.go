@@ -46,7 +46,7 @@ func KeepLocal(local Config, merged *Config) []string {
 		ignored("labels", "they are local settings (PROTOCOL.md 7.1)")
 	}
 	if m.CACert != l.CACert {
-		if !isPEMText(m.CACert) {
+		if !IsCAPEM(m.CACert) {
 			m.CACert = l.CACert
 			ignored("ca-cert", "it is not PEM text, and a path is taken only from the local config")
 		} else if err := safefile.CheckPEM([]byte(m.CACert)); err != nil {

@@ -106,8 +106,9 @@ func (e *redactedError) Error() string { return Redact(e.err.Error(), e.token) }
 func (e *redactedError) Unwrap() error { return e.err }
 
 // redactError removes token from everything err prints. A server's
-// MsgError text (*ErrorReply), which callers print on its own, is cleaned
-// in place; the rest is wrapped.
+// MsgError text (*ErrorReply) and a refused upgrade's body
+// (*HandshakeError), which callers may print on their own, are cleaned in
+// place; the rest is wrapped.
 func redactError(err error, token string) error {
 	if err == nil || Redact(err.Error(), token) == err.Error() {
 		return err
@@ -115,6 +116,15 @@ func redactError(err error, token string) error {
 	var er *ErrorReply
 	if errors.As(err, &er) {
 		er.Message = Redact(er.Message, token)
+		if Redact(err.Error(), token) == err.Error() {
+			return err
+		}
+	}
+	// A refused upgrade's body (regserver's and upstream's 404 name the
+	// token they did not find) is kept for callers that print it alone.
+	var he *HandshakeError
+	if errors.As(err, &he) {
+		he.Body = Redact(he.Body, token)
 		if Redact(err.Error(), token) == err.Error() {
 			return err
 		}

@@ -121,6 +121,15 @@ func TestClientErrorsNeverCarryTheToken(t *testing.T) {
 			cc, err := Dial(t.Context(), DialOptions{URL: url, CACert: ca, NoSystemPool: true}, Plain{AuthKind: "mac", ID: "aa"})
 			if err != nil {
 				printed = append(printed, err.Error(), fmt.Sprintf("%v|%+v|%#v", err, err, err))
+				// The status and body stay reachable by type (exit codes),
+				// the body without the token.
+				var he *HandshakeError
+				if tok == wrong && (!errors.As(err, &he) || he.HTTPStatus() != http.StatusNotFound) {
+					t.Errorf("%s: a 404 is not a *HandshakeError: %v", RedactURL(url), err)
+				}
+				if he != nil {
+					printed = append(printed, he.Body)
+				}
 			} else {
 				_, err = cc.Register(t.Context(), &Payloads{NoSMBIOS: true}, &Config{})
 				var er *ErrorReply

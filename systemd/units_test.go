@@ -6,8 +6,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/nodereg/nodereg/agent/exitcode"
 )
 
 // units lists every unit file shipped in this directory.
@@ -163,9 +166,6 @@ func TestBootService(t *testing.T) {
 	if got := u.one(t, "Service.Type"); got != "notify" {
 		t.Errorf("Type=%s, want notify", got)
 	}
-	if got := u.one(t, "Service.RestartPreventExitStatus"); got != "78" {
-		t.Errorf("RestartPreventExitStatus=%s, want 78 (EX_CONFIG)", got)
-	}
 	if got := u.one(t, "Service.Restart"); got != "on-failure" {
 		t.Errorf("Restart=%s, want on-failure", got)
 	}
@@ -235,9 +235,6 @@ func TestResetService(t *testing.T) {
 	if len(u["Install.WantedBy"]) != 0 || len(u["Install.RequiredBy"]) != 0 {
 		t.Error("the reset must only run when started, never from a plain recovery boot")
 	}
-	if got := u.one(t, "Service.RestartPreventExitStatus"); got != "78" {
-		t.Errorf("RestartPreventExitStatus=%s, want 78", got)
-	}
 }
 
 func TestEveryServiceRunsTheAgent(t *testing.T) {
@@ -271,9 +268,6 @@ func TestInstallServiceRunsOnlyFromLiveMedia(t *testing.T) {
 	exec := strings.Fields(u.one(t, "Service.ExecStart"))
 	if len(exec) == 0 || exec[0] != agentPath || !slices.Contains(exec, "--install") {
 		t.Errorf("ExecStart=%v, want %s ... --install", exec, agentPath)
-	}
-	if got := u.one(t, "Service.RestartPreventExitStatus"); got != "78" {
-		t.Errorf("RestartPreventExitStatus=%s, want 78", got)
 	}
 }
 
@@ -326,6 +320,33 @@ func TestModesPickTheRightUnits(t *testing.T) {
 		slices.Sort(runs)
 		if !slices.Equal(runs, want[mode]) {
 			t.Errorf("%s mode: units whose conditions hold = %v, want %v", mode, runs, want[mode])
+		}
+	}
+}
+
+// The units act on the agent's one exit-code table: what a restart cannot
+// fix is never restarted, a stop is not a failure.
+func TestExitStatusesMatchTheAgentsTable(t *testing.T) {
+	statuses := func(codes []int) string {
+		s := make([]string, len(codes))
+		for i, c := range codes {
+			s[i] = strconv.Itoa(c)
+		}
+		return strings.Join(s, " ")
+	}
+	for _, name := range units {
+		if !strings.HasSuffix(name, ".service") {
+			continue
+		}
+		u := parseUnit(t, name)
+		if got, want := u.one(t, "Service.SuccessExitStatus"), statuses(exitcode.Stopped); got != want {
+			t.Errorf("%s: SuccessExitStatus=%s, want %s", name, got, want)
+		}
+		if len(u["Service.Restart"]) == 0 {
+			continue
+		}
+		if got, want := u.one(t, "Service.RestartPreventExitStatus"), statuses(exitcode.NoRestart); got != want {
+			t.Errorf("%s: RestartPreventExitStatus=%s, want %s", name, got, want)
 		}
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"github.com/nodereg/nodereg/agent/exitcode"
 )
 
 // Defaults used when the matching Policy field is zero.
@@ -67,7 +69,8 @@ type Classifier func(err error) (retryable bool)
 
 // Policy describes how Do retries. The zero value is usable: defaults apply
 // to zero fields, there is no deadline and no attempt limit (only ctx stops
-// it), and every error except a Terminal one is retried.
+// it), and every error is retried except a Terminal one and those the
+// exit-code table (agent/exitcode) says need a person.
 type Policy struct {
 	// Initial is the delay after the first failure.
 	Initial time.Duration
@@ -93,7 +96,9 @@ type Policy struct {
 	Clock Clock
 	// Rand returns a number in [0, 1) for jitter; defaults to math/rand/v2.
 	Rand func() float64
-	// Retryable classifies failures; defaults to "not Terminal".
+	// Retryable classifies failures; defaults to "not Terminal, and
+	// exitcode.Retryable": what the exit-code table calls "needs a person"
+	// (bad CA, unknown registration, refused certificate) is never retried.
 	Retryable Classifier
 	// OnWait is called before each wait with the attempt that just failed
 	// (1-based), the delay about to be waited and that attempt's error.
@@ -180,7 +185,7 @@ func (p Policy) Do(ctx context.Context, what string, op func(ctx context.Context
 	}
 	retryable := p.Retryable
 	if retryable == nil {
-		retryable = func(err error) bool { return !IsTerminal(err) }
+		retryable = func(err error) bool { return !IsTerminal(err) && exitcode.Retryable(err) }
 	}
 	maxHint := p.MaxRetryAfter
 	if maxHint <= 0 {

@@ -172,7 +172,7 @@ type procRun struct {
 // runAgent execs the agent on m's root; a non-zero exit is an error that
 // carries the agent's log.
 func runAgent(bin string, m *machine, env []string, extra ...string) (procRun, error) {
-	args := append([]string{"--root", m.root, "--deadline", "20s", "--network-timeout", "20s"}, extra...)
+	args := append([]string{"--root", m.root, "--apply-live", "--deadline", "20s", "--network-timeout", "20s"}, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = env
 	var stderr bytes.Buffer
@@ -199,7 +199,7 @@ func timeV(bin string, m *machine, env []string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	args := []string{"-v", bin, "--root", m.root, "--deadline", "20s", "--network-timeout", "20s"}
+	args := []string{"-v", bin, "--root", m.root, "--apply-live", "--deadline", "20s", "--network-timeout", "20s"}
 	cmd := exec.Command(tv, args...)
 	cmd.Env = env
 	out, err := cmd.CombinedOutput()

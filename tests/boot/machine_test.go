@@ -151,7 +151,7 @@ type agentRun struct {
 func (m *machine) runAgent(extraEnv []string, args ...string) agentRun {
 	m.t.Helper()
 	argv := m.inNode(append([]string{"env", m.busEnv}, extraEnv...)...)
-	argv = append(argv, m.agent, "--root", m.root, "--deadline", "30s", "--network-timeout", "30s")
+	argv = append(argv, m.agent, "--root", m.root, "--apply-live", "--deadline", "30s", "--network-timeout", "30s")
 	argv = append(argv, args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	var out bytes.Buffer

@@ -120,13 +120,18 @@ func TestTLS(t *testing.T) {
 	if !strings.HasPrefix(url, "https://") {
 		t.Fatalf("regserver with --tls-cert serves %s", url)
 	}
-	caFile := filepath.Join(t.TempDir(), "ca.pem")
-	node.Must(t, os.WriteFile(caFile, good.caPEM, 0o644))
+	// A ca-cert path in the config is read under the node's root.
+	const caFile = "/etc/registration-ca.pem"
+	writeUnderRoot := func(m *node.Machine, p string, b []byte) {
+		node.Must(t, os.MkdirAll(filepath.Join(m.Root, filepath.Dir(p)), 0o755))
+		node.Must(t, os.WriteFile(filepath.Join(m.Root, p), b, 0o644))
+	}
 	indent := "      " + strings.ReplaceAll(strings.TrimSpace(string(good.caPEM)), "\n", "\n      ")
 
 	t.Run("ca-file", func(t *testing.T) {
 		var log node.Log
 		m := node.New(t, "52:54:00:00:01:01", url, "    ca-cert: "+caFile+"\n")
+		writeUnderRoot(m, caFile, good.caPEM)
 		res, err := runAgent(t, m, &log)
 		if err != nil {
 			t.Fatalf("https registration with the CA as a file: %v\n%s", err, log.String())
@@ -151,17 +156,20 @@ func TestTLS(t *testing.T) {
 	})
 	t.Run("other-ca", func(t *testing.T) {
 		other := newPKI(t, "other")
-		f := filepath.Join(t.TempDir(), "other.pem")
-		node.Must(t, os.WriteFile(f, other.caPEM, 0o644))
 		var log node.Log
-		m := node.New(t, "52:54:00:00:01:03", url, "    ca-cert: "+f+"\n")
+		m := node.New(t, "52:54:00:00:01:03", url, "    ca-cert: "+caFile+"\n")
+		writeUnderRoot(m, caFile, other.caPEM)
 		before := node.Files(t, m.Root)
 		_, err := runAgent(t, m, &log)
 		if err == nil {
 			t.Fatal("registration succeeded with a server certificate from another CA")
 		}
-		if code := agent.ExitCode(err); code != agent.ExitTempFail {
-			t.Errorf("exit %d, want %d", code, agent.ExitTempFail)
+		// A certificate the CA did not sign needs a person: 78, no retry.
+		if code := agent.ExitCode(err); code != agent.ExitConfig {
+			t.Errorf("exit %d, want %d", code, agent.ExitConfig)
+		}
+		if strings.Contains(log.String(), "retrying in") {
+			t.Errorf("a certificate from another CA was retried:\n%s", log.String())
 		}
 		t.Logf("other CA: %v", err)
 		if !strings.Contains(err.Error(), "certificate") || !strings.Contains(err.Error(), "dial") {

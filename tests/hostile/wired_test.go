@@ -390,9 +390,10 @@ func TestTokenNeverPrinted(t *testing.T) {
 		for mode, extra := range modes {
 			for _, debug := range []bool{false, true} {
 				m := node.New(t, "52:54:00:0c:08:01", tg.url, "")
-				caFile := filepath.Join(t.TempDir(), "ca.pem")
-				testutil.Must(t, os.WriteFile(caFile, []byte(tg.ca), 0o600))
-				args := append([]string{"--root", m.Root, "--auth", "mac", "--registration-ca-cert", caFile, "--deadline", "3s", "--network-timeout", "3s"}, extra...)
+				// The CA file is read under --root, as on the node.
+				testutil.Must(t, os.MkdirAll(filepath.Join(m.Root, "etc"), 0o755))
+				testutil.Must(t, os.WriteFile(filepath.Join(m.Root, "etc/ca.pem"), []byte(tg.ca), 0o600))
+				args := append([]string{"--root", m.Root, "--auth", "mac", "--registration-ca-cert", "/etc/ca.pem", "--deadline", "3s", "--network-timeout", "3s"}, extra...)
 				if debug {
 					args = append(args, "--debug")
 				}

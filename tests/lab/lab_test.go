@@ -224,7 +224,7 @@ func (l *lab) agentCommand(t *testing.T, m *node.Machine) func(started chan<- st
 		defer signal()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		argv := append(l.exec(l.node), bin, "--root", m.Root, "--debug", "--deadline", "90s", "--network-timeout", "90s")
+		argv := append(l.exec(l.node), bin, "--root", m.Root, "--apply-live", "--debug", "--deadline", "90s", "--network-timeout", "90s")
 		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 		cmd.Env = append(os.Environ(), apply.EnvNmstatectl+"="+stub)
 		cmd.Env = append(cmd.Env, m.Stub().Env()...)

@@ -1,0 +1,230 @@
+package exitcode_test
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nodereg/nodereg/agent/exitcode"
+	"github.com/nodereg/nodereg/agent/retry"
+	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/protocol"
+	"github.com/nodereg/nodereg/tpm"
+)
+
+// wrapped hides err the way a run does: a conversation step, a retry
+// verdict, a phase.
+func wrapped(err error) error {
+	return fmt.Errorf("register: %w", fmt.Errorf("registration: attempt 1 failed, not retrying: %w", &protocol.StepError{Step: protocol.StepDial, Err: err}))
+}
+
+func expect(t *testing.T, err error, want int) {
+	t.Helper()
+	if got := exitcode.Of(err); got != want {
+		t.Errorf("Of(%v) = %d, want %d", err, got, want)
+	}
+	if got := exitcode.Of(wrapped(err)); got != want {
+		t.Errorf("Of(wrapped %v) = %d, want %d", err, got, want)
+	}
+	if got, wantRetry := exitcode.Retryable(err), want == exitcode.TempFail; got != wantRetry {
+		t.Errorf("Retryable(%v) = %v, want %v", err, got, wantRetry)
+	}
+}
+
+func TestDone(t *testing.T) {
+	if got := exitcode.Of(nil); got != 0 {
+		t.Fatalf("Of(nil) = %d, want 0", got)
+	}
+}
+
+func TestCommandLineIs64(t *testing.T) {
+	expect(t, exitcode.Usagef("unknown flag --bogus"), 64)
+}
+
+func TestSignalsAre130And143(t *testing.T) {
+	expect(t, exitcode.StoppedBy(os.Interrupt), 130)
+	expect(t, exitcode.StoppedBy(syscall.SIGTERM), 143)
+	if got := exitcode.StoppedBy(syscall.SIGTERM).Error(); got != "stopped by SIGTERM" {
+		t.Errorf("message %q", got)
+	}
+}
+
+func TestConfigErrorIs78(t *testing.T) {
+	expect(t, exitcode.Configf("config.yaml: elemental.registration.url: empty"), 78)
+}
+
+// dial runs a real websocket dial against srv, as the agent does.
+func dial(t *testing.T, url, ca string) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cc, err := protocol.Dial(ctx, protocol.DialOptions{URL: url, CACert: ca, NoSystemPool: ca != "", HandshakeTimeout: 5 * time.Second}, protocol.Plain{AuthKind: "mac", ID: "00:11:22:33:44:55"})
+	if err == nil {
+		cc.Close()
+		t.Fatal("dial succeeded")
+	}
+	return err
+}
+
+func statusServer(t *testing.T, code int) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no", code)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/elemental/registration/token"
+}
+
+func TestRegistrationNotFoundIs78(t *testing.T) {
+	err := dial(t, statusServer(t, http.StatusNotFound), "")
+	var he *protocol.HandshakeError
+	if !errors.As(err, &he) || he.StatusCode != 404 {
+		t.Fatalf("dial error %v is not a 404 HandshakeError", err)
+	}
+	expect(t, err, 78)
+	expect(t, dial(t, statusServer(t, http.StatusForbidden), ""), 78)
+}
+
+func TestServerErrorOnUpgradeIs75(t *testing.T) {
+	expect(t, dial(t, statusServer(t, http.StatusServiceUnavailable), ""), 75)
+	expect(t, dial(t, statusServer(t, http.StatusTooManyRequests), ""), 75)
+	expect(t, dial(t, statusServer(t, http.StatusTeapot), ""), 75)
+}
+
+func TestServerRefusalIs78(t *testing.T) {
+	expect(t, &protocol.ErrorReply{Message: "failed to create MachineInventory"}, 78)
+	expect(t, &protocol.ErrorReply{Reason: protocol.ReasonInventoryNotFound, Message: "MachineInventory not found"}, 78)
+}
+
+func TestPendingAddressesAndPoolExhaustedAre75(t *testing.T) {
+	expect(t, &protocol.ErrorReply{Reason: protocol.ReasonWaitingForIPAddress}, 75)
+	expect(t, &protocol.ErrorReply{Reason: protocol.ReasonPoolExhausted}, 75)
+	expect(t, &protocol.ErrorReply{Reason: protocol.ReasonAllocationFailed}, 75)
+}
+
+// selfSigned makes a CA-less server certificate valid from notBefore to
+// notAfter for 127.0.0.1, returned with its PEM.
+func selfSigned(t *testing.T, notBefore, notAfter time.Time) (tls.Certificate, []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "regserver"},
+		NotBefore: notBefore, NotAfter: notAfter, IsCA: true, BasicConstraintsValid: true,
+		KeyUsage:    x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
+
+func tlsServer(t *testing.T, cert tls.Certificate) string {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv.URL + "/elemental/registration/token"
+}
+
+func TestUnknownCAIs78(t *testing.T) {
+	now := time.Now()
+	cert, _ := selfSigned(t, now.Add(-time.Hour), now.Add(time.Hour))
+	_, otherCA := selfSigned(t, now.Add(-time.Hour), now.Add(time.Hour))
+	err := dial(t, tlsServer(t, cert), string(otherCA))
+	if !errors.As(err, new(*tls.CertificateVerificationError)) {
+		t.Fatalf("dial error %v is not a certificate verification error", err)
+	}
+	expect(t, err, 78)
+}
+
+func TestExpiredCertificateIs78(t *testing.T) {
+	now := time.Now()
+	cert, caPEM := selfSigned(t, now.Add(-48*time.Hour), now.Add(-24*time.Hour))
+	err := dial(t, tlsServer(t, cert), string(caPEM))
+	var invalid x509.CertificateInvalidError
+	if !errors.As(err, &invalid) || invalid.Reason != x509.Expired {
+		t.Fatalf("dial error %v is not an expired-certificate error", err)
+	}
+	expect(t, err, 78)
+}
+
+func TestNetworkConfigNodeCannotUseIs78(t *testing.T) {
+	expect(t, &apply.FieldError{Path: "config.interfaces[0].name", Reason: "bad"}, 78)
+	expect(t, &apply.ToolMissingError{Tool: "nmstatectl", Err: errors.New("not found")}, 78)
+}
+
+func TestTPMMissingIs78(t *testing.T) {
+	expect(t, fmt.Errorf("opening: %w", tpm.ErrNoDevice), 78)
+	expect(t, tpm.ErrEmulationNotBuilt, 78)
+}
+
+func TestUpdateUnsupportedIs78(t *testing.T) {
+	expect(t, protocol.ErrUpdateUnsupported, 78)
+}
+
+func TestNetworkFailuresAre75(t *testing.T) {
+	// A port nothing listens on: connection refused.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	expect(t, dial(t, "http://"+addr+"/elemental/registration/token", ""), 75)
+	expect(t, context.DeadlineExceeded, 75)
+	expect(t, fmt.Errorf("registration: giving up: %w: %w", retry.ErrDeadline, errors.New("i/o timeout")), 75)
+	expect(t, tpm.ErrBusy, 75)
+}
+
+// The retry loop stops at once on a "needs a person" error, so a bad CA or
+// an unknown registration never spends the 10-minute deadline.
+func TestRetryStopsOnNeedsAPerson(t *testing.T) {
+	attempts := 0
+	p := retry.Policy{Deadline: time.Hour, Initial: time.Millisecond, Max: time.Millisecond}
+	err := p.Do(context.Background(), "registration", func(ctx context.Context, _ int) error {
+		attempts++
+		return dial(t, statusServer(t, http.StatusNotFound), "")
+	})
+	if attempts != 1 || exitcode.Of(err) != 78 {
+		t.Fatalf("404: %d attempts, exit %d (%v); want 1 attempt, 78", attempts, exitcode.Of(err), err)
+	}
+	attempts = 0
+	err = p.Do(context.Background(), "registration", func(ctx context.Context, _ int) error {
+		attempts++
+		if attempts < 3 {
+			return dial(t, statusServer(t, http.StatusBadGateway), "")
+		}
+		return nil
+	})
+	if attempts != 3 || err != nil {
+		t.Fatalf("502: %d attempts (%v); want 3 and success", attempts, err)
+	}
+}
+
+func TestMeaningNamesEveryCode(t *testing.T) {
+	for _, c := range []int{0, 64, 75, 78, 130, 143} {
+		if exitcode.Meaning(c) == "unknown" {
+			t.Errorf("code %d has no meaning", c)
+		}
+	}
+}

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// listener counts the connections made to it: a command line that must not
+// start a run must leave it at zero.
+func listener(t *testing.T) (url string, conns *atomic.Int32) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	conns = &atomic.Int32{}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			c.Close()
+		}
+	}()
+	return "http://" + l.Addr().String() + "/elemental/registration/t", conns
+}
+
+// scratchRoot is a node root whose config points at url.
+func scratchRoot(t *testing.T, url string) string {
+	t.Helper()
+	root := t.TempDir()
+	p := filepath.Join(root, "oem/registration/config.yaml")
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("elemental:\n  registration:\n    url: "+url+"\n    auth: mac\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+func run(args ...string) (code int, stdout, stderr string) {
+	var out, errb bytes.Buffer
+	code = execute("agent", args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestCommandLinesNotUnderstoodExit64WithOneLineAndNoRun(t *testing.T) {
+	url, conns := listener(t)
+	root := scratchRoot(t, url)
+	nc := filepath.Join(t.TempDir(), "nc.yaml")
+	if err := os.WriteFile(nc, []byte("configurator: none\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		says string // the problem, named
+		hint string
+	}{
+		{[]string{"--dry-run", "somethingelse"}, `unknown command "somethingelse"`, "agent --help"},
+		{[]string{"--dry-run", "version"}, "unknown flag: --dry-run", "agent version --help"},
+		{[]string{"bogus"}, `unknown command "bogus"`, "agent --help"},
+		{[]string{"help", "bogus"}, `unknown help topic "bogus"`, "agent help --help"},
+		{[]string{"register", "extra"}, `unexpected argument "extra"`, "agent register --help"},
+		{[]string{"version", "extra"}, `unexpected argument "extra"`, "agent version --help"},
+		{[]string{"render", "--network-config", nc, "--registration-url", url}, "unknown flag: --registration-url", "agent render --help"},
+		{[]string{"render"}, `"network-config" not set`, "agent render --help"},
+		{[]string{"inventory", "--format", "xml"}, `"xml" is not one of json, json-compact, yaml, labels`, "agent inventory --help"},
+		{[]string{"inventory", "-f", "xml"}, `"xml" is not one of`, "agent inventory --help"},
+		{[]string{"inventory", "nonsense"}, `invalid argument "nonsense"`, "agent inventory --help"},
+		{[]string{"inventory", "--dry-run"}, "unknown flag: --dry-run", "agent inventory --help"},
+		{[]string{"--auth", "tmp"}, `"tmp" is not one of tpm, mac, sys-uuid`, "agent --help"},
+		{[]string{"--label", "foo"}, `"foo": want key=value`, "agent --help"},
+		{[]string{"--label", "a=b,foo"}, `"foo": want key=value`, "agent --help"},
+		{[]string{"--network-config", "sometimes"}, `"sometimes" is not one of auto, embedded, explicit`, "agent --help"},
+		{[]string{"--tpm-device", "tpm0"}, "neither a device path nor unix:///path", "agent --help"},
+		{[]string{"--deadline", "soon"}, `invalid argument "soon" for "--deadline"`, "agent --help"},
+		{[]string{"--log-format", "xml"}, `"xml" is not one of text, json, journal`, "agent --help"},
+		{[]string{"--debug=loud"}, `"loud" is not true, false or all`, "agent --help"},
+		{[]string{"--install", "--reset"}, "mutually exclusive", "agent --help"},
+		{[]string{"--root", "/nonexistent/root"}, "--root /nonexistent/root: not a directory", "agent --help"},
+		{[]string{"inventory", "--root", "/nonexistent/root"}, "--root /nonexistent/root: not a directory", "agent inventory --help"},
+		{[]string{"--reset", "--reset-network"}, "mutually exclusive", "agent --help"},
+	} {
+		args := append([]string{"--root", root}, c.args...)
+		code, stdout, stderr := run(args...)
+		if code != 64 {
+			t.Errorf("%q: exit %d, want 64\nstderr: %s", c.args, code, stderr)
+			continue
+		}
+		lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+		if len(lines) != 1 || !strings.Contains(stderr, c.says) || !strings.Contains(stderr, "'"+c.hint+"'") {
+			t.Errorf("%q: stderr %q, want one line naming %q with the hint '%s'", c.args, stderr, c.says, c.hint)
+		}
+		if stdout != "" {
+			t.Errorf("%q: stdout %q", c.args, stdout)
+		}
+	}
+	if n := conns.Load(); n != 0 {
+		t.Fatalf("%d connections to the registration server: a refused command line started a run", n)
+	}
+}
+
+// Help is cobra's: on stdout, exit 0, with the sections elemental-register
+// users know; each command lists only the flags that mean something there.
+func TestHelpOnStdout(t *testing.T) {
+	for _, c := range []struct {
+		args    []string
+		want    []string
+		notWant []string
+	}{
+		{[]string{"--help"}, []string{"Usage:", "agent [register] [flags]", "Available Commands:", "register", "render", "inventory", "version", "completion", "help", "Flags:", "--registration-url", "--root", "(default auto)", "Exit status: 0 done, 64 bad command line, 75 try again later, 78 needs a"}, nil},
+		{[]string{"help"}, []string{"Usage:", "Available Commands:"}, nil},
+		{[]string{"help", "render"}, []string{"agent render --network-config FILE"}, nil},
+		{[]string{"register", "--help"}, []string{"--registration-url", "--dry-run", "Global Flags:", "--root"}, []string{"Available Commands:"}},
+		{[]string{"render", "--help"}, []string{"--network-config string", "Global Flags:"}, []string{"--registration-url", "--dry-run"}},
+		{[]string{"inventory", "--help"}, []string{"Aliases:", "dumpdata", "-f, --format", "--local-labels-file"}, []string{"--registration-url", "--dry-run", "--install", "--deadline"}},
+		{[]string{"dumpdata", "--help"}, []string{"agent inventory [hostinfo|legacy|smbios]"}, nil},
+		{[]string{"completion", "bash"}, []string{"bash completion"}, nil},
+	} {
+		code, stdout, stderr := run(c.args...)
+		if code != 0 || stderr != "" {
+			t.Errorf("%q: exit %d, stderr %q", c.args, code, stderr)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(stdout, w) {
+				t.Errorf("%q: stdout lacks %q", c.args, w)
+			}
+		}
+		for _, w := range c.notWant {
+			if strings.Contains(stdout, w) {
+				t.Errorf("%q: stdout has %q, which means nothing there", c.args, w)
+			}
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}, {"-v"}} {
+		code, stdout, _ := run(args...)
+		if code != 0 || stdout != version+"\n" {
+			t.Errorf("%q: exit %d, stdout %q", args, code, stdout)
+		}
+	}
+}
+
+func TestRenderRefusesUnknownKeysNamingThem(t *testing.T) {
+	nc := filepath.Join(t.TempDir(), "nc.yaml")
+	if err := os.WriteFile(nc, []byte("configurator: none\nipAdresses: {a: b}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := run("render", "--network-config", nc)
+	if code != 78 || !strings.Contains(stderr, "ipAdresses") || stdout != "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want 78 naming ipAdresses", code, stdout, stderr)
+	}
+	if err := os.WriteFile(nc, []byte("configurator: none\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := run("render", "--network-config", nc); code != 0 {
+		t.Fatalf("valid file: exit %d: %s", code, stderr)
+	}
+}
+
+// The root command and `register` share one set of registration flags;
+// both must hand what was given to the run.
+func TestRootAndRegisterPassTheSameOverrides(t *testing.T) {
+	for _, sub := range [][]string{nil, {"register"}} {
+		c := &cli{name: "agent"}
+		root := c.command()
+		args := append(append([]string{}, sub...), "--auth", "mac", "--network-config", "explicit", "--tpm-device", "unix:///s", "--help")
+		root.SetArgs(args)
+		root.SetOut(&bytes.Buffer{})
+		cmd, err := root.ExecuteC()
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg := c.lastRegister
+		o := reg.overrides(cmd.Flags())
+		if o.Auth == nil || *o.Auth != "mac" || o.NetworkConfig == nil || *o.NetworkConfig != "explicit" || o.TPMDevice == nil || *o.TPMDevice != "unix:///s" || o.URL != nil {
+			t.Errorf("%q: overrides %+v", sub, o)
+		}
+	}
+}

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/nodereg/nodereg/agent"
+	"github.com/nodereg/nodereg/agent/exitcode"
+	"github.com/nodereg/nodereg/internal/logging"
+)
+
+// command is the whole command tree.
+func (c *cli) command() *cobra.Command {
+	reg := newRegisterFlags()
+	c.lastRegister = reg
+	var showVersion bool
+	root := &cobra.Command{
+		Use:   c.name + " [register] [flags]",
+		Short: "nodereg's registration agent: register this machine and apply its network config",
+		Long: `Registers this machine with an elemental registration server (or updates
+its registration), gets its network config with IPAM addresses, writes it under
+/oem and applies it. With no command it registers.
+
+Exit status: 0 done, 64 bad command line, 75 try again later, 78 needs a
+person, 130/143 stopped by SIGINT/SIGTERM.`,
+		Args:          noArgs,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if showVersion {
+				fmt.Fprintln(c.stdout, version)
+				return nil
+			}
+			return c.register(cmd, reg)
+		},
+	}
+	// A --root that is not a directory cannot mean anything: refused with
+	// the other command-line errors, before any run.
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if !cmd.Flags().Changed("root") {
+			return nil
+		}
+		if fi, err := os.Stat(c.root); err != nil || !fi.IsDir() {
+			return fmt.Errorf("--root %s: not a directory", c.root)
+		}
+		return nil
+	}
+	root.SetOut(c.stdout)
+	root.SetErr(c.stderr)
+	// No cobra template is set anywhere: executing one links text/template,
+	// whose reflection keeps every method of every type in the binary
+	// (+2.3 MB); cobra's built-in help and usage are plain functions.
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return exitcode.Usagef("%v", err) })
+	c.logFormat = newChoice("", logging.FormatText, logging.FormatJSON, logging.FormatJournal)
+	pf := root.PersistentFlags()
+	pf.StringVar(&c.root, "root", "/", "prefix for every host path read or written, also those named in the config file")
+	pf.VarP(&c.debug, "debug", "d", "debug logging: the conversation step by step; --debug=all adds the libraries' own messages")
+	pf.Lookup("debug").NoOptDefVal = "true"
+	pf.Var(c.logFormat, "log-format", "log format: text or json (default: journal fields under systemd, else text)")
+	reg.bind(root.Flags())
+	root.Flags().BoolVarP(&showVersion, "version", "v", false, "print the version and exit")
+
+	registerCmd := &cobra.Command{
+		Use:   "register [flags]",
+		Short: "Register (or update) and apply the network config (the default command)",
+		Args:  noArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return c.register(cmd, reg) },
+	}
+	reg.bind(registerCmd.Flags())
+
+	// cobra's own help command answers an unknown topic with the root's
+	// help and exit 0; an unknown topic is a bad command line here too.
+	root.SetHelpCommand(&cobra.Command{
+		Use:   "help [command]",
+		Short: "Help about any command",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			target, rest, err := cmd.Root().Find(args)
+			if err != nil || len(rest) > 0 {
+				return fmt.Errorf("unknown help topic %q", strings.Join(args, " "))
+			}
+			return target.Help()
+		},
+	})
+	root.AddCommand(registerCmd, c.renderCommand(), c.inventoryCommand(), &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  noArgs,
+		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(c.stdout, version) },
+	})
+	return root
+}
+
+// noArgs refuses any positional argument, naming it: a stray word must
+// never start a run.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	if cmd.HasSubCommands() {
+		return fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
+	}
+	return fmt.Errorf("unexpected argument %q", args[0])
+}
+
+// registerFlags is the command line of a registration: elemental-register's
+// flags (PROTOCOL.md 8.1) plus nodereg's own.
+type registerFlags struct {
+	url, caCert, configPath, statePath, labelsFile string
+	auth, networkMode                              *choice
+	tpmDevice                                      tpmDevice
+	emulate, noSMBIOS, noToolkit                   bool
+	install, reset, resetNetwork, disableBootEntry bool
+	dryRun, applyLive                              bool
+	seed                                           int64
+	labels                                         labelList
+	deadline, networkTimeout                       time.Duration
+}
+
+func newRegisterFlags() *registerFlags {
+	return &registerFlags{
+		auth:        newChoice("tpm", "tpm", "mac", "sys-uuid"),
+		networkMode: newChoice("auto", "auto", "embedded", "explicit"),
+	}
+}
+
+// bind declares the flags on fs; root and `register` share one struct,
+// and only the command that runs parses its flags.
+func (f *registerFlags) bind(fs *pflag.FlagSet) {
+	fs.SortFlags = false
+	fs.StringVar(&f.url, "registration-url", "", "registration URL (elemental.registration.url)")
+	fs.StringVar(&f.caCert, "registration-ca-cert", "", "CA of the registration server: file path (under --root) or PEM text")
+	fs.Var(f.auth, "auth", "authentication: tpm, mac or sys-uuid")
+	fs.BoolVar(&f.emulate, "emulate-tpm", false, "use the emulated TPM (needs a binary built with make build-emulated)")
+	fs.Int64Var(&f.seed, "emulated-tpm-seed", 1, "seed of the emulated TPM; -1 derives it from the SMBIOS UUID")
+	fs.BoolVar(&f.noSMBIOS, "no-smbios", false, "send no SMBIOS and no system data")
+	fs.StringVar(&f.configPath, "config-path", agent.DefaultConfigPath, "elemental config file (under --root)")
+	fs.StringVar(&f.statePath, "state-path", agent.DefaultStatePath, "state file (under --root)")
+	fs.Var(&f.labels, "label", "label key=value (repeatable, or comma-separated)")
+	fs.StringVar(&f.labelsFile, "local-labels-file", agent.DefaultLabelsFile, "flat YAML map of local labels (under --root)")
+	fs.BoolVar(&f.install, "install", false, "register and install (elemental install), from live media")
+	fs.BoolVar(&f.reset, "reset", false, "register as new and reset (elemental reset), from recovery")
+	fs.BoolVar(&f.resetNetwork, "reset-network", false, "remove the network config this agent wrote, and nothing else")
+	fs.BoolVar(&f.noToolkit, "no-toolkit", false, "the node is not an elemental-toolkit image")
+	fs.BoolVar(&f.disableBootEntry, "disable-boot-entry", false, "do not create a boot entry at install/reset")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "register for real, then print what would be written and applied; write and apply nothing on this node")
+	fs.BoolVar(&f.applyLive, "apply-live", false, "with a --root other than /, still apply live: run nmstatectl/nmcli against this host's NetworkManager and the elemental toolkit (the boot simulation)")
+	fs.Var(&f.tpmDevice, "tpm-device", "TPM: device path, or unix:///path for swtpm's socket (default /dev/tpmrm0, then /dev/tpm0)")
+	fs.Var(f.networkMode, "network-config", "how to ask for the network config: auto, embedded or explicit")
+	fs.DurationVar(&f.deadline, "deadline", 10*time.Minute, "give up registering after this long (exit 75)")
+	fs.DurationVar(&f.networkTimeout, "network-timeout", 10*time.Minute, "give up waiting for addresses after this long (exit 75)")
+}
+
+// overrides are the registration settings given on the command line: only
+// those win over the config file (PROTOCOL.md 8.2).
+func (f *registerFlags) overrides(fs *pflag.FlagSet) agent.Overrides {
+	var o agent.Overrides
+	fs.Visit(func(fl *pflag.Flag) {
+		switch fl.Name {
+		case "registration-url":
+			o.URL = &f.url
+		case "registration-ca-cert":
+			o.CACert = &f.caCert
+		case "emulate-tpm":
+			o.EmulateTPM = &f.emulate
+		case "emulated-tpm-seed":
+			o.EmulatedTPMSeed = &f.seed
+		case "no-smbios":
+			o.NoSMBIOS = &f.noSMBIOS
+		case "auth":
+			o.Auth = &f.auth.value
+		case "no-toolkit":
+			o.NoToolkit = &f.noToolkit
+		case "tpm-device":
+			v := string(f.tpmDevice)
+			o.TPMDevice = &v
+		case "network-config":
+			o.NetworkConfig = &f.networkMode.value
+		}
+	})
+	return o
+}
+
+// conflicts refuses flag combinations that cannot mean anything.
+func (f *registerFlags) conflicts() error {
+	n := 0
+	for _, on := range []bool{f.install, f.reset, f.resetNetwork} {
+		if on {
+			n++
+		}
+	}
+	if n > 1 {
+		return errors.New("--install, --reset and --reset-network are mutually exclusive")
+	}
+	return nil
+}

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"errors"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/nodereg/nodereg/agent"
+	"github.com/nodereg/nodereg/agent/exitcode"
+	"github.com/nodereg/nodereg/systemd"
+)
+
+// register is the registration run (the root command and `register`).
+func (c *cli) register(cmd *cobra.Command, f *registerFlags) error {
+	if err := f.conflicts(); err != nil {
+		return exitcode.Usagef("%v", err)
+	}
+	log, err := c.logger()
+	if err != nil {
+		return exitcode.Usagef("%v", err)
+	}
+	ctx, stop := signalContext(log)
+	defer stop()
+	notifier := systemd.New(log)
+	notifier.StartWatchdog(ctx)
+
+	fs := cmd.Flags()
+	mode := agent.ModeBoot
+	switch {
+	case f.install:
+		mode = agent.ModeInstall
+		// Upstream reads the seed image's config at install unless the node
+		// is not a toolkit image (PROTOCOL.md 8.2). A path given on the
+		// command line is the admin's choice and is honoured.
+		if !f.noToolkit {
+			if fs.Changed("config-path") {
+				log.WithField("config", f.configPath).Info("install: reading the config given with --config-path, not the live media's " + agent.InstallConfigPath)
+			} else {
+				f.configPath = agent.InstallConfigPath
+			}
+			if !fs.Changed("state-path") {
+				f.statePath = agent.InstallStatePath
+			}
+		}
+	case f.reset:
+		mode = agent.ModeReset
+	}
+	opts := agent.Options{
+		Mode:             mode,
+		Debug:            c.debug != 0,
+		DisableBootEntry: f.disableBootEntry,
+		Notifier:         notifier,
+		Root:             c.root,
+		ConfigPath:       f.configPath,
+		StatePath:        f.statePath,
+		Overrides:        f.overrides(fs),
+		Labels:           f.labels,
+		LabelsFile:       f.labelsFile,
+		DryRun:           f.dryRun,
+		PersistOnly:      filepath.Clean(c.root) != "/" && !f.applyLive,
+		Deadline:         f.deadline,
+		NetworkTimeout:   f.networkTimeout,
+		Version:          version,
+		Out:              c.stdout,
+		Log:              log,
+	}
+	if f.resetNetwork {
+		err := agent.ResetNetwork(ctx, opts)
+		return done(outcome(ctx, log, "network reset failed", err, false))
+	}
+	if f.dryRun {
+		log.Warn("dry run: this registers with the server for real (creates or updates this machine's inventory and claims the addresses it will keep); it writes and applies nothing on this node")
+	}
+	res, err := agent.Run(ctx, opts)
+	if err != nil {
+		// A phase's failure line carries the error already.
+		var pe *agent.PhaseError
+		return done(outcome(ctx, log, "not registered", err, errors.As(err, &pe)))
+	}
+	summary := log.WithField("updated", res.Updated)
+	if res.TPMHash != "" {
+		summary = summary.WithField("tpm-hash", res.TPMHash)
+	}
+	if res.Configurator != "" {
+		summary = summary.WithField("configurator", res.Configurator)
+	}
+	for _, name := range sortedKeys(res.Addresses) {
+		summary = summary.WithField("address."+name, res.Addresses[name])
+	}
+	if f.dryRun {
+		summary.Info("dry run complete: registered, nothing written on this node")
+	} else {
+		summary.Info("registration complete")
+	}
+	return done(outcome(ctx, log, "not registered", nil, false))
+}
