@@ -85,6 +85,11 @@ func (a *Applier) readManifest() (*Manifest, error) {
 	}
 	var m Manifest
 	if uErr := json.Unmarshal(b, &m); uErr != nil {
+		if _, dry := a.files().(PrintFiles); dry {
+			// A dry run changes nothing, not even this rename.
+			a.log().WithField("file", file).WithError(uErr).Warn("network manifest is corrupt: a run would keep it aside and start without it")
+			return &Manifest{Corrupt: true}, nil
+		}
 		aside, err := safefile.SetAside(file, time.Now())
 		if err != nil {
 			return nil, fmt.Errorf("network manifest %s is corrupt (%v) and cannot be kept aside: %w", file, uErr, err)

@@ -156,6 +156,18 @@ func TestCorruptManifestSetAside(t *testing.T) {
 	owned := ownedFiles(t, m)
 	testutil.Must(t, os.WriteFile(manifestPath(m), []byte("{not json"), 0o600))
 
+	// A dry run warns and lists what would go, and keeps the file as it is.
+	var dry node.Log
+	if err := agent.ResetNetwork(t.Context(), agent.Options{Root: m.Root, Out: &dry, Log: dry.Entry(), Runner: m.Runner(), DryRun: true}); err != nil {
+		t.Fatalf("dry reset-network with a corrupt manifest: %v\n%s", err, dry.String())
+	}
+	if b, _ := os.ReadFile(manifestPath(m)); string(b) != "{not json" || !strings.Contains(dry.String(), "would remove") {
+		t.Errorf("dry run: manifest now %q, output:\n%s", b, dry.String())
+	}
+	if aside, _ := filepath.Glob(manifestPath(m) + ".corrupt-*"); len(aside) != 0 {
+		t.Errorf("a dry run set the manifest aside: %v", aside)
+	}
+
 	var log node.Log
 	err := agent.ResetNetwork(t.Context(), agent.Options{Root: m.Root, Out: &log, Log: log.Entry(), Runner: m.Runner()})
 	if err != nil {
