@@ -12,6 +12,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/agent/inventory"
 	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/apply"
@@ -238,6 +239,13 @@ func (r *run) lock(ctx context.Context) (unlock func(), err error) {
 	}
 	l, err := statelock.Acquire(ctx, filepath.Join(dir, statelock.Name), wait)
 	if err != nil {
+		var stopped *exitcode.StoppedError
+		if errors.As(context.Cause(ctx), &stopped) {
+			return nil, &PhaseError{Phase: PhaseState, Err: stopped}
+		}
+		// Logged as a phase's failure is: the final line leaves out the
+		// error of a PhaseError, and this one names the holder's pid.
+		r.log.WithField("phase", PhaseState).WithError(err).Error("[failed]")
 		return nil, &PhaseError{Phase: PhaseState, Err: err}
 	}
 	return func() { _ = l.Release() }, nil

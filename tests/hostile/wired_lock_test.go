@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,6 +29,11 @@ func TestLockHeld(t *testing.T) {
 	var he *statelock.HeldError
 	if !errors.As(err, &he) || he.PID != os.Getpid() || agent.ExitCode(err) != agent.ExitTempFail {
 		t.Fatalf("got %v (exit %d)", err, agent.ExitCode(err))
+	}
+	// The log names the holder: cmd/agent's final line leaves out the
+	// error of a phase, so the phase's own line must carry it.
+	if want := "held by process " + strconv.Itoa(os.Getpid()); !strings.Contains(log.String(), want) {
+		t.Errorf("the log does not say %q:\n%s", want, log.String())
 	}
 	err = agent.ResetNetwork(t.Context(), agent.Options{Root: m.Root, Out: &log, Log: log.Entry(), LockWait: 500 * time.Millisecond})
 	if !errors.As(err, &he) {
