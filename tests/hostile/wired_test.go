@@ -355,11 +355,12 @@ func runUntilSIGTERM(t *testing.T, bin, stub string, m *node.Machine, grace time
 	panic("unreachable")
 }
 
-// TestTokenNeverPrinted runs the real agent, with and without --debug,
-// against the reference server and the hostile one (whose 404 body echoes
-// the token), over http and https, with the right and a wrong token, and
-// greps everything either printed for the registration token, the
-// system-agent token and the cloud-config password.
+// TestTokenNeverPrinted runs the real agent, with no --debug, --debug and
+// --debug=all (the libraries' own lines too), against the reference server
+// and the hostile one (whose 404 body echoes the token), over http and
+// https, with the right and a wrong token, and greps everything either
+// printed for the registration token, the system-agent token and the
+// cloud-config password.
 func TestTokenNeverPrinted(t *testing.T) {
 	const (
 		saToken  = "SA-TOKEN-hostile-5e1f"
@@ -400,14 +401,14 @@ func TestTokenNeverPrinted(t *testing.T) {
 	modes := map[string][]string{"run": nil, "dry-install": {"--dry-run", "--install", "--no-toolkit"}}
 	for _, tg := range targets {
 		for mode, extra := range modes {
-			for _, debug := range []bool{false, true} {
+			for _, debug := range []string{"", "--debug", "--debug=all"} {
 				m := node.New(t, "52:54:00:0c:08:01", tg.url, "")
 				// The CA file is read under --root, as on the node.
 				testutil.Must(t, os.MkdirAll(filepath.Join(m.Root, "etc"), 0o755))
 				testutil.Must(t, os.WriteFile(filepath.Join(m.Root, "etc/ca.pem"), []byte(tg.ca), 0o600))
 				args := append([]string{"--root", m.Root, "--auth", "mac", "--registration-ca-cert", "/etc/ca.pem", "--deadline", "3s", "--network-timeout", "3s"}, extra...)
-				if debug {
-					args = append(args, "--debug")
+				if debug != "" {
+					args = append(args, debug)
 				}
 				cmd := exec.Command(agentBin, args...)
 				cmd.Env = append(os.Environ(), apply.EnvNmstatectl+"="+stub,
@@ -418,15 +419,15 @@ func TestTokenNeverPrinted(t *testing.T) {
 				text := out.String()
 				for _, secret := range []string{right, wrong, saToken, password} {
 					if strings.Contains(text, secret) {
-						t.Errorf("%s %s debug=%v: agent printed %q:\n%s", tg.name, mode, debug, secret, text)
+						t.Errorf("%s %s %q: agent printed %q:\n%s", tg.name, mode, debug, secret, text)
 					}
 				}
-				t.Logf("%s %s debug=%v: exit %v, %d lines", tg.name, mode, debug, err, strings.Count(text, "\n"))
+				t.Logf("%s %s %q: exit %v, %d lines", tg.name, mode, debug, err, strings.Count(text, "\n"))
 				if tg.name == "https-right" && mode == "dry-install" {
 					// The grep above is worth something only if the files
 					// holding the secrets were printed.
 					if err != nil || !strings.Contains(text, "elemental_connection.json") || !strings.Contains(text, protocol.Redacted) {
-						t.Errorf("%s %s debug=%v: exit %v, no redacted system-agent files printed:\n%s", tg.name, mode, debug, err, text)
+						t.Errorf("%s %s %q: exit %v, no redacted system-agent files printed:\n%s", tg.name, mode, debug, err, text)
 					}
 				}
 			}
