@@ -53,6 +53,8 @@ demo: build ## reference server + agent end to end on loopback (the main job)
 
 bench: build build-emulated ## benchmarks with budgets: one table of medians, PASS/OVER per line (about a minute)
 	CGO_ENABLED=1 $(GO) run -tags emulatedtpm ./tests/bench -bin $(BIN)
+	@echo "== nmstate seed template -> keyfile: built-in translator vs the nmstatectl stand-in's process round trip"
+	$(GO) test -run '^$$' -bench SeedTemplate -benchmem ./nmstate
 
 # staticcheck (honnef.co/go/tools) is the field's standard Go linter; the
 # version is pinned here, and `go run pkg@version` keeps it out of go.mod (the

@@ -9,6 +9,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/internal/hostpath"
 	"github.com/nodereg/nodereg/internal/safefile"
 	"github.com/nodereg/nodereg/protocol"
@@ -43,6 +44,24 @@ type Overrides struct {
 	NoToolkit       *bool
 	TPMDevice       *string
 	NetworkConfig   *string
+	// Nmstate is --nmstate (apply.NmstateChoice), over the file's
+	// elemental.registration.nmstate.
+	Nmstate *string
+}
+
+// NmstateKey is nodereg's local key choosing what writes an nmstate
+// config's keyfiles: auto, builtin or nmstatectl (apply.NmstateChoice).
+// protocol.Config does not hold it, so no server reply decoded into one
+// can set it: only the node's own file and command line do.
+const NmstateKey = "elemental.registration.nmstate"
+
+// localConfig are the config file's keys that only the node sets.
+type localConfig struct {
+	Elemental struct {
+		Registration struct {
+			Nmstate string `yaml:"nmstate"`
+		} `yaml:"registration"`
+	} `yaml:"elemental"`
 }
 
 // LoadConfig reads the elemental config file (a missing file is an error, as
@@ -57,17 +76,24 @@ func LoadConfig(path string, o Overrides) (*protocol.Config, error) {
 // A CA that cannot be read or holds no certificate is a configuration
 // error now, not a dial that fails on every retry.
 func ReadConfig(root, path string, o Overrides, log *logrus.Entry) (*protocol.Config, error) {
+	cfg, _, err := readConfig(root, path, o, log)
+	return cfg, err
+}
+
+// readConfig is ReadConfig that also returns the nmstate choice: --nmstate,
+// else the file's elemental.registration.nmstate, else auto.
+func readConfig(root, path string, o Overrides, log *logrus.Entry) (*protocol.Config, apply.NmstateChoice, error) {
 	path = hostpath.Join(root, path)
 	b, err := readLimited(path, maxConfigFileBytes)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, configErr("config file %s does not exist", path)
+		return nil, "", configErr("config file %s does not exist", path)
 	}
 	if err != nil {
-		return nil, configErr("reading config file: %w", err)
+		return nil, "", configErr("reading config file: %w", err)
 	}
 	cfg := &protocol.Config{}
 	if err := yaml.Unmarshal(b, cfg); err != nil {
-		return nil, configErr("config file %s: %w", path, err)
+		return nil, "", configErr("config file %s: %w", path, err)
 	}
 	if log != nil {
 		for _, u := range unknownKeys(path, b) {
@@ -93,13 +119,26 @@ func ReadConfig(root, path string, o Overrides, log *logrus.Entry) (*protocol.Co
 	if r.NetworkConfig == "" {
 		r.NetworkConfig = networkModeAuto
 	}
+	var local localConfig
+	if err := yaml.Unmarshal(b, &local); err != nil {
+		return nil, "", configErr("config file %s: %w", path, err)
+	}
+	nmstate := local.Elemental.Registration.Nmstate
+	where := path + ": " + NmstateKey
+	if o.Nmstate != nil {
+		nmstate, where = *o.Nmstate, "--nmstate"
+	}
+	choice, err := apply.ParseNmstateChoice(nmstate)
+	if err != nil {
+		return nil, "", configErr("%s: %w", where, err)
+	}
 	if err := validate(path, r); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if err := checkCA(root, path, r.CACert, o.CACert != nil); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return cfg, nil
+	return cfg, choice, nil
 }
 
 // caUnderRoot is a ca-cert value as a node under root reads it: a file it

@@ -2,14 +2,18 @@ package agent
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/sirupsen/logrus"
+	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/agent/exitcode"
+	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/protocol"
 )
 
 func writeConfig(t *testing.T, root, text string) {
@@ -115,5 +119,59 @@ func TestEditDistance(t *testing.T) {
 		if got := editDistance(c.a, c.b); got != c.d {
 			t.Errorf("editDistance(%q, %q) = %d, want %d", c.a, c.b, got, c.d)
 		}
+	}
+}
+
+// elemental.registration.nmstate is local: read from the file (no
+// unknown-key warning), overridden by --nmstate, checked with the key
+// named, and never set by a server reply decoded onto the config.
+func TestNmstateChoiceIsLocal(t *testing.T) {
+	base := "elemental:\n  registration:\n    url: https://reg.example/elemental/registration/t\n"
+	for _, tc := range []struct {
+		file, flag string
+		want       apply.NmstateChoice
+		err        string
+	}{
+		{"", "", apply.NmstateAuto, ""},
+		{"    nmstate: builtin\n", "", apply.NmstateBuiltin, ""},
+		{"    nmstate: builtin\n", "nmstatectl", apply.NmstateNmstatectl, ""},
+		{"", "builtin", apply.NmstateBuiltin, ""},
+		{"    nmstate: nmstate-rs\n", "", "", NmstateKey + `: "nmstate-rs" is not auto, builtin or nmstatectl`},
+		{"    nmstate: nmstate-rs\n", "auto", apply.NmstateAuto, ""},
+	} {
+		root := t.TempDir()
+		writeConfig(t, root, base+tc.file)
+		o := Overrides{}
+		if tc.flag != "" {
+			o.Nmstate = &tc.flag
+		}
+		log, buf := captureLog()
+		_, got, err := readConfig(root, DefaultConfigPath, o, log)
+		if tc.err != "" {
+			if !strings.Contains(fmt.Sprint(err), tc.err) || exitcode.Of(err) != exitcode.Config {
+				t.Errorf("%q: want a config error %q, got %v", tc.file, tc.err, err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("file %q flag %q: got %q, %v; want %q", tc.file, tc.flag, got, err, tc.want)
+		}
+		if strings.Contains(buf.String(), "unknown key") {
+			t.Errorf("%q warned: %s", tc.file, buf.String())
+		}
+	}
+	// A server reply carrying the key: decoded onto the config, it lands
+	// nowhere (the config has no such field) and the run's choice, read
+	// from the file alone, is untouched.
+	var cfg protocol.Config
+	if _, err := protocol.DecodeConfigReply([]byte(`{"elemental":{"registration":{"url":"https://reg.example/x","nmstate":"nmstatectl"}}}`), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	b, err := yaml.Marshal(&cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "nmstate") {
+		t.Errorf("a server reply set the nmstate choice:\n%s", b)
 	}
 }

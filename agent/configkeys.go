@@ -47,8 +47,9 @@ var rawValueType = reflect.TypeOf(protocol.RawValue{})
 
 // readElsewhere are keys of the config file that protocol.Config does not
 // hold because another package reads them, and refuses its own unknown
-// keys below them (bootstrap: the local bootstrap network).
-var readElsewhere = []string{bootstrap.Key}
+// keys below them (bootstrap: the local bootstrap network), or because
+// they are local only (NmstateKey).
+var readElsewhere = []string{bootstrap.Key, NmstateKey}
 
 func walkKeys(file, prefix string, n *yaml.Node, t reflect.Type, out *[]UnknownKey) {
 	for t.Kind() == reflect.Pointer {

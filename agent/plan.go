@@ -22,11 +22,12 @@ import (
 // applier is the apply library on this run's edges, logging as phase p.
 func (r *run) applier(p Phase) *apply.Applier {
 	return &apply.Applier{
-		Root:   r.o.Root,
-		Runner: r.runner,
-		Files:  r.files,
-		Tools:  apply.ToolsFromEnv(os.Getenv),
-		Log:    r.log.WithField("phase", p),
+		Root:    r.o.Root,
+		Runner:  r.runner,
+		Files:   r.files,
+		Tools:   apply.ToolsFromEnv(os.Getenv),
+		Nmstate: r.nmstate,
+		Log:     r.log.WithField("phase", p),
 	}
 }
 
@@ -55,6 +56,9 @@ func (r *run) plan(ctx context.Context, net *fetched) (*apply.Plan, error) {
 		return nil, &ConfigError{Err: err}
 	case err != nil:
 		return nil, err
+	}
+	if note := plan.GeneratorNote(); note != "" {
+		r.log.WithField("phase", PhasePlan).WithField("generator", plan.Generator).Info(note)
 	}
 	return plan, nil
 }
@@ -185,14 +189,16 @@ func printRendered(w io.Writer, nc *protocol.NetworkConfig, rd *apply.Rendered) 
 }
 
 // PrintRender renders nc offline and prints what a dry run would print:
-// the digested config, the keyfiles, the yip applicator and the commands.
-func PrintRender(ctx context.Context, w io.Writer, nc *protocol.NetworkConfig) error {
+// the digested config, the keyfiles (nmstate's by the generator nmstate
+// chooses), the yip applicator and the commands.
+func PrintRender(ctx context.Context, w io.Writer, nc *protocol.NetworkConfig, nmstate apply.NmstateChoice) error {
 	rd, err := apply.Render(nc)
 	if err != nil {
 		return err
 	}
 	r := newRun(Options{DryRun: true, Out: w})
 	r.state = &State{}
+	r.nmstate = nmstate
 	net := &fetched{config: nc, rendered: rd}
 	plan, err := r.plan(ctx, net)
 	if err != nil {

@@ -101,6 +101,8 @@ type run struct {
 	runner apply.Runner
 	// applyPlan is PhaseApply's work: applyLive, or printPlan in a dry run.
 	applyPlan func(context.Context, *fetched, *apply.Plan) error
+	// nmstate is the local choice of nmstate's keyfile generator.
+	nmstate apply.NmstateChoice
 }
 
 // Result is what a run did, for the caller's summary and for tests.
@@ -265,11 +267,11 @@ func (r *run) close() {
 func (r *run) path(p string) string { return hostpath.Join(r.o.Root, p) }
 
 func (r *run) loadConfig(ctx context.Context) error {
-	cfg, err := ReadConfig(r.o.Root, r.o.ConfigPath, r.o.Overrides, r.log.WithField("phase", PhaseConfig))
+	cfg, nmstate, err := readConfig(r.o.Root, r.o.ConfigPath, r.o.Overrides, r.log.WithField("phase", PhaseConfig))
 	if err != nil {
 		return err
 	}
-	r.cfg = cfg
+	r.cfg, r.nmstate = cfg, nmstate
 	reg := cfg.Elemental.Registration
 	// Labels and the annotations that do not depend on the connection are
 	// read once per run, not once per attempt.

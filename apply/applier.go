@@ -89,9 +89,11 @@ type Applier struct {
 	Root   string // "/" on the node, a temp dir in tests
 	Runner Runner // nil: ExecRunner
 	Files  Files  // nil: HostFiles
-	// Nmstate makes the keyfiles of an nmstate config; nil: nmstatectl gc
-	// through Runner (NmstatectlGC).
-	Nmstate KeyfileGenerator
+	// Nmstate chooses what makes the keyfiles of an nmstate config, and
+	// so how it is applied live: nmstatectl (gc, then apply with a
+	// checkpoint) or the built-in translator (keyfiles, installed and
+	// activated as nmconnections). "": NmstateAuto.
+	Nmstate NmstateChoice
 	Tools   Tools // zero: DefaultTools
 	Paths   Paths // zero: DefaultPaths
 	Log     *logrus.Entry

@@ -261,7 +261,8 @@ func TestToolMissingFailsFirst(t *testing.T) {
 		a    func(root string) *Applier
 	}{
 		{"nmstatectl", renderVector(t, "192.168.122.150"), func(root string) *Applier {
-			return &Applier{Root: root, Tools: Tools{Nmstatectl: "/nonexistent/nmstatectl"}}
+			// Chosen explicitly: auto takes the built-in translator then.
+			return &Applier{Root: root, Tools: Tools{Nmstatectl: "/nonexistent/nmstatectl"}, Nmstate: NmstateNmstatectl}
 		}},
 		{"nmc", &Rendered{Configurator: "nmc", State: map[string]any{}, Digested: []byte("interfaces: []\n")}, func(root string) *Applier {
 			return &Applier{Root: root, Tools: Tools{Nmc: "nodereg-no-such-nmc"}}

@@ -2,24 +2,107 @@ package apply
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/internal/safefile"
+	"github.com/nodereg/nodereg/nmstate"
 )
 
 // KeyfileGenerator turns a digested config into NetworkManager keyfiles
 // without side effects, and says which commands it ran to do so (a dry run
-// prints them). It is the seam where nmstate's keyfiles are produced:
-// NmstatectlGC today, a translator in Go can take its place.
+// prints them). nmstate's keyfiles come from NmstatectlGC or
+// BuiltinNmstate, as Applier.Nmstate chooses.
 type KeyfileGenerator interface {
 	Generate(ctx context.Context, digested []byte) ([]Keyfile, []Command, error)
 }
+
+// BuiltinNmstate generates nmstate's keyfiles with package nmstate, the
+// translator in Go that writes what `nmstatectl gc` of nmstate.MatchedVersion
+// writes; it runs no command. A refusal is a *FieldError naming the key
+// (config.<path>) that unwraps to the *nmstate.Error, so
+// errors.Is(err, nmstate.ErrUnsupported) tells "outside the subset" from
+// "nmstate refuses it too".
+type BuiltinNmstate struct{}
+
+// Generate implements KeyfileGenerator.
+func (BuiltinNmstate) Generate(_ context.Context, digested []byte) ([]Keyfile, []Command, error) {
+	out, err := nmstate.GenerateKeyfiles(digested)
+	var ne *nmstate.Error
+	if errors.As(err, &ne) {
+		fe := &FieldError{Path: "config", Reason: ne.Kind + ": " + ne.Reason, Err: err}
+		if ne.Path != "" {
+			fe.Path += "." + ne.Path
+		}
+		if errors.Is(err, nmstate.ErrUnsupported) {
+			fe.Reason += " (outside the built-in nmstate translator's subset, docs/nmstate.md; nmstatectl gc may take it: install nmstatectl, --nmstate=nmstatectl)"
+		}
+		return nil, nil, fmt.Errorf("built-in nmstate translator: %w", fe)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("built-in nmstate translator: %w", err)
+	}
+	// The same checks as gc's output: the translator is ours, but what
+	// reaches the keyfile directory passes one gate whoever wrote it.
+	kfs := make([]Keyfile, 0, len(out))
+	seen := map[string]bool{}
+	for i, kf := range out {
+		path := fmt.Sprintf("built-in nmstate translator output [%d]", i)
+		if err := checkFileName(path, kf.Name); err != nil {
+			return nil, nil, err
+		}
+		if seen[kf.Name] {
+			return nil, nil, &FieldError{Path: path, Reason: "duplicate keyfile " + kf.Name}
+		}
+		seen[kf.Name] = true
+		if err := ParseKeyfile(path, kf.Content); err != nil {
+			return nil, nil, err
+		}
+		kfs = append(kfs, Keyfile{Name: kf.Name, Content: kf.Content})
+	}
+	return kfs, nil, nil
+}
+
+// NmstateChoice picks what turns an nmstate config into keyfiles, and with
+// it the way of the live apply.
+type NmstateChoice string
+
+// NmstateChoice values. Auto is nmstatectl when the tool is found, else the
+// built-in translator; the empty choice is Auto.
+const (
+	NmstateAuto       NmstateChoice = "auto"
+	NmstateBuiltin    NmstateChoice = "builtin"
+	NmstateNmstatectl NmstateChoice = "nmstatectl"
+)
+
+// NmstateChoices are the valid values, for flags and the config file.
+var NmstateChoices = []NmstateChoice{NmstateAuto, NmstateBuiltin, NmstateNmstatectl}
+
+// ParseNmstateChoice accepts one of NmstateChoices ("" is auto).
+func ParseNmstateChoice(s string) (NmstateChoice, error) {
+	if s == "" {
+		return NmstateAuto, nil
+	}
+	if c := NmstateChoice(s); slices.Contains(NmstateChoices, c) {
+		return c, nil
+	}
+	return "", fmt.Errorf("%q is not auto, builtin or nmstatectl", s)
+}
+
+// Generators: what produced a plan's keyfiles (Plan.Generator).
+const (
+	GeneratorNone       = ""           // none, or keyfiles given by the config (nmconnections)
+	GeneratorNmstatectl = "nmstatectl" // nmstatectl gc
+	GeneratorBuiltin    = "builtin"    // package nmstate
+	GeneratorNmc        = "nmc"        // nmc generate
+)
 
 // NmstatectlGC generates keyfiles with `nmstatectl gc -` (offline, touches
 // nothing).

@@ -33,6 +33,10 @@ func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(con
 		targets = append(targets, t)
 	}
 	log := a.log().WithField("configurator", p.Configurator)
+	if note := p.GeneratorNote(); note != "" {
+		log = log.WithField("generator", p.Generator)
+		log.Info(note)
+	}
 	// Keyfiles owned by the previous config and not by this one go away
 	// too, else NetworkManager keeps two profiles for one device.
 	old, err := a.readManifest()
@@ -66,7 +70,7 @@ func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(con
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.checkpointTimeout())
 		defer cancel()
 		errs := []error{prevKeyfiles.restore(files), prevFiles.restore(files)}
-		if _, err := a.activate(rctx, nmcli, prevFilesUp); err != nil {
+		if _, err := a.activate(rctx, nmcli, prevFilesUp, prevKeyfiles); err != nil {
 			errs = append(errs, err)
 		}
 		log.WithError(cause).WithField("step", step).Warn("network change rolled back")
@@ -85,7 +89,11 @@ func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(con
 			return back("removing stale keyfiles", err)
 		}
 	}
-	if step, err := a.activate(ctx, nmcli, targets); err != nil {
+	content := map[string][]byte{}
+	for i, t := range targets {
+		content[t] = p.Keyfiles[i].Content
+	}
+	if step, err := a.activate(ctx, nmcli, targets, content); err != nil {
 		return back(step, err)
 	}
 	if err := a.checkReachable(ctx, reachable); err != nil {
@@ -99,8 +107,10 @@ func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(con
 }
 
 // activate reloads NetworkManager's profiles and brings up the ones stored
-// in files (host paths), by UUID.
-func (a *Applier) activate(ctx context.Context, nmcli string, files []string) (step string, err error) {
+// in files (host paths), by UUID, but for those whose content says
+// autoconnect=false (nmstate's `state: down`): a boot would not bring them
+// up either.
+func (a *Applier) activate(ctx context.Context, nmcli string, files []string, content map[string][]byte) (step string, err error) {
 	if _, err := a.run(ctx, reloadCommand(nmcli)); err != nil {
 		return "connection reload", err
 	}
@@ -110,6 +120,10 @@ func (a *Applier) activate(ctx context.Context, nmcli string, files []string) (s
 	}
 	byFile := parseProfiles(out)
 	for _, f := range files {
+		if !autoconnects(content[f]) {
+			a.log().WithField("keyfile", f).Debug("autoconnect=false: loaded, not brought up")
+			continue
+		}
 		uuid, ok := byFile[f]
 		if !ok {
 			return "connection up", fmt.Errorf("NetworkManager did not load %s (check its keyfile directory and the file's contents)", f)
@@ -119,6 +133,20 @@ func (a *Applier) activate(ctx context.Context, nmcli string, files []string) (s
 		}
 	}
 	return "", nil
+}
+
+// autoconnects says whether NetworkManager brings the keyfile's profile up
+// by itself (its default: yes); unreadable content counts as yes.
+func autoconnects(keyfile []byte) bool {
+	secs, err := parseKeyfile("", keyfile)
+	if err != nil {
+		return true
+	}
+	switch strings.ToLower(secs["connection"]["autoconnect"]) {
+	case "false", "0", "no", "off":
+		return false
+	}
+	return true
 }
 
 // parseProfiles reads `nmcli -t -f UUID,FILENAME connection show`: one

@@ -9,8 +9,9 @@ import (
 )
 
 // ApplyLive makes the plan the running network with a way back, then
-// persists it. nmstate: apply with a checkpoint, check reachable, persist,
-// commit. nmconnections/nmc: install the keyfiles, reload, bring the
+// persists it. nmstate by nmstatectl: apply with a checkpoint, check
+// reachable, persist, commit. nmstate by the built-in translator,
+// nmconnections, nmc: install the keyfiles, reload, bring the
 // connections up, check reachable, persist. Any failure restores the
 // previous network and the previous applicator byte for byte and returns a
 // *LiveApplyError (errors.Is ErrRolledBack). reachable gets a context whose
@@ -20,7 +21,12 @@ func (a *Applier) ApplyLive(ctx context.Context, p *Plan, reachable func(context
 	case protocol.ConfiguratorNone:
 		return nil
 	case protocol.ConfiguratorNmstate:
-		return a.applyNmstate(ctx, p, reachable)
+		if p.nmstatectlLive() {
+			return a.applyNmstate(ctx, p, reachable)
+		}
+		// Keyfiles of the built-in translator: no nmstatectl to apply
+		// them, so they go as nmconnections do.
+		return a.applyKeyfiles(ctx, p, reachable)
 	case protocol.ConfiguratorNmconnections, protocol.ConfiguratorNmc:
 		return a.applyKeyfiles(ctx, p, reachable)
 	}
@@ -46,7 +52,8 @@ func (a *Applier) applyNmstate(ctx context.Context, p *Plan, reachable func(cont
 	}
 	cmds := nmstateCommands(nmstatectl, a.timeoutArg(), p.Digested)
 	apply, commit := cmds[0], cmds[1]
-	log := a.log().WithField("configurator", p.Configurator)
+	log := a.log().WithField("configurator", p.Configurator).WithField("generator", p.Generator)
+	log.Info(p.GeneratorNote())
 	prev, err := takeSnapshot(a.persistTargets(p)...)
 	if err != nil {
 		return fmt.Errorf("apply network live (nmstate): %w", err)

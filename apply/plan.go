@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodereg/nodereg/nmstate"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -20,6 +21,13 @@ type Plan struct {
 	Digested     []byte    // nil for none
 	Keyfiles     []Keyfile // sorted by name
 	Applicator   []byte    // yip file, nil for none
+	// Generator is what produced the keyfiles (Generator* constants);
+	// for nmstate it also picks the live apply: nmstatectl's checkpoint
+	// for GeneratorNmstatectl, the keyfile way for GeneratorBuiltin. It
+	// is not part of the digest: both write the same bytes for what the
+	// built-in accepts, so a change of generator alone changes nothing on
+	// the node.
+	Generator string
 	// Ran are the commands run while planning (side-effect free);
 	// Live are the ones ApplyLive would run.
 	Ran, Live []Command
@@ -50,15 +58,16 @@ func (a *Applier) Plan(ctx context.Context, r *Rendered) (*Plan, error) {
 	case protocol.ConfiguratorNone:
 		return p, nil
 	case protocol.ConfiguratorNmstate:
-		nmstatectl, err := Lookup("nmstatectl", tools.Nmstatectl)
+		nmstatectl, err := a.nmstatectl()
 		if err != nil {
 			return nil, fmt.Errorf("plan network (nmstate): %w", err)
 		}
-		gen = a.Nmstate
-		if gen == nil {
-			gen = NmstatectlGC{Path: nmstatectl, Run: a.runFunc()}
+		if nmstatectl == "" {
+			gen, p.Generator = BuiltinNmstate{}, GeneratorBuiltin
+		} else {
+			gen, p.Generator = NmstatectlGC{Path: nmstatectl, Run: a.runFunc()}, GeneratorNmstatectl
+			p.Live = nmstateCommands(nmstatectl, a.timeoutArg(), r.Digested)
 		}
-		p.Live = nmstateCommands(nmstatectl, a.timeoutArg(), r.Digested)
 	case protocol.ConfiguratorNmconnections:
 		p.Keyfiles = append(p.Keyfiles, r.Keyfiles...)
 	case protocol.ConfiguratorNmc:
@@ -66,7 +75,7 @@ func (a *Applier) Plan(ctx context.Context, r *Rendered) (*Plan, error) {
 		if err != nil {
 			return nil, fmt.Errorf("plan network (nmc): %w", err)
 		}
-		gen = nmcGenerator{path: nmc, run: a.runFunc()}
+		gen, p.Generator = nmcGenerator{path: nmc, run: a.runFunc()}, GeneratorNmc
 	default:
 		return nil, &FieldError{Path: "configurator", Reason: fmt.Sprintf("unknown configurator %q", r.Configurator)}
 	}
@@ -78,7 +87,7 @@ func (a *Applier) Plan(ctx context.Context, r *Rendered) (*Plan, error) {
 		}
 		p.Keyfiles = kfs
 	}
-	if r.Configurator != protocol.ConfiguratorNmstate {
+	if !p.nmstatectlLive() {
 		p.Live = a.keyfileCommands(tools.Nmcli, p.Keyfiles)
 	}
 	slices.SortFunc(p.Keyfiles, func(x, y Keyfile) int { return strings.Compare(x.Name, y.Name) })
@@ -87,6 +96,49 @@ func (a *Applier) Plan(ctx context.Context, r *Rendered) (*Plan, error) {
 		return nil, fmt.Errorf("plan network (%s): %w", r.Configurator, err)
 	}
 	return p, nil
+}
+
+// nmstatectl resolves Applier.Nmstate: the nmstatectl executable, or ""
+// for the built-in translator. Auto takes nmstatectl when it is found and
+// never falls back to it afterwards: what the built-in refuses is refused
+// with the key path, only --nmstate=nmstatectl hands it to the tool.
+func (a *Applier) nmstatectl() (string, error) {
+	choice, err := ParseNmstateChoice(string(a.Nmstate))
+	if err != nil {
+		return "", &FieldError{Path: "nmstate generator", Reason: err.Error()}
+	}
+	switch choice {
+	case NmstateBuiltin:
+		return "", nil
+	case NmstateNmstatectl:
+		return Lookup("nmstatectl", a.tools().Nmstatectl)
+	}
+	p, err := Lookup("nmstatectl", a.tools().Nmstatectl)
+	if err != nil {
+		a.log().WithField("choice", choice).Debugf("%v: nmstate keyfiles by the built-in translator", err)
+		return "", nil
+	}
+	return p, nil
+}
+
+// nmstatectlLive says the plan goes live through nmstatectl's checkpoint;
+// every other plan with keyfiles goes the keyfile way.
+func (p *Plan) nmstatectlLive() bool {
+	return p.Configurator == protocol.ConfiguratorNmstate && p.Generator == GeneratorNmstatectl
+}
+
+// GeneratorNote says in words what produced the keyfiles and how they go
+// live, for render, --dry-run and the logs; "" when no generator ran.
+func (p *Plan) GeneratorNote() string {
+	switch p.Generator {
+	case GeneratorBuiltin:
+		return "keyfiles by the built-in nmstate translator (matches nmstatectl gc of nmstate " + nmstate.MatchedVersion + "), applied live as keyfiles (nmcli)"
+	case GeneratorNmstatectl:
+		return "keyfiles by nmstatectl gc, applied live by nmstatectl apply with a checkpoint"
+	case GeneratorNmc:
+		return "keyfiles by nmc generate, applied live as keyfiles (nmcli)"
+	}
+	return ""
 }
 
 func (a *Applier) timeoutArg() string {
@@ -109,7 +161,9 @@ func nmstateCommands(nmstatectl, timeout string, digested []byte) []Command {
 func (a *Applier) keyfileCommands(nmcli string, kfs []Keyfile) []Command {
 	cmds := []Command{reloadCommand(nmcli), profilesCommand(nmcli)}
 	for _, kf := range kfs {
-		cmds = append(cmds, Command{Name: nmcli, Args: []string{"connection", "up", "uuid", "<UUID of " + path.Join(a.paths().KeyfileDir, kf.Name) + ">"}})
+		if autoconnects(kf.Content) {
+			cmds = append(cmds, Command{Name: nmcli, Args: []string{"connection", "up", "uuid", "<UUID of " + path.Join(a.paths().KeyfileDir, kf.Name) + ">"}})
+		}
 	}
 	return cmds
 }
@@ -118,6 +172,9 @@ func (a *Applier) keyfileCommands(nmcli string, kfs []Keyfile) []Command {
 // and commands, each headed by where it would go.
 func (p *Plan) Print(w io.Writer) {
 	fmt.Fprintf(w, "# configurator: %s\n# digest: %s\n", p.Configurator, p.Digest())
+	if note := p.GeneratorNote(); note != "" {
+		fmt.Fprintf(w, "# %s\n", note)
+	}
 	if p.Configurator == protocol.ConfiguratorNone {
 		fmt.Fprintln(w, "# nothing to render, persist or apply")
 		return

@@ -32,11 +32,14 @@ func (e *UnresolvedError) Error() string {
 type FieldError struct {
 	Path   string
 	Reason string
+	Err    error // the cause, when another package found it (e.g. *nmstate.Error)
 }
 
 func (e *FieldError) Error() string {
 	return fmt.Sprintf("render network config: field %s: %s", e.Path, e.Reason)
 }
+
+func (e *FieldError) Unwrap() error { return e.Err }
 
 // Keyfile is one NetworkManager connection file, named relative to the
 // keyfile directory.

@@ -53,6 +53,23 @@ func FuzzRender(f *testing.F) {
 				t.Fatalf("placeholder {%s} left in the digested config:\n%s", name, r.Digested)
 			}
 		}
+		if r.Configurator == protocol.ConfiguratorNmstate {
+			// The whole plan through the built-in translator: refused
+			// with the key named, or keyfiles that pass the same gate.
+			a := &Applier{Root: t.TempDir(), Nmstate: NmstateBuiltin}
+			p, err := a.Plan(t.Context(), r)
+			var fe *FieldError
+			switch {
+			case err != nil && !errors.As(err, &fe):
+				t.Fatalf("built-in refusal without a field: %v", err)
+			case err == nil:
+				for _, kf := range p.Keyfiles {
+					if checkFileName("fuzz", kf.Name) != nil || ParseKeyfile(kf.Name, kf.Content) != nil {
+						t.Fatalf("built-in keyfile %q escapes or does not parse", kf.Name)
+					}
+				}
+			}
+		}
 		for _, kf := range r.Keyfiles {
 			if checkFileName("fuzz", kf.Name) != nil || !strings.HasSuffix(kf.Name, keyfileSuffix) {
 				t.Fatalf("keyfile name %q escapes or is not a keyfile", kf.Name)

@@ -59,7 +59,8 @@ elemental:
 YAML
 }
 
-say "machine 1: auth tpm (swtpm), nmstate template: agent --dry-run"
+if command -v nmstatectl >/dev/null 2>&1; then nm="nmstatectl gc"; else nm="the built-in translator (no nmstatectl here)"; fi
+say "machine 1: auth tpm (swtpm), nmstate template (keyfile by $nm, and yip applicator): agent --dry-run"
 node "$work/node1" demo-token tpm
 ./bin/agent --root "$work/node1" --dry-run --deadline 60s --network-timeout 60s
 

@@ -8,6 +8,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/nodereg/nodereg/internal/testutil/node"
+	"github.com/nodereg/nodereg/nmstate"
 )
 
 // listener counts the connections made to it: a command line that must not
@@ -81,6 +84,9 @@ func TestCommandLinesNotUnderstoodExit64WithOneLineAndNoRun(t *testing.T) {
 		{[]string{"--label", "foo"}, `"foo": want key=value`, "agent --help"},
 		{[]string{"--label", "a=b,foo"}, `"foo": want key=value`, "agent --help"},
 		{[]string{"--network-config", "sometimes"}, `"sometimes" is not one of auto, embedded, explicit`, "agent --help"},
+		{[]string{"--nmstate", "gc"}, `"gc" is not one of auto, builtin, nmstatectl`, "agent --help"},
+		{[]string{"register", "--nmstate", "rust"}, `"rust" is not one of auto, builtin, nmstatectl`, "agent register --help"},
+		{[]string{"render", "--network-config", nc, "--nmstate", "rust"}, `"rust" is not one of auto, builtin, nmstatectl`, "agent render --help"},
 		{[]string{"--tpm-device", "tpm0"}, "neither a device path nor unix:///path", "agent --help"},
 		{[]string{"--deadline", "soon"}, `invalid argument "soon" for "--deadline"`, "agent --help"},
 		{[]string{"--log-format", "xml"}, `"xml" is not one of text, json, journal`, "agent --help"},
@@ -166,6 +172,37 @@ func TestRenderRefusesUnknownKeysNamingThem(t *testing.T) {
 	}
 	if code, _, stderr := run("render", "--network-config", nc); code != 0 {
 		t.Fatalf("valid file: exit %d: %s", code, stderr)
+	}
+}
+
+// render of an nmstate config says what wrote its keyfiles: the built-in
+// when asked for, or when nmstatectl is not found (auto); nmstatectl when
+// asked for and missing is a config error naming the tool.
+func TestRenderNmstateSaysWhichGenerator(t *testing.T) {
+	nc := filepath.Join(t.TempDir(), "nc.yaml")
+	cfg := strings.ReplaceAll(strings.ReplaceAll(node.NmstateTemplate, "pool-a", "192.168.122.150"), "\n    ", "\n")
+	if err := os.WriteFile(nc, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("NODEREG_NMSTATECTL", "/nonexistent/nmstatectl")
+	for _, args := range [][]string{{"--nmstate", "builtin"}, nil, {"--nmstate=auto"}} {
+		code, stdout, stderr := run(append([]string{"render", "--network-config", nc}, args...)...)
+		if code != 0 {
+			t.Fatalf("%q: exit %d: %s", args, code, stderr)
+		}
+		for _, want := range []string{"# keyfiles by the built-in nmstate translator (matches nmstatectl gc of nmstate " + nmstate.MatchedVersion + ")",
+			"# ---- keyfile: /etc/NetworkManager/system-connections/enp1s0.nmconnection", "address0=192.168.122.150/24\n", "nmcli connection up uuid"} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("%q: output lacks %q:\n%s", args, want, stdout)
+			}
+		}
+		if strings.Contains(stdout, "not shown") || strings.Contains(stdout, "nmstatectl apply") {
+			t.Errorf("%q: output:\n%s", args, stdout)
+		}
+	}
+	code, stdout, stderr := run("render", "--network-config", nc, "--nmstate", "nmstatectl")
+	if code != 0 || !strings.Contains(stdout, "# keyfiles and applicator not shown: plan network (nmstate): required tool nmstatectl not found") || strings.Contains(stdout, "built-in") {
+		t.Errorf("--nmstate nmstatectl without the tool: exit %d, %s%s", code, stdout, stderr)
 	}
 }
 

@@ -112,7 +112,7 @@ func noArgs(cmd *cobra.Command, args []string) error {
 // flags (PROTOCOL.md 8.1) plus nodereg's own.
 type registerFlags struct {
 	url, caCert, configPath, statePath, labelsFile string
-	auth, networkMode                              *choice
+	auth, networkMode, nmstate                     *choice
 	tpmDevice                                      tpmDevice
 	emulate, noSMBIOS, noToolkit                   bool
 	install, reset, resetNetwork, disableBootEntry bool
@@ -126,6 +126,7 @@ func newRegisterFlags() *registerFlags {
 	return &registerFlags{
 		auth:        newChoice("tpm", "tpm", "mac", "sys-uuid"),
 		networkMode: newChoice("auto", "auto", "embedded", "explicit"),
+		nmstate:     newNmstateChoice(),
 	}
 }
 
@@ -152,6 +153,7 @@ func (f *registerFlags) bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.applyLive, "apply-live", false, "with a --root other than /, still apply live: run nmstatectl/nmcli against this host's NetworkManager and the elemental toolkit (the boot simulation)")
 	fs.Var(&f.tpmDevice, "tpm-device", "TPM: device path, or unix:///path for swtpm's socket (default /dev/tpmrm0, then /dev/tpm0)")
 	fs.Var(f.networkMode, "network-config", "how to ask for the network config: auto, embedded or explicit")
+	fs.Var(f.nmstate, "nmstate", nmstateUsage+" (elemental.registration.nmstate)")
 	fs.DurationVar(&f.deadline, "deadline", 10*time.Minute, "give up registering after this long (exit 75)")
 	fs.DurationVar(&f.networkTimeout, "network-timeout", 10*time.Minute, "give up waiting for addresses after this long (exit 75)")
 }
@@ -181,6 +183,8 @@ func (f *registerFlags) overrides(fs *pflag.FlagSet) agent.Overrides {
 			o.TPMDevice = &v
 		case "network-config":
 			o.NetworkConfig = &f.networkMode.value
+		case "nmstate":
+			o.Nmstate = &f.nmstate.value
 		}
 	})
 	return o

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/agent/exitcode"
+	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -22,16 +23,19 @@ const maxRenderInput = 1 << 20
 
 func (c *cli) renderCommand() *cobra.Command {
 	var file string
+	nmstate := newNmstateChoice()
 	cmd := &cobra.Command{
 		Use:   "render --network-config FILE",
 		Short: "Render a NetworkConfig file offline: what --dry-run prints, with no server",
 		Long: `Renders a NetworkConfig YAML file (configurator, ipAddresses, config) and
 prints what a dry run prints: the digested config, the keyfiles, the yip
 applicator and the commands. Talks to no server; writes nothing. A key the
-NetworkConfig does not have is an error.`,
+NetworkConfig does not have is an error. An nmstate config's keyfiles come
+from nmstatectl gc when it is installed, else from the built-in translator
+(--nmstate chooses); the output says which.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := render(c.stdout, file); err != nil {
+			if err := render(c.stdout, file, apply.NmstateChoice(nmstate.value)); err != nil {
 				fmt.Fprintf(c.stderr, "render: %v\n", err)
 				return done(exitcode.Of(err))
 			}
@@ -40,10 +44,11 @@ NetworkConfig does not have is an error.`,
 	}
 	cmd.Flags().StringVar(&file, "network-config", "", "NetworkConfig YAML file (required)")
 	_ = cmd.MarkFlagRequired("network-config")
+	cmd.Flags().Var(nmstate, "nmstate", nmstateUsage)
 	return cmd
 }
 
-func render(w io.Writer, file string) error {
+func render(w io.Writer, file string, nmstate apply.NmstateChoice) error {
 	b, err := readFile(file, maxRenderInput)
 	if err != nil {
 		return &exitcode.ConfigError{Err: err}
@@ -54,7 +59,7 @@ func render(w io.Writer, file string) error {
 	if err := dec.Decode(&nc); err != nil && !errors.Is(err, io.EOF) {
 		return &exitcode.ConfigError{Err: fmt.Errorf("%s: %w", file, err)}
 	}
-	if err := agent.PrintRender(context.Background(), w, &nc); err != nil {
+	if err := agent.PrintRender(context.Background(), w, &nc, nmstate); err != nil {
 		// Offline, an unresolved placeholder is the file's fault, not a
 		// server that is not ready yet.
 		return &exitcode.ConfigError{Err: fmt.Errorf("%s: %w", file, err)}

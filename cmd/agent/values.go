@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/nodereg/nodereg/apply"
 )
 
 // choice is a flag whose value must be one of a few words; a wrong value
@@ -26,6 +28,17 @@ func (c *choice) Set(v string) error {
 	c.value = v
 	return nil
 }
+
+// newNmstateChoice is --nmstate: what writes an nmstate config's keyfiles.
+func newNmstateChoice() *choice {
+	allowed := make([]string, len(apply.NmstateChoices))
+	for i, c := range apply.NmstateChoices {
+		allowed[i] = string(c)
+	}
+	return newChoice(string(apply.NmstateAuto), allowed...)
+}
+
+const nmstateUsage = "what writes an nmstate config's keyfiles: auto (nmstatectl gc when found, else the built-in translator), builtin (applied live as keyfiles) or nmstatectl (applied live by nmstatectl)"
 
 // labelList is --label k=v, repeatable or comma-separated (upstream's
 // syntax). Each pair is checked as it is parsed.

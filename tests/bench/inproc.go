@@ -104,9 +104,36 @@ config:
     method=disabled
 `
 
-// measureRenderPersist renders the config, plans it (nmstatectl gc for
-// nmstate) and persists it under a scratch root, n times.
-func measureRenderPersist(dir, doc string, n int) ([]time.Duration, error) {
+// measureSeedKeyfiles times the seed template's keyfile generation alone,
+// n times, with gen: the built-in translator, or nmstatectl gc (the
+// stand-in: a process round trip and YAML decoding, as the agent does it).
+func measureSeedKeyfiles(gen apply.KeyfileGenerator, n int) ([]time.Duration, error) {
+	var nc protocol.NetworkConfig
+	if err := yaml.Unmarshal([]byte(benchNetwork), &nc); err != nil {
+		return nil, fmt.Errorf("seed keyfiles: decoding the network config: %w", err)
+	}
+	r, err := apply.Render(&nc)
+	if err != nil {
+		return nil, fmt.Errorf("seed keyfiles: render: %w", err)
+	}
+	var ds []time.Duration
+	for range n {
+		start := time.Now()
+		kfs, _, err := gen.Generate(context.Background(), r.Digested)
+		if err != nil {
+			return nil, fmt.Errorf("seed keyfiles: %w", err)
+		}
+		ds = append(ds, time.Since(start))
+		if len(kfs) != 1 {
+			return nil, fmt.Errorf("seed keyfiles: %d keyfiles, want 1", len(kfs))
+		}
+	}
+	return ds, nil
+}
+
+// measureRenderPersist renders the config, plans it (keyfiles by the
+// generator nmstate chooses) and persists it under a scratch root, n times.
+func measureRenderPersist(dir, doc string, nmstate apply.NmstateChoice, n int) ([]time.Duration, error) {
 	var nc protocol.NetworkConfig
 	if err := yaml.Unmarshal([]byte(doc), &nc); err != nil {
 		return nil, fmt.Errorf("render+persist: decoding the network config: %w", err)
@@ -115,7 +142,7 @@ func measureRenderPersist(dir, doc string, n int) ([]time.Duration, error) {
 	if err != nil {
 		return nil, fmt.Errorf("render+persist: %w", err)
 	}
-	a := &apply.Applier{Root: root, Tools: apply.ToolsFromEnv(os.Getenv)}
+	a := &apply.Applier{Root: root, Tools: apply.ToolsFromEnv(os.Getenv), Nmstate: nmstate}
 	var ds []time.Duration
 	for range n {
 		start := time.Now()

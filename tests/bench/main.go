@@ -28,6 +28,7 @@ import (
 
 	"github.com/google/go-tpm/tpm2"
 
+	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/tpm"
 )
 
@@ -523,12 +524,34 @@ func (b *bencher) inventoryRows() []row {
 	}
 	gpu.err = err
 	rows = append(rows, gpu)
-	for _, c := range []struct{ name, doc, note string }{
-		{"render + plan + persist: nmstate", benchNetwork, "includes one nmstatectl gc exec (stand-in)"},
-		{"render + plan + persist: nmconnections", benchKeyfile, "no external tool"},
+	for _, c := range []struct {
+		name, doc string
+		nmstate   apply.NmstateChoice
+		note      string
+	}{
+		{"render + plan + persist: nmstate (nmstatectl)", benchNetwork, apply.NmstateNmstatectl, "includes one nmstatectl gc exec (stand-in)"},
+		{"render + plan + persist: nmstate (built-in)", benchNetwork, apply.NmstateBuiltin, "built-in translator, no external tool"},
+		{"render + plan + persist: nmconnections", benchKeyfile, "", "no external tool"},
 	} {
-		ds, err := measureRenderPersist(b.work, c.doc, b.o.invRuns)
+		ds, err := measureRenderPersist(b.work, c.doc, c.nmstate, b.o.invRuns)
 		rows = append(rows, row{name: c.name, unit: unitDuration, value: float64(median(ds)), budget: noBudget(), note: c.note, err: err})
+	}
+	stub, err := apply.Lookup("nmstatectl", os.Getenv(apply.EnvNmstatectl))
+	for _, c := range []struct {
+		name string
+		gen  apply.KeyfileGenerator
+		note string
+	}{
+		{"seed template → keyfile: built-in translator", apply.BuiltinNmstate{}, "nmstate.GenerateKeyfiles; go test -bench SeedTemplate ./nmstate"},
+		{"seed template → keyfile: nmstatectl gc (stand-in)", apply.NmstatectlGC{Path: stub, Run: apply.ExecRunner{}.Run}, "process round trip + YAML; the real nmstatectl does more"},
+	} {
+		r := row{name: c.name, unit: unitDuration, budget: noBudget(), note: c.note, err: err}
+		if err == nil {
+			var ds []time.Duration
+			ds, r.err = measureSeedKeyfiles(c.gen, b.o.invRuns)
+			r.value = float64(median(ds))
+		}
+		rows = append(rows, r)
 	}
 	return rows
 }

@@ -4,6 +4,7 @@ package boot
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -102,6 +103,7 @@ func (m *machine) boot(mode string, bootstrapAddr bool) time.Time {
 	}
 	run(m.t, m.inNode("ip", "addr", "flush", "dev", nodeIf)...)
 	run(m.t, m.inNode("ip", "link", "set", nodeIf, "down")...)
+	m.removeSoftwareLinks()
 	start := time.Now()
 	for _, d := range []string{"etc", "run"} {
 		must(m.t, os.RemoveAll(m.path(d)))
@@ -120,6 +122,25 @@ func (m *machine) boot(mode string, bootstrapAddr bool) time.Time {
 	run(m.t, m.inNode("ip", "link", "set", nodeIf, "up")...)
 	m.startNM(m.path(keyfileDir))
 	return start
+}
+
+// removeSoftwareLinks deletes the links NetworkManager created (a bridge,
+// a bond, a VLAN): a power cycle does not keep them, and left in place
+// they would be taken over as "externally configured" at the next start.
+func (m *machine) removeSoftwareLinks() {
+	m.t.Helper()
+	out := run(m.t, m.inNode("ip", "-j", "link", "show")...)
+	var links []struct {
+		Name string `json:"ifname"`
+	}
+	if err := json.Unmarshal([]byte(out), &links); err != nil {
+		m.t.Fatalf("ip link: %v: %s", err, out)
+	}
+	for _, l := range links {
+		if l.Name != "lo" && l.Name != nodeIf {
+			run(m.t, m.inNode("ip", "link", "del", l.Name)...)
+		}
+	}
 }
 
 // waitAddr waits until the NIC carries want and returns the time since
