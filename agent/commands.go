@@ -33,6 +33,11 @@ func formatAddresses(m map[string][]string) string {
 // reloaded is a warning (the files are gone, which is what was asked).
 func ResetNetwork(ctx context.Context, o Options) error {
 	r := newRun(o)
+	unlock, err := r.lock(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	log := r.log.WithField("phase", PhaseApply)
 	removed, err := r.applier(PhaseApply).RemoveNetwork(ctx)
 	if !o.DryRun {

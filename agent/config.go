@@ -3,10 +3,7 @@ package agent
 import (
 	"crypto/x509"
 	"errors"
-	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"strings"
 
 	"github.com/sirupsen/logrus"
@@ -14,6 +11,7 @@ import (
 
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/internal/hostpath"
+	"github.com/nodereg/nodereg/internal/safefile"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -209,17 +207,5 @@ func validate(path string, r *protocol.Registration) error {
 }
 
 func readLimited(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s is larger than the %d bytes allowed", path, limit)
-	}
-	return b, nil
+	return safefile.ReadFile(path, limit)
 }

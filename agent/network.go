@@ -68,6 +68,10 @@ type fetched struct {
 func (r *run) fetchNetwork(ctx context.Context, reply *protocol.Reply) (*fetched, error) {
 	d := decideNetwork(r.cfg.Elemental.Registration.NetworkConfig, reply)
 	if d.First == sourceNone {
+		if w := reply.Network.Unused(); w != "" {
+			r.log.WithField("phase", PhaseFetchNetwork).Warn(w)
+			return nil, nil
+		}
 		r.log.WithField("phase", PhaseFetchNetwork).Info("no network config for this machine (configurator none)")
 		return nil, nil
 	}
@@ -95,6 +99,9 @@ func (r *run) fetchNetwork(ctx context.Context, reply *protocol.Reply) (*fetched
 			return classifyNetwork(err)
 		}
 		if !nc.IsReal() {
+			if w := nc.Unused(); w != "" {
+				r.log.WithField("phase", PhaseFetchNetwork).Warn(w)
+			}
 			return nil
 		}
 		rendered, err := apply.Render(nc)

@@ -166,7 +166,7 @@ func (r *run) reachableOnce(ctx context.Context) error {
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("registration server unreachable after applying the network config: %w", err)
+		return fmt.Errorf("registration server unreachable after applying the network config: %w", protocol.RedactError(err, reg.URL))
 	}
 	resp.Body.Close()
 	if resp.StatusCode >= 500 {

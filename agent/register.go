@@ -17,12 +17,14 @@ import (
 // pendingInventory is the hardware inventory being collected in the
 // background since PhaseConfig.
 type pendingInventory struct {
-	done chan struct{}
-	inv  *inventory.Inventory
+	done   chan struct{}
+	inv    *inventory.Inventory
+	cancel context.CancelFunc
 }
 
 func collectInventory(ctx context.Context, o inventory.Options) *pendingInventory {
-	p := &pendingInventory{done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(ctx)
+	p := &pendingInventory{done: make(chan struct{}), cancel: cancel}
 	go func() {
 		defer close(p.done)
 		inv, err := inventory.Collect(ctx, o)
@@ -36,6 +38,16 @@ func collectInventory(ctx context.Context, o inventory.Options) *pendingInventor
 		p.inv = inv
 	}()
 	return p
+}
+
+// stop cancels the collection and waits for it: nothing it logs may come
+// after the run's final line.
+func (p *pendingInventory) stop() {
+	if p == nil {
+		return
+	}
+	p.cancel()
+	<-p.done
 }
 
 // wait returns the inventory once collected. It is called once the
@@ -82,13 +94,13 @@ func (r *run) policy(deadline time.Duration, p Phase) retry.Policy {
 	}
 }
 
-// bound cuts an attempt still running past the retry deadline after at most
-// one more session.
+// bound makes the retry deadline a hard one: the attempt in flight when it
+// passes is cut there (protocol.Dial clamps its session to the context).
 func (r *run) bound(ctx context.Context, deadline time.Duration) (context.Context, context.CancelFunc) {
 	if deadline <= 0 {
 		return context.WithCancel(ctx)
 	}
-	return context.WithTimeout(ctx, deadline+r.dialOptions().SessionDeadline)
+	return context.WithTimeout(ctx, deadline)
 }
 
 // register runs the registration conversation with retries and returns the
@@ -117,7 +129,7 @@ func (r *run) registerOnce(ctx context.Context, netState string) (*protocol.Repl
 	}
 	defer cc.Close()
 	log := r.log.WithField("phase", PhaseRegister)
-	log.WithField("url", RedactURL(reg.URL)).WithField("auth", r.auth.Kind()).WithField("version", cc.Version).Debug("connected: authenticated, protocol version negotiated")
+	log.WithField("url", protocol.RedactURL(reg.URL)).WithField("auth", r.auth.Kind()).WithField("version", cc.Version).Debug("connected: authenticated, protocol version negotiated")
 	inv, err := r.inv.wait(ctx)
 	if err != nil {
 		return nil, err
@@ -154,6 +166,9 @@ func (r *run) registerOnce(ctx context.Context, netState string) (*protocol.Repl
 	reply, err := cc.Register(ctx, payloads, &cfg)
 	if err != nil {
 		return nil, err
+	}
+	for _, w := range protocol.KeepLocal(*r.cfg, &cfg) {
+		r.log.WithField("phase", PhaseRegister).Warn(w)
 	}
 	got := log.WithField("explicit-network-config", reply.ExplicitNetworkConfig)
 	if reply.Network != nil {

@@ -6,17 +6,21 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/agent/inventory"
 	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
+	"github.com/nodereg/nodereg/internal/devnode"
 	"github.com/nodereg/nodereg/internal/hostpath"
 	"github.com/nodereg/nodereg/internal/logx"
+	"github.com/nodereg/nodereg/internal/statelock"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/tpm"
 )
@@ -65,12 +69,15 @@ type Options struct {
 	NetworkTimeout time.Duration
 	// SessionDeadline bounds one websocket conversation (default 10 s).
 	SessionDeadline time.Duration
-	Version         string
-	Out             io.Writer
-	Log             *logrus.Entry
-	Notifier        Notifier
-	Clock           retry.Clock
-	Runner          apply.Runner
+	// LockWait bounds the wait for the state lock another run holds
+	// (default DefaultLockWait); past it the run ends with exit 75.
+	LockWait time.Duration
+	Version  string
+	Out      io.Writer
+	Log      *logrus.Entry
+	Notifier Notifier
+	Clock    retry.Clock
+	Runner   apply.Runner
 }
 
 // run is what spans the whole run; what one phase hands the next (the
@@ -131,7 +138,12 @@ type Result struct {
 func Run(ctx context.Context, o Options) (*Result, error) {
 	r := newRun(o)
 	defer r.close()
-	err := r.phases(ctx)
+	unlock, err := r.lock(ctx)
+	if err != nil {
+		return &r.result, err
+	}
+	defer unlock()
+	err = r.phases(ctx)
 	if o.DryRun {
 		fmt.Fprintln(r.o.Out, "# dry run: nothing written, nothing applied")
 	}
@@ -200,8 +212,9 @@ func newRun(o Options) *run {
 		// A dry run is the same run with printing edges: files and
 		// commands that change the host are printed, read-only commands
 		// run, systemd is not told, and the plan is printed, not applied.
-		r.files = apply.PrintFiles{W: o.Out}
-		r.runner = apply.PrintRunner{W: o.Out, Real: o.Runner}
+		r.o.Out = redactingWriter{w: o.Out, r: r}
+		r.files = apply.PrintFiles{W: r.o.Out}
+		r.runner = apply.PrintRunner{W: r.o.Out, Real: o.Runner}
 		r.notify = nopNotifier{}
 		r.applyPlan = r.printPlan
 	}
@@ -214,7 +227,42 @@ func newRun(o Options) *run {
 	return r
 }
 
+// DefaultLockWait is how long a run waits for another to release the state
+// lock: a registration update or an admin's reset-network is over in
+// seconds; a boot run stuck longer than this is better retried by systemd.
+const DefaultLockWait = 30 * time.Second
+
+// lock takes the state lock for a run that may write (not a dry run): the
+// boot service, the update timer and an admin's --reset-network would
+// otherwise interleave writes to the state, the manifest and the keyfiles.
+func (r *run) lock(ctx context.Context) (unlock func(), err error) {
+	if r.o.DryRun {
+		return func() {}, nil
+	}
+	dir := filepath.Dir(r.path(r.o.StatePath))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, &PhaseError{Phase: PhaseState, Err: fmt.Errorf("creating state directory: %w", err)}
+	}
+	wait := r.o.LockWait
+	if wait <= 0 {
+		wait = DefaultLockWait
+	}
+	l, err := statelock.Acquire(ctx, filepath.Join(dir, statelock.Name), wait)
+	if err != nil {
+		var stopped *exitcode.StoppedError
+		if errors.As(context.Cause(ctx), &stopped) {
+			return nil, &PhaseError{Phase: PhaseState, Err: stopped}
+		}
+		// Logged as a phase's failure is: the final line leaves out the
+		// error of a PhaseError, and this one names the holder's pid.
+		r.log.WithField("phase", PhaseState).WithError(err).Error("[failed]")
+		return nil, &PhaseError{Phase: PhaseState, Err: err}
+	}
+	return func() { _ = l.Release() }, nil
+}
+
 func (r *run) close() {
+	r.inv.stop()
 	if r.tpm != nil {
 		if err := r.tpm.Close(); err != nil {
 			r.log.WithError(err).Warn("closing the TPM")
@@ -245,7 +293,7 @@ func (r *run) loadConfig(ctx context.Context) error {
 		Root: r.o.Root, RegVersion: r.o.Version, Auth: kind(reg, reg.Auth), NoToolkit: reg.NoToolkit,
 	})
 	if !strings.HasPrefix(reg.URL, "https://") {
-		r.log.WithField("url", reg.URL).Warn("registration URL is plain http: the conversation is neither encrypted nor authenticated")
+		r.log.WithField("url", protocol.RedactURL(reg.URL)).Warn("registration URL is plain http: the conversation is neither encrypted nor authenticated")
 	}
 	// The inventory needs nothing from the server: collect it while the
 	// TPM and the connection are being set up; PhaseRegister sends it.
@@ -327,6 +375,10 @@ func (r *run) openTPM() error {
 		r.state.EmulatedTPM, r.state.EmulatedTPMSeed = true, opts.Seed
 	} else {
 		r.state.EmulatedTPM = false
+		// A disk named as TPM would get TPM commands written into it.
+		if err := devnode.CheckTPM(reg.TPMDevice); err != nil {
+			return &ConfigError{Err: err}
+		}
 	}
 	t, err := tpm.Open(opts)
 	if err != nil {

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/safefile"
 )
 
 // State is the state file: elemental-register's keys (PROTOCOL.md 8.4), so
@@ -65,6 +65,9 @@ func (s *State) SetAKBlob(b []byte) {
 	s.AK = base64.StdEncoding.EncodeToString(b)
 }
 
+// maxStateFile bounds the state file: a few keys and a TPM key blob.
+const maxStateFile = 1 << 20
+
 // NoteFirstRegistration is LoadState's note when there is no state file.
 const NoteFirstRegistration = "no state file: first registration"
 
@@ -72,7 +75,7 @@ const NoteFirstRegistration = "no state file: first registration"
 // corrupt file is kept aside as <path>.corrupt-<unix time>, and the run
 // starts fresh; note says what happened.
 func LoadState(path string) (st *State, note string, err error) {
-	b, err := os.ReadFile(path)
+	b, err := safefile.ReadFile(path, maxStateFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &State{}, NoteFirstRegistration, nil
 	}
@@ -81,8 +84,8 @@ func LoadState(path string) (st *State, note string, err error) {
 	}
 	st = &State{loaded: b}
 	if uErr := yaml.Unmarshal(b, st); uErr != nil {
-		aside := fmt.Sprintf("%s.corrupt-%d", path, time.Now().Unix())
-		if rErr := os.Rename(path, aside); rErr != nil {
+		aside, rErr := safefile.SetAside(path, time.Now())
+		if rErr != nil {
 			return nil, "", fmt.Errorf("state file %s is corrupt (%v) and could not be kept aside: %w", path, uErr, rErr)
 		}
 		return &State{}, fmt.Sprintf("state file %s is corrupt (%v): kept as %s, registering as new", path, uErr, aside), nil

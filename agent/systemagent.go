@@ -3,6 +3,7 @@ package agent
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strconv"
 
@@ -38,11 +39,12 @@ func (r *run) systemAgentFiles() ([]agentFile, error) {
 	sa := r.cfg.Elemental.SystemAgent
 	ca := ""
 	if c := r.cfg.Elemental.Registration.CACert; c != "" {
+		// One loader for the TLS client and the kubeconfig (issue 12,
+		// item 10): a CA that cannot be read fails the hand-over, never
+		// its path base64-encoded as if it were the certificate.
 		pemText, err := protocol.CAPEM(r.caCert())
 		if err != nil {
-			// Registration worked without it (plain http): keep what
-			// the config says, as upstream does.
-			pemText = []byte(c)
+			return nil, &ConfigError{Err: fmt.Errorf("system-agent kubeconfig: %w", err)}
 		}
 		ca = base64.StdEncoding.EncodeToString(pemText)
 	}

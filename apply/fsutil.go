@@ -5,11 +5,16 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/nodereg/nodereg/internal/safefile"
 )
+
+// maxOwnedFile bounds a file the agent owns and reads back (keyfile,
+// applicator, digested config): far above any real one.
+const maxOwnedFile = 4 << 20
 
 // snapshot is the content (or absence) of files, so a failed change can put
 // them back byte for byte.
@@ -18,7 +23,7 @@ type snapshot map[string][]byte // nil value: the file did not exist
 func takeSnapshot(paths ...string) (snapshot, error) {
 	s := snapshot{}
 	for _, p := range paths {
-		b, err := os.ReadFile(p)
+		b, err := safefile.ReadFile(p, maxOwnedFile)
 		switch {
 		case err == nil:
 			s[p] = b

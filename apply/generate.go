@@ -12,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/internal/safefile"
 	"github.com/nodereg/nodereg/nmstate"
 )
 
@@ -192,7 +193,7 @@ func (g nmcGenerator) Generate(ctx context.Context, digested []byte) ([]Keyfile,
 			return fmt.Errorf("nmc generated %s twice", name)
 		}
 		seen[name] = true
-		b, err := os.ReadFile(p)
+		b, err := safefile.ReadFile(p, maxOwnedFile)
 		if err != nil {
 			return err
 		}

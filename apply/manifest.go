@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
+	"time"
+
+	"github.com/nodereg/nodereg/internal/safefile"
 )
 
 const manifestName = "network-manifest.json"
@@ -19,6 +21,9 @@ type Manifest struct {
 	Configurator string         `json:"configurator"`
 	Digest       string         `json:"digest"`
 	Files        []ManifestFile `json:"files"`
+	// Corrupt: the manifest on disk could not be parsed and was kept
+	// aside; this one is empty.
+	Corrupt bool `json:"-"`
 }
 
 // ManifestFile is one owned file. Kind is applicator, digested or keyfile.
@@ -60,10 +65,18 @@ func (m *Manifest) encode() ([]byte, error) {
 // manifestPath is the manifest's host path (without Root).
 func (p Paths) manifestPath() string { return path.Join(p.StateDir, manifestName) }
 
-// readManifest returns the current manifest; a missing one is empty.
+// maxManifest bounds the manifest: MaxConnections entries of a few
+// hundred bytes each.
+const maxManifest = 1 << 20
+
+// readManifest returns the current manifest; a missing one is empty. A
+// manifest that cannot be parsed is kept aside (like a corrupt state file)
+// with a warning naming both files, and counts as empty with Corrupt set:
+// a dead end at every boot helps nobody, and ResetNetwork then falls back
+// on what the applicator names.
 func (a *Applier) readManifest() (*Manifest, error) {
 	file := a.host(a.paths().manifestPath())
-	b, err := os.ReadFile(file)
+	b, err := safefile.ReadFile(file, maxManifest)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &Manifest{}, nil
 	}
@@ -71,8 +84,18 @@ func (a *Applier) readManifest() (*Manifest, error) {
 		return nil, fmt.Errorf("reading network manifest: %w", err)
 	}
 	var m Manifest
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("reading network manifest %s: %w", file, err)
+	if uErr := json.Unmarshal(b, &m); uErr != nil {
+		if _, dry := a.files().(PrintFiles); dry {
+			// A dry run changes nothing, not even this rename.
+			a.log().WithField("file", file).WithError(uErr).Warn("network manifest is corrupt: a run would keep it aside and start without it")
+			return &Manifest{Corrupt: true}, nil
+		}
+		aside, err := safefile.SetAside(file, time.Now())
+		if err != nil {
+			return nil, fmt.Errorf("network manifest %s is corrupt (%v) and cannot be kept aside: %w", file, uErr, err)
+		}
+		a.log().WithField("file", file).WithField("kept-as", aside).WithError(uErr).Warn("network manifest is corrupt: kept aside, starting without it")
+		return &Manifest{Corrupt: true}, nil
 	}
 	return &m, nil
 }

@@ -151,6 +151,9 @@ func Render(nc *protocol.NetworkConfig) (*Rendered, error) {
 		if err := checkNmstate(state); err != nil {
 			return nil, err
 		}
+		if err := checkNmstateIfnames(state); err != nil {
+			return nil, err
+		}
 	}
 	out.State = state
 	var err error
@@ -274,7 +277,7 @@ func (r *renderer) keyfiles(conf map[string]protocol.RawValue) ([]Keyfile, error
 		if err != nil {
 			return nil, err
 		}
-		if err := ParseKeyfile(path, []byte(out)); err != nil {
+		if err := checkKeyfile(path, []byte(out)); err != nil {
 			return nil, err
 		}
 		if !strings.HasSuffix(out, "\n") {

@@ -4,9 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path"
 	"slices"
+
+	"github.com/mudler/yip/pkg/schema"
+	"gopkg.in/yaml.v3"
+
+	"github.com/nodereg/nodereg/internal/safefile"
 )
 
 // ReloadError says the agent's network files are removed but
@@ -39,6 +45,13 @@ func (a *Applier) RemoveNetwork(ctx context.Context) ([]string, error) {
 	m, err := a.readManifest()
 	if err != nil {
 		return nil, fmt.Errorf("reset network: %w", err)
+	}
+	if m.Corrupt {
+		// The manifest is gone; the applicator still names the keyfiles
+		// it re-creates at every boot.
+		if m.Files, err = a.applicatorFiles(); err != nil {
+			return nil, fmt.Errorf("reset network: %w", err)
+		}
 	}
 	var candidates []string
 	for _, f := range m.Files {
@@ -84,4 +97,30 @@ func (a *Applier) RemoveNetwork(ctx context.Context) ([]string, error) {
 		return removed, &ReloadError{Err: err}
 	}
 	return removed, nil
+}
+
+// applicatorFiles lists the files the applicator writes, for a reset
+// without a manifest; a missing applicator names none.
+func (a *Applier) applicatorFiles() ([]ManifestFile, error) {
+	file := a.host(a.paths().Applicator)
+	b, err := safefile.ReadFile(file, maxOwnedFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the applicator: %w", err)
+	}
+	var y schema.YipConfig
+	if err := yaml.Unmarshal(b, &y); err != nil {
+		return nil, fmt.Errorf("reading the applicator %s: %w", file, err)
+	}
+	var out []ManifestFile
+	for _, stages := range y.Stages {
+		for _, st := range stages {
+			for _, f := range st.Files {
+				out = append(out, ManifestFile{Path: f.Path, Kind: "keyfile"})
+			}
+		}
+	}
+	return out, nil
 }

@@ -10,11 +10,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/nodereg/nodereg/internal/safefile"
 )
 
 // Step names used in errors, so an operator sees where a conversation broke.
@@ -80,27 +81,38 @@ type DialOptions struct {
 // the substring replace mangles other URLs (PROTOCOL.md 2.1 pitfall).
 func WebSocketURL(u string) (string, error) {
 	if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
-		return "", fmt.Errorf("registration URL %q: scheme must be http or https", u)
+		return "", fmt.Errorf("registration URL %q: scheme must be http or https", RedactURL(u))
 	}
 	return "ws" + strings.TrimPrefix(u, "http"), nil
+}
+
+// CAPEM is the PEM text of elemental.registration.ca-cert from the local
+// config or a flag: the PEM text itself, or the path of a regular file
+// holding it (PROTOCOL.md 2.4), read without following a symlink and at
+// most safefile.MaxPEM bytes. It is the one loader for the CA: the TLS
+// client and the system-agent kubeconfig use the same bytes, and a CA that
+// cannot be read is an error, never its path passed on as data. A ca-cert
+// from the server is PEM text only (KeepLocal).
+func CAPEM(caCert string) ([]byte, error) {
+	if caCert == "" {
+		return nil, errors.New("ca-cert: empty")
+	}
+	if IsCAPEM(caCert) {
+		if err := safefile.CheckPEM([]byte(caCert)); err != nil {
+			return nil, fmt.Errorf("ca-cert: %w", err)
+		}
+		return []byte(caCert), nil
+	}
+	b, err := safefile.ReadPEM(caCert)
+	if err != nil {
+		return nil, fmt.Errorf("ca-cert: %w", err)
+	}
+	return b, nil
 }
 
 // IsCAPEM tells a registration.ca-cert holding PEM text from one naming a
 // file (upstream's rule): callers that move the file (under a root) ask it.
 func IsCAPEM(caCert string) bool { return strings.Contains(caCert, "-----BEGIN") }
-
-// CAPEM is the one reading of registration.ca-cert: PEM text as it is, or
-// else the path of a file holding it (upstream's rule).
-func CAPEM(caCert string) ([]byte, error) {
-	if IsCAPEM(caCert) {
-		return []byte(caCert), nil
-	}
-	b, err := os.ReadFile(caCert)
-	if err != nil {
-		return nil, fmt.Errorf("ca-cert: reading %s: %w", caCert, err)
-	}
-	return b, nil
-}
 
 // TLSConfig builds the client TLS configuration from a CA given as a file
 // path or PEM text.
@@ -134,12 +146,26 @@ func TLSConfig(caCert string, noSystemPool bool) (*tls.Config, error) {
 // ClientConn is an authenticated, version-negotiated connection.
 type ClientConn struct {
 	c *Conn
+	// token is the registration token, removed from every error.
+	token string
 	// Version is the negotiated protocol version.
 	Version byte
 }
 
-// Dial connects, authenticates with auth and negotiates the version.
+// Dial connects, authenticates with auth and negotiates the version. No
+// error it returns carries the registration token, whatever the server
+// echoes.
 func Dial(ctx context.Context, o DialOptions, auth Authenticator) (*ClientConn, error) {
+	token := RegistrationToken(o.URL)
+	cc, err := dial(ctx, o, auth)
+	if err != nil {
+		return nil, redactError(err, token)
+	}
+	cc.token = token
+	return cc, nil
+}
+
+func dial(ctx context.Context, o DialOptions, auth Authenticator) (*ClientConn, error) {
 	wsURL, err := WebSocketURL(o.URL)
 	if err != nil {
 		return nil, stepErr(StepDial, err)
@@ -315,6 +341,14 @@ var ErrUpdateUnsupported = errors.New("elemental-operator protocol version does 
 // Register runs the registration on a negotiated connection, decoding the
 // config reply on top of cfg (PROTOCOL.md 4.2, 4.3, 3.5 gates).
 func (cc *ClientConn) Register(ctx context.Context, reg *Payloads, cfg *Config) (*Reply, error) {
+	r, err := cc.register(ctx, reg, cfg)
+	if err != nil {
+		return nil, redactError(err, cc.token)
+	}
+	return r, nil
+}
+
+func (cc *ClientConn) register(ctx context.Context, reg *Payloads, cfg *Config) (*Reply, error) {
 	stop := context.AfterFunc(ctx, func() { cc.c.ws.Close() })
 	defer stop()
 	v := cc.Version
@@ -403,6 +437,14 @@ func (cc *ClientConn) sendRaw(step string, t MsgType, p []byte) error {
 // 0x0C (PROTOCOL.md 7.4). The answer is the config, or *ErrorReply with a
 // reason such as WaitingForIPAddress.
 func (cc *ClientConn) ExplicitNetworkConfig(ctx context.Context) (*NetworkConfig, error) {
+	nc, err := cc.explicitNetworkConfig(ctx)
+	if err != nil {
+		return nil, redactError(err, cc.token)
+	}
+	return nc, nil
+}
+
+func (cc *ClientConn) explicitNetworkConfig(ctx context.Context) (*NetworkConfig, error) {
 	stop := context.AfterFunc(ctx, func() { cc.c.ws.Close() })
 	defer stop()
 	if cc.Version < versionNetworkConfig {
@@ -415,9 +457,6 @@ func (cc *ClientConn) ExplicitNetworkConfig(ctx context.Context) (*NetworkConfig
 	if err != nil {
 		return nil, stepErr(StepNetworkConfig, err)
 	}
-	var nc NetworkConfig
-	if err := json.Unmarshal(p, &nc); err != nil {
-		return nil, stepErr(StepNetworkConfig, fmt.Errorf("decoding network config: %w", err))
-	}
-	return &nc, nil
+	nc, err := DecodeNetworkConfigJSON(p)
+	return nc, stepErr(StepNetworkConfig, err)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -131,8 +132,14 @@ type RawValue struct {
 	Value any
 }
 
-// UnmarshalYAML decodes either the raw byte-list form or plain YAML.
+// UnmarshalYAML decodes either the raw byte-list form or plain YAML. Each
+// value gets a decoder of its own, whose alias budget starts afresh: the
+// value is first held to the reply budget, and DecodeConfigReply holds the
+// whole reply to it before any value is decoded.
 func (r *RawValue) UnmarshalYAML(n *yaml.Node) error {
+	if err := checkExpanded(n); err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
 	if raw, ok, err := rawBytes(n); ok {
 		if err != nil {
 			return err
@@ -180,11 +187,16 @@ func rawBytes(n *yaml.Node) (raw []byte, ok bool, err error) {
 	}
 	raw = make([]byte, 0, len(seq.Content))
 	for _, item := range seq.Content {
-		var b int
 		if item.Kind != yaml.ScalarNode || item.Tag != "!!int" {
 			return nil, true, fmt.Errorf("line %d: raw byte %q is not an integer", item.Line, item.Value)
 		}
-		if err := item.Decode(&b); err != nil || b < 0 || b > 255 {
+		// Plain decimal is what every server writes; a decoder per byte
+		// (item.Decode) would cost more than the rest of the reply.
+		b, err := strconv.Atoi(item.Value)
+		if err != nil {
+			err = item.Decode(&b)
+		}
+		if err != nil || b < 0 || b > 255 {
 			return nil, true, fmt.Errorf("line %d: raw byte %q out of range", item.Line, item.Value)
 		}
 		raw = append(raw, byte(b))

@@ -2,8 +2,12 @@ package protocol
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -75,23 +79,97 @@ type Reply struct {
 
 // DecodeConfigReply decodes a MsgConfig payload on top of cfg, so keys the
 // server does not send (no-toolkit, labels) keep their local values, as
-// upstream does (PROTOCOL.md 7.1); the same bytes are decoded again for the
-// network section and the announcement.
+// upstream does (PROTOCOL.md 7.1); the same document is decoded again for
+// the network section and the announcement. The document is parsed once and
+// held to one budget (MaxReplyNodes, MaxReplyText) before anything is
+// decoded; on error cfg is unchanged.
 func DecodeConfigReply(p []byte, cfg *Config) (*Reply, error) {
-	if err := yaml.Unmarshal(p, cfg); err != nil {
+	root, err := parseBounded(p)
+	if err != nil {
+		return nil, fmt.Errorf("decoding config reply: %w", err)
+	}
+	next := cfg.clone()
+	if err := root.Decode(&next); err != nil {
 		return nil, fmt.Errorf("decoding config reply: %w", err)
 	}
 	var tail struct {
 		NetworkConfig `yaml:",inline"`
 		Explicit      bool `yaml:"explicitNetworkConfig"`
 	}
-	if err := yaml.Unmarshal(p, &tail); err != nil {
+	if err := root.Decode(&tail); err != nil {
 		return nil, fmt.Errorf("decoding network config in reply: %w", err)
 	}
+	*cfg = next
 	r := &Reply{ExplicitNetworkConfig: tail.Explicit, Payload: p}
 	if tail.Configurator != "" || tail.IPAddresses != nil || tail.Config != nil {
 		nc := tail.NetworkConfig
 		r.Network = &nc
 	}
 	return r, nil
+}
+
+// clone copies c deeply enough that decoding on top of the copy leaves c as
+// it was: yaml.v3 decodes into existing maps and pointees.
+func (c *Config) clone() Config {
+	n := *c
+	n.CloudConfig = maps.Clone(c.CloudConfig)
+	reg := &n.Elemental.Registration
+	reg.Labels = maps.Clone(reg.Labels)
+	if c.Elemental.Reset != nil {
+		r := *c.Elemental.Reset
+		n.Elemental.Reset = &r
+	}
+	if c.Elemental.Install.Snapshotter != nil {
+		s := *c.Elemental.Install.Snapshotter
+		n.Elemental.Install.Snapshotter = &s
+	}
+	return n
+}
+
+// DecodeNetworkConfigJSON decodes a MsgNetworkConfig payload, held to the
+// reply budget. The seed PR's server (commit 342bba26, PROTOCOL.md 7.4)
+// sends {"ipAddresses":{...},"config":{...}} with no configurator, from a
+// time when nmstate was the only one: a config without configurator is
+// therefore nmstate here (and only here; in MsgConfig, see Unused).
+func DecodeNetworkConfigJSON(p []byte) (*NetworkConfig, error) {
+	if est := estimateJSONNodes(p); est > MaxReplyNodes {
+		return nil, fmt.Errorf("decoding network config: %w: about %d JSON values, the limit is %d", ErrReplyTooLarge, est, MaxReplyNodes)
+	}
+	var nc NetworkConfig
+	if err := json.Unmarshal(p, &nc); err != nil {
+		return nil, fmt.Errorf("decoding network config: %w", err)
+	}
+	if nc.Configurator == "" && len(nc.Config) > 0 {
+		nc.Configurator = ConfiguratorNmstate
+	}
+	return &nc, nil
+}
+
+// estimateJSONNodes bounds from above the values json.Unmarshal builds for
+// p: every value but the first follows a ',' or ':', every container opens
+// with '[' or '{'.
+func estimateJSONNodes(p []byte) int {
+	n := 1
+	for _, b := range p {
+		switch b {
+		case ',', ':', '[', '{':
+			n++
+		}
+	}
+	return n
+}
+
+// Unused explains, for the agent to log as a warning, a network config that
+// carries a config no configurator will apply (configurator "" or none);
+// "" when there is nothing to say. Such a config is not applied: a server
+// that means it must name its configurator.
+func (n *NetworkConfig) Unused() string {
+	if n == nil || n.IsReal() || len(n.Config) == 0 {
+		return ""
+	}
+	c := "no configurator"
+	if n.Configurator != "" {
+		c = fmt.Sprintf("configurator %q", n.Configurator)
+	}
+	return fmt.Sprintf("the server sent a network config (%s) with %s: it is not applied", strings.Join(slices.Sorted(maps.Keys(n.Config)), ", "), c)
 }

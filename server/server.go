@@ -191,7 +191,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	token := parts[len(parts)-1]
 	reg, ok := s.cfg.ByToken(token)
 	if !ok || len(parts) < 4 {
-		http.Error(w, "failed to find machine registration with registration token "+token, http.StatusNotFound)
+		// Upstream echoes the token here (PROTOCOL.md 2.2); a client that
+		// logs the body would print it, so regserver names no token.
+		http.Error(w, "failed to find machine registration with this registration token", http.StatusNotFound)
 		return
 	}
 	url := s.registrationURL(r)

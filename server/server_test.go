@@ -510,7 +510,7 @@ func TestRouting(t *testing.T) {
 		{"/elemental/registration/demo-token", 200, "        url: http://example.com/elemental/registration/demo-token\n"},
 		{"/elemental/registration/demo-token", 200, "        auth: sys-uuid\n"},
 		{"/elemental/registration/demo-token", 200, "        ca-cert: PEM\n"},
-		{"/elemental/registration/wrong", 404, "failed to find machine registration with registration token wrong"},
+		{"/elemental/registration/wrong", 404, "failed to find machine registration with this registration token"},
 		{"/elemental/other/x", 400, "api: other"},
 		{"/x", 404, ""},
 	}
@@ -521,7 +521,13 @@ func TestRouting(t *testing.T) {
 			t.Errorf("GET %s = %d %q, want %d containing %q", c.path, rec.Code, rec.Body, c.code, c.body)
 		}
 	}
+	// Issue 12: a client may log the 404 body, so it must not hold the token.
 	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/elemental/registration/guessed-7f3a9c", nil))
+	if rec.Code != http.StatusNotFound || strings.Contains(rec.Body.String(), "7f3a9c") {
+		t.Errorf("wrong token: %d %q echoes the token", rec.Code, rec.Body)
+	}
+	rec = httptest.NewRecorder()
 	s.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/elemental/registration/demo-token", nil))
 	if strings.Contains(rec.Body.String(), "install") || strings.Contains(rec.Body.String(), "cloud-config") {
 		t.Errorf("plain GET leaks more than the registration block:\n%s", rec.Body)

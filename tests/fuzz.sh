@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 targets="
 ./protocol FuzzDecodeFrame
 ./protocol FuzzDecodeConfigReply
+./protocol FuzzEstimateNodes
 ./apply FuzzRender
 ./apply FuzzParseGC
 ./agent FuzzLoadState

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
+	"github.com/nodereg/nodereg/internal/statelock"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/tpm"
 )
@@ -142,6 +143,9 @@ var table = []row{
 	{"stopped by SIGINT", Interrupted, stoppedBy(syscall.SIGINT)},
 	{"stopped by SIGTERM", Terminated, stoppedBy(syscall.SIGTERM)},
 	{"command line", Usage, is[*UsageError]},
+	// Another run (boot service, update timer, an admin's reset-network)
+	// held the state lock for the whole wait: it will be done later.
+	{"state lock held by another run", TempFail, is[*statelock.HeldError]},
 	{"configuration", Config, is[*ConfigError]},
 	{"server refused the upgrade", Config, func(err error) bool {
 		code, ok := httpStatus(err)

@@ -25,6 +25,7 @@ import (
 	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
+	"github.com/nodereg/nodereg/internal/statelock"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/tpm"
 )
@@ -64,6 +65,21 @@ func TestSignalsAre130And143(t *testing.T) {
 	if got := exitcode.StoppedBy(syscall.SIGTERM).Error(); got != "stopped by SIGTERM" {
 		t.Errorf("message %q", got)
 	}
+}
+
+func TestStateLockHeldIs75(t *testing.T) {
+	path := t.TempDir() + "/" + statelock.Name
+	held, err := statelock.Acquire(t.Context(), path, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	_, err = statelock.Acquire(t.Context(), path, 0)
+	var he *statelock.HeldError
+	if !errors.As(err, &he) {
+		t.Fatalf("second Acquire: %v, want a *statelock.HeldError", err)
+	}
+	expect(t, err, 75)
 }
 
 func TestConfigErrorIs78(t *testing.T) {

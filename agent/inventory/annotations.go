@@ -3,12 +3,16 @@ package inventory
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/nodereg/nodereg/internal/safefile"
 )
 
 // AnnotationOptions are the inputs of the MsgAnnotations payload.
@@ -64,6 +68,9 @@ func Annotations(o AnnotationOptions) map[string]string {
 	return out
 }
 
+// maxLabelsFile bounds the local labels file.
+const maxLabelsFile = 1 << 20
+
 // Labels merges the registration labels with upstream's precedence
 // (PROTOCOL.md 8.3), lowest first: the config file's labels, the local
 // labels file (missing is fine, unparseable is an error), the --label flags
@@ -74,9 +81,9 @@ func Labels(config map[string]string, labelsFile string, flags []string) (map[st
 		out[k] = v
 	}
 	if labelsFile != "" {
-		b, err := os.ReadFile(labelsFile)
+		b, err := safefile.ReadFile(labelsFile, maxLabelsFile)
 		switch {
-		case os.IsNotExist(err):
+		case errors.Is(err, fs.ErrNotExist):
 		case err != nil:
 			return nil, fmt.Errorf("labels: reading %s: %w", labelsFile, err)
 		default:

@@ -126,6 +126,8 @@ func Collect(ctx context.Context, o Options) (*Inventory, error) {
 	ctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
 	start := time.Now()
+	gate := &logGate{}
+	defer gate.close()
 
 	ghwOpts := []any{
 		ghw.WithChroot(root),
@@ -133,7 +135,7 @@ func Collect(ctx context.Context, o Options) (*Inventory, error) {
 		// speed and duplex then come from sysfs.
 		ghw.WithDisableTools(),
 		ghw.WithDisableTopology(),
-		ghw.WithLogger(slog.New(logrusHandler{log})),
+		ghw.WithLogger(slog.New(logrusHandler{log, gate})),
 	}
 	addrs := o.InterfaceAddrs
 	if addrs == nil && filepath.Clean(root) == "/" {

@@ -198,16 +198,32 @@ func (p Policy) Do(ctx context.Context, what string, op func(ctx context.Context
 		deadline = start.Add(p.Deadline)
 	}
 
+	// prev is the failure of the attempt before: a hard deadline cuts the
+	// attempt in flight, whose error (a dial timeout) then says less than
+	// the one before it (say, a pending address claim).
+	var last, prev error
+	cut := func(err error) error {
+		if prev == nil || errors.Is(err, prev) {
+			return err
+		}
+		return fmt.Errorf("%w (attempt before: %w)", err, prev)
+	}
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
+			if last != nil {
+				// The wait and a hard deadline can end together: the
+				// reason is the last failure, not the clock.
+				return fmt.Errorf("%s: stopped before attempt %d: %w (last failure: %w)", what, attempt, err, last)
+			}
 			return fmt.Errorf("%s: stopped before attempt %d: %w", what, attempt, err)
 		}
 		err := op(ctx, attempt)
+		prev, last = last, err
 		if err == nil {
 			return nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%s: attempt %d: %w", what, attempt, err)
+			return fmt.Errorf("%s: attempt %d: %w", what, attempt, cut(err))
 		}
 		if !retryable(err) {
 			return fmt.Errorf("%s: attempt %d failed, not retrying: %w", what, attempt, err)
@@ -229,7 +245,7 @@ func (p Policy) Do(ctx context.Context, what string, op func(ctx context.Context
 			left := deadline.Sub(clock.Now())
 			if left <= 0 {
 				return fmt.Errorf("%s: giving up after %d attempts in %s: %w: %w",
-					what, attempt, clock.Now().Sub(start).Round(time.Millisecond), ErrDeadline, err)
+					what, attempt, clock.Now().Sub(start).Round(time.Millisecond), ErrDeadline, cut(err))
 			}
 			delay = min(delay, left)
 		}

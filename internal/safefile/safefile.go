@@ -1,0 +1,169 @@
+// Package safefile reads files in places another process could have
+// planted something: without following a symbolic link, without blocking on
+// a FIFO or a device, and never more than a given size. The agent runs as
+// root at boot; a FIFO at a path it reads would hold it for ever, a symlink
+// would make it read (and later replace) a file it does not own, and
+// /dev/zero would grow it without end (issue 12).
+package safefile
+
+import (
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/nodereg/nodereg/internal/atomicfile"
+)
+
+var (
+	// ErrSymlink: the path is a symbolic link, which is not followed.
+	ErrSymlink = errors.New("is a symbolic link, not followed")
+	// ErrNotRegular: the path is a FIFO, a socket, a device or a directory.
+	ErrNotRegular = errors.New("is not a regular file")
+	// ErrTooLarge: the file holds more than the caller allows.
+	ErrTooLarge = errors.New("is larger than allowed")
+)
+
+// Open opens path for reading if it is a regular file. The last component
+// is not followed if it is a symlink, and the open does not wait for a FIFO
+// writer; the type is checked on the opened file, so a swap between check
+// and open changes nothing. Errors are *fs.PathError: a missing file still
+// matches fs.ErrNotExist.
+func Open(path string) (*os.File, error) {
+	// Refuse what is visibly wrong before opening: opening some devices
+	// has effects of its own.
+	if fi, err := os.Lstat(path); err != nil {
+		return nil, err
+	} else if err := regular(path, fi); err != nil {
+		return nil, err
+	}
+	return openChecked(path)
+}
+
+// openChecked is Open without the early look: the type is checked on the
+// opened file only.
+func openChecked(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			return nil, &fs.PathError{Op: "open", Path: path, Err: ErrSymlink}
+		}
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil {
+		err = regular(path, fi)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func regular(path string, fi fs.FileInfo) error {
+	m := fi.Mode()
+	switch {
+	case m.IsRegular():
+		return nil
+	case m&fs.ModeSymlink != 0:
+		return &fs.PathError{Op: "open", Path: path, Err: ErrSymlink}
+	}
+	return &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (%s)", ErrNotRegular, kind(m))}
+}
+
+func kind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeCharDevice != 0:
+		return "a character device"
+	case m&fs.ModeDevice != 0:
+		return "a block device"
+	case m.IsDir():
+		return "a directory"
+	}
+	return "mode " + m.String()
+}
+
+// ReadFile reads path as Open does, refusing one of more than limit bytes.
+func ReadFile(path string, limit int64) ([]byte, error) {
+	f, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	tooLarge := &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%w (%d bytes)", ErrTooLarge, limit)}
+	if fi, err := f.Stat(); err == nil && fi.Size() > limit {
+		return nil, tooLarge
+	}
+	// The size can change after the stat: read one byte more than allowed
+	// to tell.
+	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+	}
+	if int64(len(b)) > limit {
+		return nil, tooLarge
+	}
+	return b, nil
+}
+
+// MaxPEM bounds a CA bundle: a few dozen certificates, far below it.
+const MaxPEM = 1 << 20
+
+// ErrNoPEM: the text holds no PEM block.
+var ErrNoPEM = errors.New("holds no PEM block")
+
+// ReadPEM reads a PEM file (a CA bundle) of at most MaxPEM bytes that
+// holds at least one PEM block.
+func ReadPEM(path string) ([]byte, error) {
+	b, err := ReadFile(path, MaxPEM)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckPEM(b); err != nil {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: err}
+	}
+	return b, nil
+}
+
+// CheckPEM accepts PEM text of at most MaxPEM bytes with at least one block.
+func CheckPEM(b []byte) error {
+	if len(b) > MaxPEM {
+		return fmt.Errorf("PEM text %w (%d bytes)", ErrTooLarge, MaxPEM)
+	}
+	if blk, _ := pem.Decode(b); blk == nil {
+		return ErrNoPEM
+	}
+	return nil
+}
+
+// SetAside renames a file the agent cannot parse to
+// <path>.corrupt-<unix time> in the same directory, so the run can start
+// afresh while a person can still look at what was there; it returns the
+// new name. Nothing is removed: a name already taken gets a counter.
+func SetAside(path string, now time.Time) (string, error) {
+	base := fmt.Sprintf("%s.corrupt-%d", path, now.Unix())
+	aside := base
+	for i := 1; ; i++ {
+		if _, err := os.Lstat(aside); errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		aside = fmt.Sprintf("%s.%d", base, i)
+	}
+	if err := os.Rename(path, aside); err != nil {
+		return "", fmt.Errorf("setting %s aside: %w", path, err)
+	}
+	if err := atomicfile.SyncDir(filepath.Dir(path)); err != nil {
+		return aside, fmt.Errorf("setting %s aside: %w", path, err)
+	}
+	return aside, nil
+}

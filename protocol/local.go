@@ -1,0 +1,77 @@
+package protocol
+
+import (
+	"fmt"
+	"maps"
+	"net/url"
+
+	"github.com/nodereg/nodereg/internal/safefile"
+)
+
+// KeepLocal undoes, in merged (the local config with the server's reply
+// decoded on top, as upstream does), what the server may not decide: keys
+// that name local resources or steer nodereg itself come only from the
+// local config and flags (local). The server is untrusted: a path or a
+// device it names would be read, written or copied into the installed
+// system by root (issue 12, item 2). It returns one warning per key the
+// server tried to change, for the caller to log.
+//
+// Kept local: registration.tpm-device, network-config, no-toolkit and
+// labels. registration.ca-cert from the server is taken only as PEM text
+// (at most safefile.MaxPEM bytes), never as a path. registration.url may
+// move, but not from https to http nor to another scheme. elemental.install
+// and reset stay the server's, as upstream: the registration defines how
+// the machine is installed.
+func KeepLocal(local Config, merged *Config) []string {
+	var warns []string
+	ignored := func(key, why string) {
+		warns = append(warns, fmt.Sprintf("the server's elemental.registration.%s is ignored: %s", key, why))
+	}
+	l, m := &local.Elemental.Registration, &merged.Elemental.Registration
+	const localOnly = "it names a local resource; set it in the local config or with a flag"
+	if m.TPMDevice != l.TPMDevice {
+		m.TPMDevice = l.TPMDevice
+		ignored("tpm-device", localOnly)
+	}
+	if m.NetworkConfig != l.NetworkConfig {
+		m.NetworkConfig = l.NetworkConfig
+		ignored("network-config", "it is nodereg's own setting; set it in the local config")
+	}
+	if m.NoToolkit != l.NoToolkit {
+		m.NoToolkit = l.NoToolkit
+		ignored("no-toolkit", "it is a local setting (PROTOCOL.md 7.1)")
+	}
+	if !maps.Equal(m.Labels, l.Labels) {
+		m.Labels = maps.Clone(l.Labels)
+		ignored("labels", "they are local settings (PROTOCOL.md 7.1)")
+	}
+	if m.CACert != l.CACert {
+		if !IsCAPEM(m.CACert) {
+			m.CACert = l.CACert
+			ignored("ca-cert", "it is not PEM text, and a path is taken only from the local config")
+		} else if err := safefile.CheckPEM([]byte(m.CACert)); err != nil {
+			m.CACert = l.CACert
+			ignored("ca-cert", err.Error())
+		}
+	}
+	if m.URL != l.URL {
+		if why := urlChange(l.URL, m.URL); why != "" {
+			m.URL = l.URL
+			ignored("url", why)
+		}
+	}
+	return warns
+}
+
+// urlChange says why the server may not move the registration URL from old
+// to next; "" when it may.
+func urlChange(old, next string) string {
+	nu, err := url.Parse(next)
+	if err != nil || nu.Host == "" || (nu.Scheme != "http" && nu.Scheme != "https") {
+		return fmt.Sprintf("%q is not an http(s) URL", RedactURL(next))
+	}
+	if ou, err := url.Parse(old); err == nil && ou.Scheme == "https" && nu.Scheme != "https" {
+		return "it would move the registration from https to plain http"
+	}
+	return ""
+}

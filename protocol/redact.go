@@ -1,0 +1,137 @@
+package protocol
+
+import (
+	"errors"
+	"net/url"
+	"regexp"
+	"strings"
+)
+
+// The registration token is the last path segment of the registration URL
+// (PROTOCOL.md 2.1). Anyone holding it can register machines, so it must
+// not reach a log: not in the URL, not in what a server echoes back
+// (upstream's and regserver's 404 body names the token it did not find).
+
+// Redacted replaces a token in printed text.
+const Redacted = "REDACTED"
+
+// minBareToken: shorter tokens are replaced only where they stand in a
+// registration path, since replacing every occurrence of, say, "t" would
+// make the text unreadable; real tokens are long random strings.
+const minBareToken = 6
+
+var registrationPath = regexp.MustCompile(`(/registration/)[^/\s"'?#<>]+`)
+
+// RegistrationToken is the token of a registration URL: the path segment
+// after ".../registration/", else the last path segment; "" when the path
+// has none.
+func RegistrationToken(u string) string {
+	path := u
+	if pu, err := url.Parse(u); err == nil {
+		path = pu.EscapedPath()
+	} else {
+		// Unparsable: cut scheme and host by hand, so the token still goes.
+		if i := strings.Index(path, "://"); i >= 0 {
+			path = path[i+3:]
+			if j := strings.IndexByte(path, '/'); j >= 0 {
+				path = path[j:]
+			} else {
+				path = ""
+			}
+		}
+		if i := strings.IndexAny(path, "?#"); i >= 0 {
+			path = path[:i]
+		}
+	}
+	if i := strings.LastIndex(path, "/registration/"); i >= 0 {
+		path = path[i+len("/registration/"):]
+		if j := strings.IndexByte(path, '/'); j >= 0 {
+			path = path[:j]
+		}
+		return path
+	}
+	path = strings.TrimRight(path, "/")
+	return path[strings.LastIndexByte(path, '/')+1:]
+}
+
+// RedactURL is u with its token replaced by Redacted, and a password in
+// it masked, for logs.
+func RedactURL(u string) string {
+	tok := RegistrationToken(u)
+	s := Redact(u, tok)
+	if i := strings.LastIndex(s, "/"+tok); tok != "" && i >= 0 {
+		s = s[:i+1] + Redacted + s[i+1+len(tok):]
+	}
+	if pu, err := url.Parse(s); err == nil && pu.User != nil {
+		if _, ok := pu.User.Password(); ok {
+			s = pu.Redacted()
+		}
+	}
+	return s
+}
+
+// Redact removes token from s: wherever it stands in a registration path,
+// and anywhere at all (also path- or query-escaped) when it is long enough
+// to be told apart from ordinary words.
+func Redact(s, token string) string {
+	s = registrationPath.ReplaceAllString(s, "${1}"+Redacted)
+	if len(token) < minBareToken {
+		return s
+	}
+	forms := []string{token, url.PathEscape(token), url.QueryEscape(token)}
+	if raw, err := url.PathUnescape(token); err == nil {
+		forms = append(forms, raw)
+	}
+	for _, t := range forms {
+		s = strings.ReplaceAll(s, t, Redacted)
+	}
+	return s
+}
+
+// RedactError is err with the token of registrationURL removed from what
+// it prints, for errors made outside this package that may carry the URL
+// (net/http's *url.Error quotes it whole).
+func RedactError(err error, registrationURL string) error {
+	return redactError(err, RegistrationToken(registrationURL))
+}
+
+// redactedError is err with the token removed from its text; errors.Is and
+// errors.As still see err.
+type redactedError struct {
+	err   error
+	token string
+}
+
+func (e *redactedError) Error() string { return Redact(e.err.Error(), e.token) }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// redactError removes token from everything err prints. A server's
+// MsgError text (*ErrorReply) and a refused upgrade's body
+// (*HandshakeError), which callers may print on their own, are cleaned in
+// place; the rest is wrapped.
+func redactError(err error, token string) error {
+	if err == nil || Redact(err.Error(), token) == err.Error() {
+		return err
+	}
+	var er *ErrorReply
+	if errors.As(err, &er) {
+		er.Message = Redact(er.Message, token)
+		if Redact(err.Error(), token) == err.Error() {
+			return err
+		}
+	}
+	// A refused upgrade's body (regserver's and upstream's 404 name the
+	// token they did not find) is kept for callers that print it alone.
+	var he *HandshakeError
+	if errors.As(err, &he) {
+		he.Body = Redact(he.Body, token)
+		if Redact(err.Error(), token) == err.Error() {
+			return err
+		}
+	}
+	var se *StepError
+	if errors.As(err, &se) && se == err {
+		return &StepError{Step: se.Step, Err: redactError(se.Err, token)}
+	}
+	return &redactedError{err: err, token: token}
+}
