@@ -62,7 +62,7 @@ func ResetNetwork(ctx context.Context, o Options) error {
 		log.WithField("files", len(removed)).Info("reset network: network config removed")
 	}
 	statePath := r.path(r.o.StatePath)
-	st, note, err := LoadState(statePath)
+	st, note, err := LoadState(r.files, statePath)
 	if err != nil {
 		return &PhaseError{Phase: PhaseState, Err: err}
 	}

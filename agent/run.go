@@ -308,7 +308,7 @@ func (r *run) loadConfig(ctx context.Context) error {
 }
 
 func (r *run) loadState(ctx context.Context) error {
-	st, note, err := LoadState(r.path(r.o.StatePath))
+	st, note, err := LoadState(r.files, r.path(r.o.StatePath))
 	if err != nil {
 		return err
 	}

@@ -72,9 +72,10 @@ const maxStateFile = 1 << 20
 const NoteFirstRegistration = "no state file: first registration"
 
 // LoadState reads the state file. Missing means first registration. A
-// corrupt file is kept aside as <path>.corrupt-<unix time>, and the run
-// starts fresh; note says what happened.
-func LoadState(path string) (st *State, note string, err error) {
+// corrupt file is kept aside through files (as <path>.corrupt-<unix time>
+// on the host; a dry run's printing edge only says so), and the run starts
+// fresh; note says what happened.
+func LoadState(files apply.Files, path string) (st *State, note string, err error) {
 	b, err := safefile.ReadFile(path, maxStateFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &State{}, NoteFirstRegistration, nil
@@ -84,7 +85,7 @@ func LoadState(path string) (st *State, note string, err error) {
 	}
 	st = &State{loaded: b}
 	if uErr := yaml.Unmarshal(b, st); uErr != nil {
-		aside, rErr := safefile.SetAside(path, time.Now())
+		aside, rErr := files.SetAside(path)
 		if rErr != nil {
 			return nil, "", fmt.Errorf("state file %s is corrupt (%v) and could not be kept aside: %w", path, uErr, rErr)
 		}

@@ -27,7 +27,7 @@ func FuzzLoadState(f *testing.F) {
 		if err := os.WriteFile(path, content, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		st, note, err := LoadState(path)
+		st, note, err := LoadState(apply.HostFiles{}, path)
 		if err != nil {
 			t.Fatalf("LoadState failed on content alone: %v", err)
 		}
@@ -54,7 +54,7 @@ func FuzzLoadState(f *testing.F) {
 		if err := st.Save(apply.HostFiles{}, path); err != nil {
 			t.Fatalf("saving a state we read: %v", err)
 		}
-		again, note, err := LoadState(path)
+		again, note, err := LoadState(apply.HostFiles{}, path)
 		if err != nil || note != "" {
 			t.Fatalf("reading back our own state: %v %q", err, note)
 		}

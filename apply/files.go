@@ -5,8 +5,10 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"time"
 
 	"github.com/nodereg/nodereg/internal/atomicfile"
+	"github.com/nodereg/nodereg/internal/safefile"
 )
 
 // Files is the edge where the agent writes on the host: every file it
@@ -18,6 +20,9 @@ type Files interface {
 	Remove(path string) error
 	// MkdirAll creates a directory and its parents.
 	MkdirAll(path string, perm fs.FileMode) error
+	// SetAside keeps a file that cannot be parsed under a new name
+	// (<path>.corrupt-<unix time>) and says which; it never removes one.
+	SetAside(path string) (string, error)
 }
 
 // HostFiles writes the real files: atomically (temp file, fsync, rename).
@@ -33,6 +38,9 @@ func (HostFiles) Remove(path string) error { return atomicfile.Remove(path) }
 
 // MkdirAll implements Files.
 func (HostFiles) MkdirAll(path string, perm fs.FileMode) error { return os.MkdirAll(path, perm) }
+
+// SetAside implements Files.
+func (HostFiles) SetAside(path string) (string, error) { return safefile.SetAside(path, time.Now()) }
 
 // PrintFiles is a dry run's Files: it prints what would be written or
 // removed, content included, and touches nothing.
@@ -56,3 +64,10 @@ func (p PrintFiles) Remove(path string) error {
 
 // MkdirAll implements Files: directories are implied by the files.
 func (PrintFiles) MkdirAll(string, fs.FileMode) error { return nil }
+
+// SetAside implements Files: it says what a run would do and leaves the
+// file where it is.
+func (p PrintFiles) SetAside(path string) (string, error) {
+	fmt.Fprintf(p.W, "# would keep %s aside as %s.corrupt-<time>\n", path, path)
+	return "(not in a dry run)", nil
+}

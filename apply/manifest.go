@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
-	"time"
 
 	"github.com/nodereg/nodereg/internal/safefile"
 )
@@ -85,12 +84,7 @@ func (a *Applier) readManifest() (*Manifest, error) {
 	}
 	var m Manifest
 	if uErr := json.Unmarshal(b, &m); uErr != nil {
-		if _, dry := a.files().(PrintFiles); dry {
-			// A dry run changes nothing, not even this rename.
-			a.log().WithField("file", file).WithError(uErr).Warn("network manifest is corrupt: a run would keep it aside and start without it")
-			return &Manifest{Corrupt: true}, nil
-		}
-		aside, err := safefile.SetAside(file, time.Now())
+		aside, err := a.files().SetAside(file)
 		if err != nil {
 			return nil, fmt.Errorf("network manifest %s is corrupt (%v) and cannot be kept aside: %w", file, uErr, err)
 		}

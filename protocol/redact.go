@@ -20,7 +20,10 @@ const Redacted = "REDACTED"
 // make the text unreadable; real tokens are long random strings.
 const minBareToken = 6
 
-var registrationPath = regexp.MustCompile(`(/registration/)[^/\s"'?#<>]+`)
+// registrationPath is where a token stands in upstream's URLs
+// (/elemental/registration/<token>). Only that path: the agent's own files
+// live under /oem/registration/ and must print as they are.
+var registrationPath = regexp.MustCompile(`(/elemental/registration/)[^/\s"'?#<>]+`)
 
 // RegistrationToken is the token of a registration URL: the path segment
 // after ".../registration/", else the last path segment; "" when the path

@@ -62,6 +62,12 @@ func TestRedactText(t *testing.T) {
 	if got := Redact("the t in text, /elemental/registration/t", "t"); got != "the t in text, /elemental/registration/REDACTED" {
 		t.Errorf("short token: %q", got)
 	}
+	// The agent's own files are no registration URL.
+	for _, local := range []string{"/oem/registration/state.yaml", "would write /r/oem/registration/config.yaml (0600)"} {
+		if got := Redact(local, "Tok3n-long"); got != local {
+			t.Errorf("a local path was redacted: %q -> %q", local, got)
+		}
+	}
 }
 
 // echoServer answers like a registration server that knows only

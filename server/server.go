@@ -153,9 +153,6 @@ func New(o Options) (*Server, error) {
 		l.SetOutput(io.Discard)
 		s.log = logrus.NewEntry(l)
 	}
-	for _, w := range o.Config.Warnings {
-		s.log.Warn(w)
-	}
 	for i := range o.Config.Registrations {
 		if reg := &o.Config.Registrations[i]; len(s.authFor(reg)) == 0 {
 			s.log.Warnf("registration %s: no authenticator for its auth %q (is the server started with --no-tpm?): every machine will be refused", reg.Name, reg.Config.Elemental.Registration.Auth)

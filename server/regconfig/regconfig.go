@@ -49,10 +49,6 @@ type Registration struct {
 type Config struct {
 	Registrations []Registration
 	Pools         map[string]*ipam.Pool
-	// Warnings are accepted oddities, e.g. a placeholder no pool provides
-	// (the agent must reject that config; keeping it loadable lets that be
-	// tested).
-	Warnings []string
 }
 
 // ByToken finds the registration for a URL token.
@@ -172,7 +168,9 @@ func Parse(data []byte) (*Config, error) {
 		}
 		for _, ph := range Placeholders(n.Config) {
 			if _, ok := n.IPAddresses[ph]; !ok {
-				c.Warnings = append(c.Warnings, fmt.Sprintf("%s.network.config: placeholder {%s} names no entry of ipAddresses; agents will reject this config", key, ph))
+				// Every agent refuses a config with a placeholder left in it
+				// (exit 78): refuse it here, before any machine gets it.
+				return nil, fmt.Errorf("%s.network.config: placeholder {%s} names no entry of ipAddresses, so it can never render", key, ph)
 			}
 		}
 	}

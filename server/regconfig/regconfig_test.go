@@ -11,9 +11,6 @@ func TestExampleConfigLoads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.Warnings) != 0 {
-		t.Fatalf("warnings: %v", c.Warnings)
-	}
 	r, ok := c.ByToken("demo-token")
 	if !ok {
 		t.Fatal("token demo-token not found")
@@ -109,14 +106,13 @@ func TestExternalURL(t *testing.T) {
 	}
 }
 
-func TestUnknownPlaceholderLoadsWithWarning(t *testing.T) {
+// A placeholder that no ipAddresses entry provides can never render: every
+// agent would refuse the config, so regserver refuses it at start.
+func TestUnknownPlaceholderIsRefused(t *testing.T) {
 	doc := strings.Replace(base, `"{ip}"`, `"{other-ip}"`, 1)
-	c, err := Parse([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(c.Warnings) != 1 || !strings.Contains(c.Warnings[0], "{other-ip}") {
-		t.Fatalf("warnings = %v", c.Warnings)
+	_, err := Parse([]byte(doc))
+	if err == nil || !strings.Contains(err.Error(), "{other-ip}") || !strings.Contains(err.Error(), "network.config") {
+		t.Fatalf("Parse = %v, want a refusal naming network.config and {other-ip}", err)
 	}
 }
 

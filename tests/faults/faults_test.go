@@ -257,7 +257,7 @@ func checkNewState(t *testing.T, b []byte) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "state.yaml")
 	node.Must(t, os.WriteFile(p, b, 0o600))
-	st, note, err := agent.LoadState(p)
+	st, note, err := agent.LoadState(apply.HostFiles{}, p)
 	if err != nil || strings.Contains(note, "corrupt") {
 		t.Fatalf("state file is not a valid version: %v %s\n%s", err, note, b)
 	}

@@ -191,6 +191,33 @@ func TestCorruptManifestSetAside(t *testing.T) {
 	goodRun(t, m)
 }
 
+// TestDryRunLeavesCorruptStateInPlace: a dry run writes nothing on the
+// node, and that includes keeping a corrupt state file aside; it says what
+// a real run would do instead.
+func TestDryRunLeavesCorruptStateInPlace(t *testing.T) {
+	useStub(t)
+	s := &Server{Config: []byte("elemental:\n    registration:\n        auth: mac\n"), Network: []byte(seedPRNetwork)}
+	url, _ := s.Start(t, false, "tok-dry-state")
+	m := node.New(t, "52:54:00:0c:03:02", url, "    network-config: explicit\n")
+	state := filepath.Join(m.Root, node.StatePath)
+	testutil.Must(t, os.MkdirAll(filepath.Dir(state), 0o700))
+	testutil.Must(t, os.WriteFile(state, []byte("{not: [yaml"), 0o600))
+
+	var out, log node.Log
+	if _, err := agent.Run(t.Context(), agent.Options{Root: m.Root, Out: &out, Log: log.Entry(), Runner: m.Runner(), DryRun: true, Deadline: 5 * time.Second, NetworkTimeout: 5 * time.Second}); err != nil {
+		t.Fatalf("dry run with a corrupt state: %v\n%s", err, log.String())
+	}
+	if b, _ := os.ReadFile(state); string(b) != "{not: [yaml" {
+		t.Errorf("a dry run changed the corrupt state file: now %q", b)
+	}
+	if aside, _ := filepath.Glob(state + ".corrupt-*"); len(aside) != 0 {
+		t.Errorf("a dry run kept the state aside: %v", aside)
+	}
+	if !strings.Contains(out.String(), "would keep "+state+" aside") {
+		t.Errorf("the dry run does not say it would keep the state aside:\n%s\n%s", out.String(), log.String())
+	}
+}
+
 // TestDeadlineIsAHardBound: against a server silent at any step, the run
 // ends within --deadline (registration) or --network-timeout (explicit
 // exchange) plus 1 s, whatever the session deadline.

@@ -250,7 +250,7 @@ func checkRegistered(t *testing.T, m *node.Machine, r agentRun) {
 	if r.code != 0 {
 		t.Fatalf("agent exit %d:\n%s", r.code, r.out)
 	}
-	st, note, err := agent.LoadState(filepath.Join(m.Root, node.StatePath))
+	st, note, err := agent.LoadState(apply.HostFiles{}, filepath.Join(m.Root, node.StatePath))
 	if err != nil || note != "" || !st.Registered() || st.NetworkDigest == "" {
 		t.Fatalf("state after the run: %+v %q %v", st, note, err)
 	}
