@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+
+	"github.com/nodereg/nodereg/internal/safefile"
 )
 
 // ErrNotTPM: the setting names something that cannot be a TPM.
@@ -37,25 +39,7 @@ func CheckTPM(dev string) error {
 		return fmt.Errorf("tpm-device: %w", err)
 	}
 	if fi.Mode()&want == 0 {
-		return fmt.Errorf("tpm-device %s: %w: it is %s, not %s", dev, ErrNotTPM, describe(fi.Mode()), what)
+		return fmt.Errorf("tpm-device %s: %w: it is %s, not %s", dev, ErrNotTPM, safefile.Kind(fi.Mode()), what)
 	}
 	return nil
-}
-
-func describe(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeCharDevice != 0:
-		return "a character device"
-	case m&fs.ModeDevice != 0:
-		return "a block device"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m.IsDir():
-		return "a directory"
-	case m.IsRegular():
-		return "a regular file"
-	}
-	return "mode " + m.String()
 }

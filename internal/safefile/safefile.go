@@ -74,10 +74,12 @@ func regular(path string, fi fs.FileInfo) error {
 	case m&fs.ModeSymlink != 0:
 		return &fs.PathError{Op: "open", Path: path, Err: ErrSymlink}
 	}
-	return &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (%s)", ErrNotRegular, kind(m))}
+	return &fs.PathError{Op: "open", Path: path, Err: fmt.Errorf("%w (%s)", ErrNotRegular, Kind(m))}
 }
 
-func kind(m fs.FileMode) string {
+// Kind names a file's type for an error message ("a FIFO", "a block
+// device").
+func Kind(m fs.FileMode) string {
 	switch {
 	case m&fs.ModeNamedPipe != 0:
 		return "a FIFO"
@@ -89,6 +91,8 @@ func kind(m fs.FileMode) string {
 		return "a block device"
 	case m.IsDir():
 		return "a directory"
+	case m.IsRegular():
+		return "a regular file"
 	}
 	return "mode " + m.String()
 }
