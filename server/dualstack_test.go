@@ -1,7 +1,6 @@
 package server
 
 import (
-	"strings"
 	"testing"
 
 	"github.com/sirupsen/logrus"
@@ -10,7 +9,7 @@ import (
 	"github.com/nodereg/nodereg/server/regconfig"
 )
 
-func TestDualStackClaimsAndPlaceholderWarning(t *testing.T) {
+func TestDualStackClaims(t *testing.T) {
 	cfg, err := regconfig.Parse([]byte(`
 registrations:
 - name: demo
@@ -23,7 +22,7 @@ registrations:
       interfaces:
       - name: eth0
         ipv4: {address: [{ip: "{ip4}", prefix-length: 24}]}
-        ipv6: {address: [{ip: "{ip6}", prefix-length: 64}, {ip: "{ip-missing}", prefix-length: 64}]}
+        ipv6: {address: [{ip: "{ip6}", prefix-length: 64}]}
 pools:
 - {name: v4, addresses: [10.0.0.0/24], prefix: 24, gateway: 10.0.0.1}
 - {name: v6, addresses: [2001:db8::/64], prefix: 64, gateway: 2001:db8::1, excludedAddresses: [2001:db8::2-2001:db8::9]}
@@ -33,15 +32,6 @@ pools:
 	}
 	logger, hook := logtest.NewNullLogger()
 	s := newServer(t, cfg, memStore(t), func(o *Options) { o.Log = logrus.NewEntry(logger) })
-	warned := false
-	for _, e := range hook.AllEntries() {
-		if e.Level == logrus.WarnLevel && strings.Contains(e.Message, "{ip-missing}") {
-			warned = true
-		}
-	}
-	if !warned {
-		t.Error("no warning about the placeholder no pool provides")
-	}
 
 	r := register(t, s, "uuid-a")
 	if r.Network == nil || r.Network.IPAddresses["ip4"] != "10.0.0.2" || r.Network.IPAddresses["ip6"] != "2001:db8::a" {
