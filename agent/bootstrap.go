@@ -277,6 +277,12 @@ func (r *run) bootstrapKeyfiles(ctx context.Context, plan *bootstrap.Plan) ([]ap
 	if err != nil {
 		return nil, err
 	}
+	// The bootstrap keyfiles go live the keyfile way whatever made them
+	// (so not GeneratorNote's words); which generator ran is worth a line.
+	if p.Generator != apply.GeneratorNone {
+		r.log.WithField("phase", PhaseBootstrap).WithField("generator", p.Generator).
+			WithField("keyfiles", len(p.Keyfiles)).Info("bootstrap keyfiles generated")
+	}
 	return p.Keyfiles, nil
 }
 

@@ -3,10 +3,11 @@
 package boot
 
 import (
+	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -29,9 +30,9 @@ const (
 	fastProbe = "NODEREG_BOOTSTRAP_PROBE_INTERVAL=200ms"
 )
 
-// bootstrapTemplate is the bootstrap profile's keyfile for the node's NIC,
-// as lines under elemental.registration.bootstrap-network.config; the
-// address comes from sources.
+// bootstrapConfig is the bootstrap block with the bootstrap profile's keyfile
+// for the node's NIC (configurator nmconnections); the address comes from
+// sources.
 func bootstrapConfig(sources ...string) []string {
 	lines := []string{
 		"bootstrap-network:",
@@ -49,6 +50,38 @@ func bootstrapConfig(sources ...string) []string {
 		"      dad-timeout=3000",
 		"      [ipv6]",
 		"      method=disabled",
+		"  ipAddresses:",
+		"    boot-ip:",
+	}
+	return append(lines, sources...)
+}
+
+// bootstrapNmstateConfig is the bootstrap block with an nmstate template
+// (docs/bootstrap.md's range example on the lab's NIC and subnet): the
+// address with its prefix and a default route via the server. Without
+// nmstatectl the agent's built-in translator makes its keyfile.
+func bootstrapNmstateConfig(sources ...string) []string {
+	lines := []string{
+		"bootstrap-network:",
+		"  configurator: nmstate",
+		"  config:",
+		"    interfaces:",
+		"    - name: " + nodeIf,
+		"      type: ethernet",
+		"      state: up",
+		"      ipv4:",
+		"        enabled: true",
+		"        dhcp: false",
+		"        address:",
+		`        - ip: "{boot-ip}"`,
+		"          prefix-length: 24",
+		"      ipv6:",
+		"        enabled: false",
+		"    routes:",
+		"      config:",
+		"      - destination: 0.0.0.0/0",
+		"        next-hop-address: " + serverIP,
+		"        next-hop-interface: " + nodeIf,
 		"  ipAddresses:",
 		"    boot-ip:",
 	}
@@ -75,6 +108,29 @@ func (m *machine) writeBootstrapConfig(sources ...string) {
 	m.writeConfig(append([]string{"auth: mac"}, bootstrapConfig(sources...)...)...)
 }
 
+// withoutNmstatectl is the agent's environment with no nmstatectl: the
+// host's PATH minus any directory holding one, checked in the node with that
+// environment.
+func (m *machine) withoutNmstatectl() []string {
+	m.t.Helper()
+	var dirs []string
+	for _, d := range filepath.SplitList(os.Getenv("PATH")) {
+		if _, err := os.Stat(filepath.Join(d, "nmstatectl")); err != nil {
+			dirs = append(dirs, d)
+		}
+	}
+	env := []string{"PATH=" + strings.Join(dirs, ":"), "NODEREG_NMSTATECTL="}
+	argv := m.inNode(append(append([]string{"env", m.busEnv}, env...), "sh", "-c", "command -v nmstatectl")...)
+	if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err == nil {
+		m.t.Fatalf("nmstatectl is on the agent's PATH (%s): the nmstate bootstrap needs a node without it", bytes.TrimSpace(out))
+	}
+	return env
+}
+
+// builtinLine is the agent's line saying which generator made the
+// bootstrap keyfiles.
+var builtinLine = regexp.MustCompile(`msg="bootstrap keyfiles generated" generator=builtin keyfiles=1 phase=bootstrap`)
+
 // bootstrapKeyfiles lists the agent's runtime keyfiles under the root.
 func (m *machine) bootstrapKeyfiles() []string {
 	m.t.Helper()
@@ -89,6 +145,24 @@ func (m *machine) bootstrapKeyfiles() []string {
 		}
 	}
 	return out
+}
+
+// bootstrapProfiles lists the profiles NetworkManager holds from a bootstrap
+// keyfile (by file, whatever the profile's id: the nmconnections template
+// names it bootstrapProfile, nmstate after the interface).
+func (m *machine) bootstrapProfiles() []string {
+	m.t.Helper()
+	out, err := m.nmcliOut("-t", "-f", "NAME,FILENAME", "connection", "show")
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	var held []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "/"+runtimeKeyfiles+"/nodereg-bootstrap-") || strings.HasPrefix(l, bootstrapProfile+":") {
+			held = append(held, l)
+		}
+	}
+	return held
 }
 
 // bootstrapAddr is the address the agent's "bootstrap address up" line
@@ -154,8 +228,8 @@ func checkOnlyPool(t *testing.T, m *machine, pool, when string) {
 	if got := m.addrs(); !equal(got, []string{cidr(pool)}) {
 		t.Errorf("%s: NIC has %v, want only the pool address %s", when, got, cidr(pool))
 	}
-	if slices.Contains(m.profiles(), bootstrapProfile) {
-		t.Errorf("%s: NetworkManager still has the bootstrap profile: %v", when, m.profiles())
+	if p := m.bootstrapProfiles(); len(p) != 0 {
+		t.Errorf("%s: NetworkManager still has the bootstrap profile(s) %v", when, p)
 	}
 	if kf := m.bootstrapKeyfiles(); len(kf) != 0 {
 		t.Errorf("%s: bootstrap keyfiles left under /run: %v", when, kf)
@@ -198,31 +272,37 @@ func TestBootstrapStaticByMAC(t *testing.T) {
 // whose middle one a third host holds. Node A's identity starts its walk at
 // .50, node B's at .51 (held) and moves on to .52 (the offsets follow the
 // documented hash of "uuid:<system UUID>"). They boot at the same time.
+// The bootstrap template is nmstate, on nodes without nmstatectl: the
+// built-in translator makes the bootstrap keyfile (B1 proves nmconnections).
 func TestBootstrapSharedRange(t *testing.T) {
 	r := newReport(t, "B2 no DHCP: two nodes share a range")
 	a := machineOn(newLab(t, serverConfig(keyfileTemplate)), "52:54:00:31:00:15") // range offset 0
 	b := machineOn(a.addPeer("nrsrv1"), "52:54:00:31:00:11")                      // range offset 1
 	a.addHolder("nrsrv2", "10.231.0.51")
 	for _, m := range []*machine{a, b} {
-		m.writeBootstrapConfig(bootstrapRange...)
+		m.writeConfig(append([]string{"auth: mac"}, bootstrapNmstateConfig(bootstrapRange...)...)...)
 		m.boot(active, false)
 		if got := m.addrs(); len(got) != 0 {
 			t.Fatalf("%s: before the agent the NIC has %v", m.mac, got)
 		}
 	}
+	env := [][]string{a.withoutNmstatectl(), b.withoutNmstatectl()}
 	var wg sync.WaitGroup
 	res := make([]agentRun, 2)
 	for i, m := range []*machine{a, b} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res[i] = m.runAgentNoFatal(nil)
+			res[i] = m.runAgentNoFatal(env[i])
 		}()
 	}
 	wg.Wait()
 	for i, m := range []*machine{a, b} {
 		if res[i].err != nil || res[i].code != 0 {
 			t.Fatalf("%s: agent exit %d (%v)", m.mac, res[i].code, res[i].err)
+		}
+		if !builtinLine.MatchString(res[i].out) {
+			t.Errorf("%s: the agent did not say the built-in translator made the one bootstrap keyfile", m.mac)
 		}
 	}
 	bootA, bootB := bootstrapAddr(res[0].out), bootstrapAddr(res[1].out)
