@@ -410,14 +410,18 @@ func (r *run) printBootstrap(ctx context.Context) error {
 
 // PrintBootstrap is `agent render --bootstrap`: the bootstrap profile the
 // machine under root would use (config file at configPath under root) and
-// the address it would try first, without probing, dialling or writing;
-// nmstate chooses an nmstate config's keyfile generator, as for render.
-func PrintBootstrap(ctx context.Context, w io.Writer, root, configPath string, nmstate apply.NmstateChoice) error {
+// the address it would try first, without probing, dialling or writing.
+// An nmstate template's keyfile generator is chosen as a run chooses it:
+// nmstate (--nmstate; nil when not given), else the file's
+// elemental.registration.nmstate, else auto.
+func PrintBootstrap(ctx context.Context, w io.Writer, root, configPath string, nmstate *string) error {
 	r := newRun(Options{DryRun: true, Out: w, Root: root, ConfigPath: configPath})
-	r.nmstate = nmstate
 	b, err := readLimited(r.path(r.o.ConfigPath), maxConfigFileBytes)
 	if err != nil {
 		return configErr("reading config file: %w", err)
+	}
+	if r.nmstate, err = nmstateChoice(r.path(r.o.ConfigPath), b, nmstate); err != nil {
+		return err
 	}
 	c, err := bootstrap.FromConfigFile(b)
 	if err != nil {
@@ -456,6 +460,9 @@ func PrintBootstrapPlan(ctx context.Context, w io.Writer, root string, c *bootst
 	if err != nil {
 		return err
 	}
+	if gen := generatorWords[p.Generator]; gen != "" {
+		fmt.Fprintf(w, "# bootstrap keyfiles by %s\n", gen)
+	}
 	for _, kf := range p.Keyfiles {
 		fmt.Fprintf(w, "# ---- bootstrap keyfile: %s (%04o, gone at reboot)\n%s", path.Join(plan.Keyfiles.Dir, plan.Keyfiles.Prefix+kf.Name), plan.Keyfiles.Mode, kf.Content)
 		if len(kf.Content) > 0 && kf.Content[len(kf.Content)-1] != '\n' {
@@ -468,4 +475,13 @@ func PrintBootstrapPlan(ctx context.Context, w io.Writer, root string, c *bootst
 		fmt.Fprintf(w, "nmcli connection up uuid '<UUID of %s>'\n", path.Join(plan.Keyfiles.Dir, plan.Keyfiles.Prefix+kf.Name))
 	}
 	return nil
+}
+
+// generatorWords name apply's keyfile generators for the bootstrap
+// printout (apply.Plan.GeneratorNote's words also say how an IPAM config
+// goes live, which is not how the bootstrap keyfiles do).
+var generatorWords = map[string]string{
+	apply.GeneratorBuiltin:    "the built-in nmstate translator",
+	apply.GeneratorNmstatectl: "nmstatectl gc",
+	apply.GeneratorNmc:        "nmc generate",
 }

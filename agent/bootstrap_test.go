@@ -267,10 +267,12 @@ func TestBootstrapNmstateUsesTheKeyfileGenerator(t *testing.T) {
 	testutil.Must(t, err)
 	first := preview.Choices[0].FirstTry.String()
 	var out strings.Builder
-	if err := PrintBootstrap(t.Context(), &out, m.Root, "/"+node.ConfigPath, apply.NmstateNmstatectl); err != nil {
+	nmstatectl := string(apply.NmstateNmstatectl)
+	if err := PrintBootstrap(t.Context(), &out, m.Root, "/"+node.ConfigPath, &nmstatectl); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
+		"# bootstrap keyfiles by nmstatectl gc\n",
 		"bootstrap keyfile: /run/NetworkManager/system-connections/nodereg-bootstrap-eth0.nmconnection",
 		"=" + first + "/24\n",
 	} {

@@ -64,6 +64,27 @@ type localConfig struct {
 	} `yaml:"elemental"`
 }
 
+// nmstateChoice is what writes an nmstate config's keyfiles: flag
+// (--nmstate) when given, else the config file's (b, read from path)
+// elemental.registration.nmstate, else auto. A bad value is a config error
+// naming where it came from.
+func nmstateChoice(path string, b []byte, flag *string) (apply.NmstateChoice, error) {
+	var local localConfig
+	if err := yaml.Unmarshal(b, &local); err != nil {
+		return "", configErr("config file %s: %w", path, err)
+	}
+	nmstate := local.Elemental.Registration.Nmstate
+	where := path + ": " + NmstateKey
+	if flag != nil {
+		nmstate, where = *flag, "--nmstate"
+	}
+	choice, err := apply.ParseNmstateChoice(nmstate)
+	if err != nil {
+		return "", configErr("%s: %w", where, err)
+	}
+	return choice, nil
+}
+
 // LoadConfig reads the elemental config file (a missing file is an error, as
 // upstream) and applies the overrides. Errors name the file and the key.
 func LoadConfig(path string, o Overrides) (*protocol.Config, error) {
@@ -126,18 +147,9 @@ func readConfigFile(root, path string, o Overrides, log *logrus.Entry) (*protoco
 	if r.NetworkConfig == "" {
 		r.NetworkConfig = networkModeAuto
 	}
-	var local localConfig
-	if err := yaml.Unmarshal(b, &local); err != nil {
-		return nil, "", nil, configErr("config file %s: %w", path, err)
-	}
-	nmstate := local.Elemental.Registration.Nmstate
-	where := path + ": " + NmstateKey
-	if o.Nmstate != nil {
-		nmstate, where = *o.Nmstate, "--nmstate"
-	}
-	choice, err := apply.ParseNmstateChoice(nmstate)
+	choice, err := nmstateChoice(path, b, o.Nmstate)
 	if err != nil {
-		return nil, "", nil, configErr("%s: %w", where, err)
+		return nil, "", nil, err
 	}
 	if err := validate(path, r); err != nil {
 		return nil, "", nil, err

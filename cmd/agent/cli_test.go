@@ -282,3 +282,75 @@ func TestRenderBootstrap(t *testing.T) {
 		t.Errorf("render --bootstrap connected to the server %d times", conns.Load())
 	}
 }
+
+// render --bootstrap chooses an nmstate template's keyfile generator as
+// register does: --nmstate, else the file's elemental.registration.nmstate,
+// else auto. nmstatectl is missing here, so the built-in shows the keyfile
+// and nmstatectl shows none.
+func TestRenderBootstrapNmstateChoiceFlagFileAuto(t *testing.T) {
+	t.Setenv("NODEREG_NMSTATECTL", "/nonexistent/nmstatectl")
+	url, _ := listener(t)
+	root := scratchRoot(t, url)
+	nic := filepath.Join(root, "sys/class/net/eth0")
+	for p, v := range map[string]string{nic + "/address": "52:54:00:31:00:09\n", nic + "/addr_assign_type": "0\n"} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const builtin, missing = "# bootstrap keyfiles by the built-in nmstate translator\n", "# bootstrap keyfiles not shown: plan network (nmstate): required tool nmstatectl not found"
+	writeConfig := func(nmstate string) {
+		t.Helper()
+		cfg := "elemental:\n  registration:\n    url: " + url + "\n"
+		if nmstate != "" {
+			cfg += "    nmstate: " + nmstate + "\n"
+		}
+		cfg += `    bootstrap-network:
+      configurator: nmstate
+      config:
+        interfaces:
+        - name: eth0
+          type: ethernet
+          state: up
+          ipv4: {enabled: true, dhcp: false, address: [{ip: "{boot-ip}", prefix-length: 24}]}
+      ipAddresses:
+        boot-ip:
+          static:
+          - mac: 52:54:00:31:00:09
+            address: 10.231.0.29
+`
+		if err := os.WriteFile(filepath.Join(root, "oem/registration/config.yaml"), []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		file  string // elemental.registration.nmstate, "" for none
+		flags []string
+		want  string
+	}{
+		{"", nil, builtin},
+		{"nmstatectl", nil, missing},
+		{"builtin", nil, builtin},
+		{"nmstatectl", []string{"--nmstate", "builtin"}, builtin},
+		{"nmstatectl", []string{"--nmstate=auto"}, builtin},
+		{"builtin", []string{"--nmstate", "nmstatectl"}, missing},
+	} {
+		writeConfig(c.file)
+		code, stdout, stderr := run(append([]string{"--root", root, "render", "--bootstrap"}, c.flags...)...)
+		if code != 0 {
+			t.Fatalf("file %q, flags %q: exit %d: %s", c.file, c.flags, code, stderr)
+		}
+		if !strings.Contains(stdout, c.want) {
+			t.Errorf("file %q, flags %q: output lacks %q:\n%s", c.file, c.flags, c.want, stdout)
+		}
+		if shown := strings.Contains(stdout, "address0=10.231.0.29/24\n"); shown != (c.want == builtin) {
+			t.Errorf("file %q, flags %q: keyfile shown %v:\n%s", c.file, c.flags, shown, stdout)
+		}
+	}
+	writeConfig("rust")
+	if code, _, stderr := run("--root", root, "render", "--bootstrap"); code != 78 || !strings.Contains(stderr, "elemental.registration.nmstate") {
+		t.Errorf("nmstate: rust in the file: exit %d, stderr %q; want 78 naming the key", code, stderr)
+	}
+}

@@ -33,7 +33,9 @@ prints what a dry run prints: the digested config, the keyfiles, the yip
 applicator and the commands. Talks to no server; writes nothing. A key the
 NetworkConfig does not have is an error. An nmstate config's keyfiles come
 from nmstatectl gc when it is installed, else from the built-in translator
-(--nmstate chooses); the output says which.
+(--nmstate chooses); the output says which. With --bootstrap, an unset
+--nmstate leaves the choice to the config file's elemental.registration.nmstate
+(else auto), as register does.
 
 With --bootstrap it prints the bootstrap network of the config file
 (elemental.registration.bootstrap-network) as this machine would bring it
@@ -46,7 +48,11 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 			case boot && file != "":
 				return errors.New("--bootstrap and --network-config are mutually exclusive")
 			case boot:
-				err = agent.PrintBootstrap(context.Background(), c.stdout, c.root, configPath, apply.NmstateChoice(nmstate.value))
+				var flag *string // nil: the config file's elemental.registration.nmstate, else auto
+				if cmd.Flags().Changed("nmstate") {
+					flag = &nmstate.value
+				}
+				err = agent.PrintBootstrap(context.Background(), c.stdout, c.root, configPath, flag)
 			case file == "":
 				return errors.New(`required flag(s) "network-config" not set (or --bootstrap)`)
 			default:
