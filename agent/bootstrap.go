@@ -283,7 +283,7 @@ func (r *run) bootstrapKeyfiles(ctx context.Context, plan *bootstrap.Plan) ([]ap
 		r.log.WithField("phase", PhaseBootstrap).WithField("generator", p.Generator).
 			WithField("keyfiles", len(p.Keyfiles)).Info("bootstrap keyfiles generated")
 	}
-	return p.Keyfiles, nil
+	return bootstrapUUIDs(p.Keyfiles), nil
 }
 
 // nmPaths are the keyfiles as NetworkManager names them: its runtime
@@ -463,7 +463,8 @@ func PrintBootstrapPlan(ctx context.Context, w io.Writer, root string, c *bootst
 	if gen := generatorWords[p.Generator]; gen != "" {
 		fmt.Fprintf(w, "# bootstrap keyfiles by %s\n", gen)
 	}
-	for _, kf := range p.Keyfiles {
+	kfs := bootstrapUUIDs(p.Keyfiles)
+	for _, kf := range kfs {
 		fmt.Fprintf(w, "# ---- bootstrap keyfile: %s (%04o, gone at reboot)\n%s", path.Join(plan.Keyfiles.Dir, plan.Keyfiles.Prefix+kf.Name), plan.Keyfiles.Mode, kf.Content)
 		if len(kf.Content) > 0 && kf.Content[len(kf.Content)-1] != '\n' {
 			fmt.Fprintln(w)
@@ -471,7 +472,7 @@ func PrintBootstrapPlan(ctx context.Context, w io.Writer, root string, c *bootst
 	}
 	fmt.Fprintln(w, "# ---- bootstrap commands")
 	fmt.Fprintln(w, "nmcli connection reload")
-	for _, kf := range p.Keyfiles {
+	for _, kf := range kfs {
 		fmt.Fprintf(w, "nmcli connection up uuid '<UUID of %s>'\n", path.Join(plan.Keyfiles.Dir, plan.Keyfiles.Prefix+kf.Name))
 	}
 	return nil

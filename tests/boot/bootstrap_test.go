@@ -274,10 +274,12 @@ func TestBootstrapStaticByMAC(t *testing.T) {
 // documented hash of "uuid:<system UUID>"). They boot at the same time.
 // The bootstrap template is nmstate, on nodes without nmstatectl: the
 // built-in translator makes the bootstrap keyfile (B1 proves nmconnections).
+// So is the IPAM template (the seed's), on the same NIC: both keyfiles come
+// from one interface, and the bootstrap one must not shadow the IPAM one.
 func TestBootstrapSharedRange(t *testing.T) {
 	r := newReport(t, "B2 no DHCP: two nodes share a range")
-	a := machineOn(newLab(t, serverConfig(keyfileTemplate)), "52:54:00:31:00:15") // range offset 0
-	b := machineOn(a.addPeer("nrsrv1"), "52:54:00:31:00:11")                      // range offset 1
+	a := machineOn(newLab(t, serverConfig(nmstateSeedTemplate)), "52:54:00:31:00:15") // range offset 0
+	b := machineOn(a.addPeer("nrsrv1"), "52:54:00:31:00:11")                          // range offset 1
 	a.addHolder("nrsrv2", "10.231.0.51")
 	for _, m := range []*machine{a, b} {
 		m.writeConfig(append([]string{"auth: mac"}, bootstrapNmstateConfig(bootstrapRange...)...)...)
