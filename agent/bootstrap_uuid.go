@@ -1,11 +1,10 @@
 package agent
 
 import (
-	"crypto/sha1"
-	"fmt"
 	"strings"
 
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/nmstate"
 )
 
 // bootstrapNamespace is the RFC 4122 name space (URL) the bootstrap
@@ -36,7 +35,7 @@ func bootstrapUUIDs(kfs []apply.Keyfile) []apply.Keyfile {
 			if ok && section == "connection" && strings.TrimSpace(k) == "uuid" {
 				old := strings.ToLower(strings.TrimSpace(v))
 				if old != "" {
-					renamed[old] = uuidV5(bootstrapNamespace, "nodereg-bootstrap://"+old)
+					renamed[old] = nmstate.UUIDv5(bootstrapNamespace, "nodereg-bootstrap://"+old)
 				}
 			}
 		}
@@ -63,15 +62,4 @@ func bootstrapUUIDs(kfs []apply.Keyfile) []apply.Keyfile {
 		out[i] = kf
 	}
 	return out
-}
-
-// uuidV5 is RFC 4122's name-based (SHA-1) UUID.
-func uuidV5(ns [16]byte, name string) string {
-	h := sha1.New()
-	h.Write(ns[:])
-	h.Write([]byte(name))
-	u := h.Sum(nil)[:16]
-	u[6] = (u[6] & 0x0f) | 0x50
-	u[8] = (u[8] & 0x3f) | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
 }

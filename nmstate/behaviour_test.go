@@ -268,7 +268,7 @@ func TestUUIDCheckValues(t *testing.T) {
 		"ethernet://eth3":    "7e211aea-3d14-59cf-a4fa-be91dac5dbba",
 		"ethernet://enp1s0":  "11655ff4-09bf-500f-9f38-9bfcc91ab36b",
 	} {
-		if got := uuidV5(namespaceURL, in); got != want {
+		if got := UUIDv5(namespaceURL, in); got != want {
 			t.Errorf("uuid5(URL, %q) = %s, want %s", in, got, want)
 		}
 	}

@@ -53,8 +53,8 @@ func render(secs []*section) []byte {
 // namespaceURL is RFC 4122's name space for URLs, the one nmstate uses.
 var namespaceURL = [16]byte{0x6b, 0xa7, 0xb8, 0x11, 0x9d, 0xad, 0x11, 0xd1, 0x80, 0xb4, 0x00, 0xc0, 0x4f, 0xd4, 0x30, 0xc8}
 
-// uuidV5 is RFC 4122's name-based (SHA-1) UUID.
-func uuidV5(ns [16]byte, name string) string {
+// UUIDv5 is RFC 4122's name-based (SHA-1) UUID, as nmstate derives profile ids.
+func UUIDv5(ns [16]byte, name string) string {
 	h := sha1.New()
 	h.Write(ns[:])
 	h.Write([]byte(name))

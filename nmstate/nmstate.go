@@ -93,7 +93,7 @@ var nmTypes = map[string]string{"ethernet": "802-3-ethernet", "bond": "bond", "l
 func (ifc *iface) sections(routes []sanitizedRoute, dns placement) []*section {
 	conn := newSection("connection")
 	conn.set("id", ifc.name)
-	conn.set("uuid", uuidV5(namespaceURL, ifc.typ+"://"+ifc.name))
+	conn.set("uuid", UUIDv5(namespaceURL, ifc.typ+"://"+ifc.name))
 	conn.set("type", nmTypes[ifc.typ])
 	conn.set("interface-name", ifc.name)
 	conn.set("autoconnect", strconv.FormatBool(ifc.state != "down"))
