@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/agent/exitcode"
+	cmdline "github.com/nodereg/nodereg/internal/cli"
 	"github.com/nodereg/nodereg/internal/logging"
 )
 
@@ -29,7 +29,7 @@ its registration), gets its network config with IPAM addresses, writes it under
 
 Exit status: 0 done, 64 bad command line, 75 try again later, 78 needs a
 person, 130/143 stopped by SIGINT/SIGTERM.`,
-		Args:          noArgs,
+		Args:          cmdline.NoArgs,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -69,43 +69,19 @@ person, 130/143 stopped by SIGINT/SIGTERM.`,
 	registerCmd := &cobra.Command{
 		Use:   "register [flags]",
 		Short: "Register (or update) and apply the network config (the default command)",
-		Args:  noArgs,
+		Args:  cmdline.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return c.register(cmd, reg) },
 	}
 	reg.bind(registerCmd.Flags())
 
-	// cobra's own help command answers an unknown topic with the root's
-	// help and exit 0; an unknown topic is a bad command line here too.
-	root.SetHelpCommand(&cobra.Command{
-		Use:   "help [command]",
-		Short: "Help about any command",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			target, rest, err := cmd.Root().Find(args)
-			if err != nil || len(rest) > 0 {
-				return fmt.Errorf("unknown help topic %q", strings.Join(args, " "))
-			}
-			return target.Help()
-		},
-	})
+	root.SetHelpCommand(cmdline.HelpCommand())
 	root.AddCommand(registerCmd, c.renderCommand(), c.inventoryCommand(), &cobra.Command{
 		Use:   "version",
 		Short: "Print the version",
-		Args:  noArgs,
+		Args:  cmdline.NoArgs,
 		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(c.stdout, version) },
 	})
 	return root
-}
-
-// noArgs refuses any positional argument, naming it: a stray word must
-// never start a run.
-func noArgs(cmd *cobra.Command, args []string) error {
-	if len(args) == 0 {
-		return nil
-	}
-	if cmd.HasSubCommands() {
-		return fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
-	}
-	return fmt.Errorf("unexpected argument %q", args[0])
 }
 
 // registerFlags is the command line of a registration: elemental-register's

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/agent/exitcode"
+	cmdline "github.com/nodereg/nodereg/internal/cli"
 )
 
 // inventoryCommand prints what the agent would send about this machine
@@ -47,7 +48,7 @@ and -r/--raw are accepted; the document always holds all of them.`,
 				b, err = reformat(b, format.value)
 			}
 			if err != nil {
-				return done(outcome(context.Background(), log, "inventory", err, false))
+				return cmdline.Done(outcome(context.Background(), log, "inventory", err, false))
 			}
 			_, _ = c.stdout.Write(b)
 			return nil

@@ -11,18 +11,17 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"github.com/sirupsen/logrus"
 
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/agent/exitcode"
+	cmdline "github.com/nodereg/nodereg/internal/cli"
 	"github.com/nodereg/nodereg/internal/logging"
 )
 
@@ -45,44 +44,10 @@ type cli struct {
 	lastRegister *registerFlags
 }
 
-// finished carries a command's exit status out of cobra: it is the outcome
-// of a run, already reported, not a command-line error.
-type finished struct{ code int }
-
-func (f *finished) Error() string { return fmt.Sprintf("exit %d", f.code) }
-
-func done(code int) error {
-	if code == exitcode.OK {
-		return nil
-	}
-	return &finished{code}
-}
-
 // execute runs the command line and returns the exit status.
 func execute(name string, args []string, stdout, stderr io.Writer) int {
 	c := &cli{name: name, stdout: stdout, stderr: stderr}
-	root := c.command()
-	root.SetArgs(args)
-	cmd, err := root.ExecuteC()
-	var f *finished
-	switch {
-	case err == nil:
-		return exitcode.OK
-	case errors.As(err, &f):
-		return f.code
-	}
-	// Everything else cobra or a flag returned is a command line we do
-	// not understand.
-	fmt.Fprintf(stderr, "%s: %s (see '%s --help')\n", cmd.CommandPath(), oneLine(err), cmd.CommandPath())
-	return exitcode.Usage
-}
-
-func oneLine(err error) string {
-	s := strings.TrimSpace(err.Error())
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i]
-	}
-	return s
+	return cmdline.Execute(c.command(), args, stderr)
 }
 
 // logger builds the logger from --log-format and --debug.

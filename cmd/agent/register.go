@@ -8,6 +8,7 @@ import (
 
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/agent/exitcode"
+	cmdline "github.com/nodereg/nodereg/internal/cli"
 	"github.com/nodereg/nodereg/systemd"
 )
 
@@ -67,7 +68,7 @@ func (c *cli) register(cmd *cobra.Command, f *registerFlags) error {
 	}
 	if f.resetNetwork {
 		err := agent.ResetNetwork(ctx, opts)
-		return done(outcome(ctx, log, "network reset failed", err, false))
+		return cmdline.Done(outcome(ctx, log, "network reset failed", err, false))
 	}
 	if f.dryRun {
 		log.Warn("dry run: this registers with the server for real (creates or updates this machine's inventory and claims the addresses it will keep); it writes and applies nothing on this node")
@@ -76,7 +77,7 @@ func (c *cli) register(cmd *cobra.Command, f *registerFlags) error {
 	if err != nil {
 		// A phase's failure line carries the error already.
 		var pe *agent.PhaseError
-		return done(outcome(ctx, log, "not registered", err, errors.As(err, &pe)))
+		return cmdline.Done(outcome(ctx, log, "not registered", err, errors.As(err, &pe)))
 	}
 	summary := log.WithField("updated", res.Updated)
 	if res.TPMHash != "" {
@@ -93,5 +94,5 @@ func (c *cli) register(cmd *cobra.Command, f *registerFlags) error {
 	} else {
 		summary.Info("registration complete")
 	}
-	return done(outcome(ctx, log, "not registered", nil, false))
+	return cmdline.Done(outcome(ctx, log, "not registered", nil, false))
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/apply"
+	cmdline "github.com/nodereg/nodereg/internal/cli"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -41,7 +42,7 @@ With --bootstrap it prints the bootstrap network of the config file
 (elemental.registration.bootstrap-network) as this machine would bring it
 up on a segment without DHCP: the address it would try first and where it
 comes from, and the runtime keyfiles. Nothing is probed or written.`,
-		Args: noArgs,
+		Args: cmdline.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			switch {
@@ -60,7 +61,7 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 			}
 			if err != nil {
 				fmt.Fprintf(c.stderr, "render: %v\n", err)
-				return done(exitcode.Of(err))
+				return cmdline.Done(exitcode.Of(err))
 			}
 			return nil
 		},

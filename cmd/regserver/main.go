@@ -8,7 +8,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	stdlog "log"
@@ -23,7 +22,10 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
+	cmdline "github.com/nodereg/nodereg/internal/cli"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/server"
 	"github.com/nodereg/nodereg/server/regconfig"
@@ -35,7 +37,6 @@ import (
 const (
 	exitOK     = 0
 	exitFail   = 1
-	exitUsage  = 64
 	exitConfig = 78
 )
 
@@ -55,10 +56,6 @@ const (
 	// registration listener's load never locks the admin out.
 	adminMaxConnections = 64
 )
-
-// errUsage marks a command line that does not parse (exit 64), as opposed
-// to a value that does not work (exit 78).
-var errUsage = errors.New("usage")
 
 type flags struct {
 	config          string
@@ -85,26 +82,58 @@ type flags struct {
 	adminTokenFile    string
 }
 
-func parseFlags(args []string, stderr io.Writer) (*flags, error) {
+// command is the whole command tree: the root serves, `store export`
+// reads a store, and cobra's help and completion come with it.
+func command(ctx context.Context, stdout, stderr io.Writer) *cobra.Command {
 	f := &flags{}
-	fs := newFlagSet(f, stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("%w: %w", errUsage, err)
+	root := &cobra.Command{
+		Use:   "regserver --config FILE [flags]",
+		Short: "The reference elemental registration server, with file-backed inventories and IP pools",
+		Long: `Serves the elemental registration endpoint (rancher/elemental-operator's
+protocol) with inventories and address claims in a bbolt store and addresses
+from the config file's IP pools: for labs, demos and tests. See
+docs/regserver.md.
+
+Prints "listening on URL" (and "admin listening on URL" with --admin-listen)
+on stdout once it serves. SIGTERM or SIGINT stops it gracefully.
+
+Exit status: 0 stopped, 64 bad command line, 78 configuration error (a flag
+value, the config, the store, a certificate), 1 anything else.`,
+		Args:          cmdline.NoArgs,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		RunE: func(*cobra.Command, []string) error {
+			if f.showVersion {
+				fmt.Fprintln(stdout, version)
+				return nil
+			}
+			if err := f.check(); err != nil {
+				fmt.Fprintln(stderr, "regserver:", err)
+				return cmdline.Done(exitConfig)
+			}
+			return cmdline.Done(serve(ctx, f, stdout, stderr))
+		},
 	}
-	return f, f.check(fs)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	f.bind(root.Flags())
+	root.SetHelpCommand(cmdline.HelpCommand())
+	root.AddCommand(storeCommand(stdout, stderr), &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cmdline.NoArgs,
+		Run:   func(*cobra.Command, []string) { fmt.Fprintln(stdout, version) },
+	})
+	return root
 }
 
-// newFlagSet declares the command line; docs/regserver.md lists the same
-// flags and defaults (checked by a test).
-func newFlagSet(f *flags, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("regserver", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// bind declares the server's flags; docs/regserver.md lists the same flags
+// and defaults (checked by a test).
+func (f *flags) bind(fs *pflag.FlagSet) {
+	fs.SortFlags = false
 	fs.StringVar(&f.config, "config", "", "config file (YAML): registrations and IP pools (required)")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to listen on; port 0 picks a free port (printed on stdout)")
-	fs.StringVar(&f.store, "store", "", "state file for inventories and address claims; empty keeps them in memory only")
+	fs.StringVar(&f.store, "store", "", "bbolt database of inventories, address claims and hardware data, created when missing; empty keeps them in memory only")
 	fs.DurationVar(&f.allocationDelay, "allocation-delay", 0, "hold back each new claim's address this long (e.g. 3s)")
 	fs.DurationVar(&f.networkWait, "network-wait", server.DefaultNetworkWait, "how long MsgGet waits for pending addresses for clients that cannot ask explicitly (upstream elemental-register), within the session deadline; then the session ends with an error. 0 fails at once")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate (PEM); with --tls-key serves https/wss")
@@ -113,27 +142,20 @@ func newFlagSet(f *flags, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&f.tpmCA, "tpm-ca", "", "PEM bundle of EK certificate authorities; when set only EKs chaining to it are accepted")
 	fs.StringVar(&f.externalURL, "external-url", "", "scheme://host[:port] clients reach this server at; default: taken from each request")
 	fs.BoolVar(&f.noTPM, "no-tpm", false, "accept PLAIN authentication only")
-	fs.BoolVar(&f.debug, "debug", false, "debug logging")
-	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
+	fs.StringVar(&f.adminListen, "admin-listen", "", "address of the admin API's own listener; a bare :PORT binds loopback; empty: no admin API")
+	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "file holding a bearer token the admin API requires (Authorization: Bearer TOKEN)")
 	fs.IntVar(&f.maxSessions, "max-sessions", server.DefaultMaxSessions, "registration sessions in flight, server-wide; more wait up to 5 s for a slot, then get HTTP 503")
 	fs.Int64Var(&f.maxSessionBytes, "max-session-bytes", defaultMaxSessionBytes, "bytes one connection (one registration session) may send, headers included")
 	fs.IntVar(&f.maxHardware, "max-hardware", server.DefaultMaxHardware, "bytes of hardware data (SMBIOS and system data, as stored) per inventory; a registration sending more fails with MsgError")
 	fs.IntVar(&f.maxConnections, "max-connections", defaultMaxConnections, "connections open at once on --listen; more wait in the kernel's backlog")
 	fs.DurationVar(&f.readHeaderTimeout, "read-header-timeout", defaultReadHeaderTimeout, "time a connection has to send its request headers")
 	fs.DurationVar(&f.idleTimeout, "idle-timeout", defaultIdleTimeout, "time an idle keep-alive connection stays open")
-	fs.StringVar(&f.adminListen, "admin-listen", "", "address of the admin API's own listener; a bare :PORT binds loopback; empty: no admin API")
-	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "file holding a bearer token the admin API requires (Authorization: Bearer TOKEN)")
-	return fs
+	fs.BoolVar(&f.debug, "debug", false, "debug logging")
+	fs.BoolVar(&f.showVersion, "version", false, "print the version and exit")
 }
 
 // check validates the values; errors name the flag.
-func (f *flags) check(fs *flag.FlagSet) error {
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments: %v", errUsage, fs.Args())
-	}
-	if f.showVersion {
-		return nil
-	}
+func (f *flags) check() error {
 	if f.config == "" {
 		return errors.New("--config is required")
 	}
@@ -252,25 +274,13 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// run executes the command line and returns the exit status.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] == "store" {
-		return runStore(args[1:], stdout, stderr)
-	}
-	f, err := parseFlags(args, stderr)
-	if err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		fmt.Fprintln(stderr, "regserver:", err)
-		if errors.Is(err, errUsage) {
-			return exitUsage
-		}
-		return exitConfig
-	}
-	if f.showVersion {
-		fmt.Fprintln(stdout, version)
-		return exitOK
-	}
+	return cmdline.Execute(command(ctx, stdout, stderr), args, stderr)
+}
+
+// serve runs the server until ctx ends and returns the exit status.
+func serve(ctx context.Context, f *flags, stdout, stderr io.Writer) int {
 	logger := logrus.New()
 	logger.SetOutput(stderr)
 	if f.debug {
@@ -436,36 +446,45 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-// runStore is `regserver store export --store FILE`: the state as JSON on
-// stdout, hardware data included, for humans and backups. Starting
+// storeCommand is `regserver store export --store FILE`: the state as JSON
+// on stdout, hardware data included, for humans and backups. Starting
 // regserver on a file holding that JSON imports it.
-func runStore(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("regserver store export", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("store", "", "the store file (required)")
-	if len(args) == 0 || args[0] != "export" {
-		fmt.Fprintln(stderr, "regserver: usage: regserver store export --store FILE")
-		return exitUsage
+func storeCommand(stdout, stderr io.Writer) *cobra.Command {
+	storeCmd := &cobra.Command{
+		Use:   "store",
+		Short: "Read a store without serving it",
+		Args:  cmdline.NoArgs,
+		// Without a subcommand cobra would print help and exit 0: a
+		// missing command is a bad command line.
+		RunE: func(*cobra.Command, []string) error {
+			return errors.New("a command is required: export")
+		},
 	}
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	var path string
+	export := &cobra.Command{
+		Use:   "export --store FILE",
+		Short: "Print a store's whole state as JSON on stdout",
+		Long: `Prints the store's whole state (inventories, address claims, hardware data)
+as JSON on stdout, for humans and backups; starting regserver with --store on a
+file holding that JSON imports it. The store is opened read-only, and not
+while a running regserver holds it.`,
+		Args: cmdline.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			st, err := store.OpenReadOnly(path)
+			if err != nil {
+				fmt.Fprintln(stderr, "regserver:", err)
+				return cmdline.Done(exitConfig)
+			}
+			defer st.Close()
+			if err := st.Export(stdout); err != nil {
+				fmt.Fprintln(stderr, "regserver: exporting:", err)
+				return cmdline.Done(exitFail)
+			}
+			return nil
+		},
 	}
-	if fs.NArg() > 0 || *path == "" {
-		fmt.Fprintln(stderr, "regserver: usage: regserver store export --store FILE")
-		return exitUsage
-	}
-	st, err := store.OpenReadOnly(*path)
-	if err != nil {
-		fmt.Fprintln(stderr, "regserver:", err)
-		return exitConfig
-	}
-	defer st.Close()
-	if err := st.Export(stdout); err != nil {
-		fmt.Fprintln(stderr, "regserver: exporting:", err)
-		return exitFail
-	}
-	return exitOK
+	export.Flags().StringVar(&path, "store", "", "the store file (required)")
+	_ = export.MarkFlagRequired("store")
+	storeCmd.AddCommand(export)
+	return storeCmd
 }

@@ -10,7 +10,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
-	"flag"
 	"io"
 	"math/big"
 	"net/http"
@@ -21,6 +20,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	cmdline "github.com/nodereg/nodereg/internal/cli"
 )
 
 // syncBuffer is a log sink the server writes from many goroutines.
@@ -140,7 +144,7 @@ func TestRunServesAndStops(t *testing.T) {
 	if err := json.Unmarshal([]byte(out.String()), &dump); err != nil || dump.Version != 1 || dump.Inventories == nil || dump.Claims == nil {
 		t.Fatalf("export %q: %v", out.String(), err)
 	}
-	if c := run(context.Background(), []string{"store", "export"}, io.Discard, io.Discard); c != exitUsage {
+	if c := run(context.Background(), []string{"store", "export"}, io.Discard, io.Discard); c != cmdline.ExitUsage {
 		t.Errorf("store export without --store: exit %d", c)
 	}
 }
@@ -231,49 +235,219 @@ pools:
 	}
 }
 
-func TestRunUsageAndVersion(t *testing.T) {
-	for name, args := range map[string][]string{
-		"unknown flag":   {"--nope"},
-		"extra argument": {"--config", "example.yaml", "serve"},
+// runCmd runs regserver's command line to its end (never one that serves).
+func runCmd(args ...string) (code int, stdout, stderr string) {
+	var out, errb strings.Builder
+	code = run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// A command line regserver does not understand exits 64 with one line on
+// stderr naming the problem and where to look, and nothing on stdout.
+func TestCommandLinesNotUnderstoodExit64WithOneLine(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		says string
+		hint string
+	}{
+		{[]string{"--nope"}, "unknown flag: --nope", "regserver --help"},
+		{[]string{"-config", "example.yaml"}, "unknown shorthand flag: 'c' in -config", "regserver --help"},
+		{[]string{"--config", "example.yaml", "serve"}, `unknown command "serve" for "regserver"`, "regserver --help"},
+		{[]string{"bogus"}, `unknown command "bogus" for "regserver"`, "regserver --help"},
+		{[]string{"--max-sessions", "many"}, `invalid argument "many" for "--max-sessions"`, "regserver --help"},
+		{[]string{"--network-wait", "soon"}, `invalid argument "soon" for "--network-wait"`, "regserver --help"},
+		{[]string{"--listen"}, "flag needs an argument: --listen", "regserver --help"},
+		{[]string{"help", "bogus"}, `unknown help topic "bogus"`, "regserver help --help"},
+		{[]string{"version", "extra"}, `unexpected argument "extra"`, "regserver version --help"},
+		{[]string{"version", "--config", "example.yaml"}, "unknown flag: --config", "regserver version --help"},
+		{[]string{"store"}, "a command is required: export", "regserver store --help"},
+		{[]string{"store", "import"}, `unknown command "import" for "regserver store"`, "regserver store --help"},
+		{[]string{"store", "export"}, `required flag(s) "store" not set`, "regserver store export --help"},
+		{[]string{"store", "export", "--store", "x.db", "extra"}, `unexpected argument "extra"`, "regserver store export --help"},
+		{[]string{"store", "export", "--store", "x.db", "--listen", ":0"}, "unknown flag: --listen", "regserver store export --help"},
 	} {
-		var stderr strings.Builder
-		if c := run(context.Background(), args, io.Discard, &stderr); c != exitUsage {
-			t.Errorf("%s: exit %d, want %d; stderr:\n%s", name, c, exitUsage, stderr.String())
+		code, stdout, stderr := runCmd(c.args...)
+		if code != cmdline.ExitUsage {
+			t.Errorf("%q: exit %d, want %d; stderr:\n%s", c.args, code, cmdline.ExitUsage, stderr)
+			continue
 		}
-	}
-	var stdout strings.Builder
-	if c := run(context.Background(), []string{"--version"}, &stdout, io.Discard); c != exitOK || strings.TrimSpace(stdout.String()) != version {
-		t.Fatalf("--version: exit %d, stdout %q", c, stdout.String())
+		if stdout != "" {
+			t.Errorf("%q: stdout %q, want nothing", c.args, stdout)
+		}
+		if strings.Count(stderr, "\n") != 1 || !strings.HasSuffix(stderr, "\n") {
+			t.Errorf("%q: stderr is not one line:\n%s", c.args, stderr)
+		}
+		if !strings.Contains(stderr, c.says) || !strings.Contains(stderr, "(see '"+c.hint+"')") {
+			t.Errorf("%q: stderr %q does not say %q with the hint %q", c.args, stderr, c.says, c.hint)
+		}
 	}
 }
 
-// docs/regserver.md's flag table and --help agree on every flag and default.
+// Help goes to stdout with exit 0: cobra's Usage, Available Commands and
+// Flags sections, every command and the server's flags where they apply.
+func TestHelpOnStdout(t *testing.T) {
+	for _, c := range []struct {
+		args    []string
+		want    []string
+		notWant []string
+	}{
+		{[]string{"--help"}, []string{"Usage:", "regserver --config FILE [flags]", "regserver [command]", "Available Commands:",
+			"store ", "version ", "help ", "completion ", "Flags:", "--config string", "--listen string",
+			`(default "127.0.0.1:8080")`, "--store string", "bbolt database", "--network-wait duration", "(default 10s)",
+			"--max-sessions int", "(default 128)", "--version", "Exit status: 0 stopped, 64 bad command line"},
+			[]string{"state file", "Usage of"}},
+		{[]string{"-h"}, []string{"Usage:", "Available Commands:", "Flags:"}, nil},
+		{[]string{"help"}, []string{"Usage:", "Available Commands:", "Flags:"}, nil},
+		{[]string{"help", "store"}, []string{"regserver store [command]", "Available Commands:", "export"}, nil},
+		{[]string{"store", "--help"}, []string{"regserver store [command]", "Available Commands:", "export"}, []string{"--config"}},
+		{[]string{"help", "store", "export"}, []string{"regserver store export --store FILE", "Flags:", "--store string", "read-only"}, []string{"--listen", "--config"}},
+		{[]string{"store", "export", "--help"}, []string{"regserver store export --store FILE", "--store string"}, []string{"--listen", "--config"}},
+		{[]string{"version", "--help"}, []string{"regserver version"}, []string{"--config"}},
+		{[]string{"completion", "bash"}, []string{"bash completion", "regserver"}, nil},
+	} {
+		code, stdout, stderr := runCmd(c.args...)
+		if code != 0 || stderr != "" {
+			t.Errorf("%q: exit %d, stderr %q", c.args, code, stderr)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(stdout, w) {
+				t.Errorf("%q: stdout does not contain %q:\n%s", c.args, w, stdout)
+			}
+		}
+		for _, w := range c.notWant {
+			if strings.Contains(stdout, w) {
+				t.Errorf("%q: stdout contains %q:\n%s", c.args, w, stdout)
+			}
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		code, stdout, stderr := runCmd(args...)
+		if code != 0 || stdout != version+"\n" || stderr != "" {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
+		}
+	}
+}
+
+// store export refuses what is not a store it can read: exit 78 with one
+// line naming the file, nothing on stdout, the file untouched.
+func TestStoreExportRefuses(t *testing.T) {
+	dir := t.TempDir()
+	jsonStore := writeFile(t, filepath.Join(dir, "old.json"), `{"version":1,"inventories":{},"claims":[]}`+"\n")
+	for name, c := range map[string]struct {
+		path string
+		says []string
+	}{
+		"missing":   {filepath.Join(dir, "nope.db"), []string{"nope.db", "does not exist"}},
+		"JSON":      {jsonStore, []string{"old.json", "JSON store of an older regserver"}},
+		"directory": {dir, []string{dir}},
+	} {
+		code, stdout, stderr := runCmd("store", "export", "--store", c.path)
+		if code != exitConfig || stdout != "" || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q", name, code, stdout, stderr)
+			continue
+		}
+		for _, w := range c.says {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("%s: stderr %q does not contain %q", name, stderr, w)
+			}
+		}
+	}
+	if b, err := os.ReadFile(jsonStore); err != nil || !strings.HasPrefix(string(b), `{"version":1`) {
+		t.Errorf("the JSON store changed: %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "nope.db")); err == nil {
+		t.Error("store export created the missing store")
+	}
+}
+
+// flagTable is the flag table of docs/regserver.md's section whose heading
+// contains heading: flag name -> default column.
+func flagTable(t *testing.T, doc, heading string) map[string]string {
+	t.Helper()
+	var section []string
+	in := false
+	for _, line := range strings.Split(doc, "\n") {
+		if strings.HasPrefix(line, "##") { // not the comments in code blocks
+			if in {
+				break
+			}
+			in = strings.Contains(line, heading)
+			continue
+		}
+		if in {
+			section = append(section, line)
+		}
+	}
+	if !in {
+		t.Fatalf("docs/regserver.md has no section %q", heading)
+	}
+	rows := map[string]string{}
+	rowRE := regexp.MustCompile("(?m)^\\| `--([a-z-]+)[^|]*\\|([^|]*)\\|")
+	for _, m := range rowRE.FindAllStringSubmatch(strings.Join(section, "\n"), -1) {
+		rows[m[1]] = strings.TrimSpace(m[2])
+	}
+	if len(rows) == 0 {
+		t.Fatalf("docs/regserver.md's section %q has no flag table", heading)
+	}
+	return rows
+}
+
+// docs/regserver.md's flag tables and --help agree on every flag and
+// default, for the server and for each subcommand with flags; the docs
+// list every command.
 func TestDocsAgreeWithHelp(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/regserver.md")
+	b, err := os.ReadFile("../../docs/regserver.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows := map[string]string{} // flag -> default column
-	rowRE := regexp.MustCompile("(?m)^\\| `--([a-z-]+)[^|]*\\|([^|]*)\\|")
-	for _, m := range rowRE.FindAllStringSubmatch(string(doc), -1) {
-		rows[m[1]] = strings.TrimSpace(m[2])
+	doc := string(b)
+	root := command(context.Background(), io.Discard, io.Discard)
+	root.InitDefaultCompletionCmd()
+	root.InitDefaultHelpCmd()
+	export, _, err := root.Find([]string{"store", "export"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	var f flags
-	fs := newFlagSet(&f, io.Discard)
-	fs.VisitAll(func(fl *flag.Flag) {
-		col, ok := rows[fl.Name]
-		switch {
-		case !ok:
-			t.Errorf("--%s is not in docs/regserver.md's flag table", fl.Name)
-		case fl.DefValue == "" || fl.DefValue == "false" && col == "false":
-		case col != "`"+fl.DefValue+"`":
-			t.Errorf("--%s: docs say default %s, --help says %q", fl.Name, col, fl.DefValue)
+	for heading, cmd := range map[string]*cobra.Command{"## Running": root, "`regserver store export": export} {
+		rows := flagTable(t, doc, heading)
+		cmd.LocalNonPersistentFlags().VisitAll(func(fl *pflag.Flag) {
+			col, ok := rows[fl.Name]
+			switch {
+			case !ok:
+				t.Errorf("%s --%s is not in docs/regserver.md's flag table", cmd.CommandPath(), fl.Name)
+			case fl.DefValue == "" || fl.DefValue == "false" && col == "false":
+			case col != "`"+fl.DefValue+"`":
+				t.Errorf("%s --%s: docs say default %s, --help says %q", cmd.CommandPath(), fl.Name, col, fl.DefValue)
+			}
+			delete(rows, fl.Name)
+		})
+		for name := range rows {
+			t.Errorf("docs/regserver.md lists %s --%s, which regserver does not have", cmd.CommandPath(), name)
 		}
-		delete(rows, fl.Name)
-	})
-	for name := range rows {
-		t.Errorf("docs/regserver.md lists --%s, which regserver does not have", name)
 	}
+	i := strings.Index(doc, "## Commands")
+	if i < 0 {
+		t.Fatal("docs/regserver.md has no Commands section")
+	}
+	commands := doc[i:]
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		// A line of the synopsis block, or named in the text.
+		if !strings.Contains(commands, "\n"+c.CommandPath()+" ") && !strings.Contains(commands, "`"+c.CommandPath()) {
+			t.Errorf("docs/regserver.md's Commands section does not list %s", c.CommandPath())
+		}
+		if c.Name() == "completion" {
+			return // one per shell, cobra's own
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
 }
 
 // writeCert writes a self-signed certificate valid from nb to na and its key.
