@@ -5,9 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net/netip"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -106,7 +107,7 @@ func Render(nc *protocol.NetworkConfig) (*Rendered, error) {
 		return nil, &FieldError{Path: "config.interfaces", Reason: fmt.Sprintf("%d interfaces, more than the %d allowed", len(ifaces), MaxConnections)}
 	}
 	r := &renderer{addrs: map[string]string{}}
-	for _, name := range sortedKeys(nc.IPAddresses) {
+	for _, name := range slices.Sorted(maps.Keys(nc.IPAddresses)) {
 		path := "ipAddresses." + name
 		if !nameRE.MatchString(name) {
 			return nil, &FieldError{Path: path, Reason: "name is not a valid placeholder name"}
@@ -136,7 +137,7 @@ func Render(nc *protocol.NetworkConfig) (*Rendered, error) {
 	}
 
 	state := map[string]any{}
-	for _, key := range sortedKeys(nc.Config) {
+	for _, key := range slices.Sorted(maps.Keys(nc.Config)) {
 		path := "config." + key
 		if err := checkKey(path, key); err != nil {
 			return nil, err
@@ -172,7 +173,7 @@ func (r *renderer) value(path string, v any) (any, error) {
 	switch t := v.(type) {
 	case map[string]any:
 		m := make(map[string]any, len(t))
-		for _, k := range sortedKeys(t) {
+		for _, k := range slices.Sorted(maps.Keys(t)) {
 			p := path + "." + k
 			if err := checkKey(p, k); err != nil {
 				return nil, err
@@ -250,7 +251,7 @@ func (r *renderer) substitute(path, s string) (string, int, error) {
 func (r *renderer) keyfiles(conf map[string]protocol.RawValue) ([]Keyfile, error) {
 	var kfs []Keyfile
 	seen := map[string]string{}
-	for _, key := range sortedKeys(conf) {
+	for _, key := range slices.Sorted(maps.Keys(conf)) {
 		path := "config." + key
 		if err := checkKey(path, key); err != nil {
 			return nil, err
@@ -425,15 +426,6 @@ func marshalYAML(v any) ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // Digest identifies the rendered config: the same server answer gives the
