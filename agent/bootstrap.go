@@ -18,6 +18,7 @@ import (
 
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
+	"github.com/nodereg/nodereg/internal/safefile"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -416,7 +417,7 @@ func (r *run) printBootstrap(ctx context.Context) error {
 // elemental.registration.nmstate, else auto.
 func PrintBootstrap(ctx context.Context, w io.Writer, root, configPath string, nmstate *string) error {
 	r := newRun(Options{DryRun: true, Out: w, Root: root, ConfigPath: configPath})
-	b, err := readLimited(r.path(r.o.ConfigPath), maxConfigFileBytes)
+	b, err := safefile.ReadFile(r.path(r.o.ConfigPath), maxConfigFileBytes)
 	if err != nil {
 		return configErr("reading config file: %w", err)
 	}

@@ -233,7 +233,10 @@ func TestMain(m *testing.M) {
 // An nmstate bootstrap network gets its keyfiles from the same keyfile
 // generator as the IPAM config (nmstatectl gc; here the stand-in): the
 // printout names the file gc made, carrying the address Preview would try
-// first.
+// first. The bootstrap network below resembles bootstrap/config_test.go's
+// rangeFile on purpose but is not shared: that one is docs/bootstrap.md's
+// example as parser input, this one is sized for node.New's machine, and
+// sharing would make the agent's tests depend on the parser's fixtures.
 func TestBootstrapNmstateUsesTheKeyfileGenerator(t *testing.T) {
 	t.Setenv(apply.EnvNmstatectl, testbin.NmstatectlStub(t))
 	m := node.New(t, "52:54:00:aa:00:23", "https://127.0.0.1:1/r", `    bootstrap-network:

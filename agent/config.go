@@ -112,7 +112,7 @@ func readConfig(root, path string, o Overrides, log *logrus.Entry) (*protocol.Co
 // settings protocol.Config has no field for (the bootstrap network).
 func readConfigFile(root, path string, o Overrides, log *logrus.Entry) (*protocol.Config, apply.NmstateChoice, []byte, error) {
 	path = hostpath.Join(root, path)
-	b, err := readLimited(path, maxConfigFileBytes)
+	b, err := safefile.ReadFile(path, maxConfigFileBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, "", nil, configErr("config file %s does not exist", path)
 	}
@@ -216,8 +216,4 @@ func validate(path string, r *protocol.Registration) error {
 		return configErr("%s: elemental.registration.tpm-device: %q is neither a device path nor unix:///socket", path, r.TPMDevice)
 	}
 	return nil
-}
-
-func readLimited(path string, limit int64) ([]byte, error) {
-	return safefile.ReadFile(path, limit)
 }

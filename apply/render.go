@@ -5,11 +5,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net/netip"
 	"regexp"
-	"sort"
-	"strconv"
-	"strings"
+	"slices"
 
 	"gopkg.in/yaml.v3"
 
@@ -106,7 +105,7 @@ func Render(nc *protocol.NetworkConfig) (*Rendered, error) {
 		return nil, &FieldError{Path: "config.interfaces", Reason: fmt.Sprintf("%d interfaces, more than the %d allowed", len(ifaces), MaxConnections)}
 	}
 	r := &renderer{addrs: map[string]string{}}
-	for _, name := range sortedKeys(nc.IPAddresses) {
+	for _, name := range slices.Sorted(maps.Keys(nc.IPAddresses)) {
 		path := "ipAddresses." + name
 		if !nameRE.MatchString(name) {
 			return nil, &FieldError{Path: path, Reason: "name is not a valid placeholder name"}
@@ -136,7 +135,7 @@ func Render(nc *protocol.NetworkConfig) (*Rendered, error) {
 	}
 
 	state := map[string]any{}
-	for _, key := range sortedKeys(nc.Config) {
+	for _, key := range slices.Sorted(maps.Keys(nc.Config)) {
 		path := "config." + key
 		if err := checkKey(path, key); err != nil {
 			return nil, err
@@ -172,7 +171,7 @@ func (r *renderer) value(path string, v any) (any, error) {
 	switch t := v.(type) {
 	case map[string]any:
 		m := make(map[string]any, len(t))
-		for _, k := range sortedKeys(t) {
+		for _, k := range slices.Sorted(maps.Keys(t)) {
 			p := path + "." + k
 			if err := checkKey(p, k); err != nil {
 				return nil, err
@@ -245,175 +244,6 @@ func (r *renderer) substitute(path, s string) (string, int, error) {
 	return out, n, nil
 }
 
-// keyfiles renders the nmconnections config: connection name -> keyfile
-// text, placeholders substituted per value.
-func (r *renderer) keyfiles(conf map[string]protocol.RawValue) ([]Keyfile, error) {
-	var kfs []Keyfile
-	seen := map[string]string{}
-	for _, key := range sortedKeys(conf) {
-		path := "config." + key
-		if err := checkKey(path, key); err != nil {
-			return nil, err
-		}
-		name := key
-		if !strings.HasSuffix(name, keyfileSuffix) {
-			name += keyfileSuffix
-		}
-		if err := checkFileName(path, name); err != nil {
-			return nil, err
-		}
-		if prev, dup := seen[name]; dup {
-			return nil, &FieldError{Path: path, Reason: fmt.Sprintf("same keyfile name as config.%s", prev)}
-		}
-		seen[name] = key
-		text, ok := conf[key].Value.(string)
-		if !ok {
-			return nil, &FieldError{Path: path, Reason: fmt.Sprintf("keyfile must be text, got %T", conf[key].Value)}
-		}
-		if err := checkText(path, text, true); err != nil {
-			return nil, err
-		}
-		out, _, err := r.substitute(path, text)
-		if err != nil {
-			return nil, err
-		}
-		if err := checkKeyfile(path, []byte(out)); err != nil {
-			return nil, err
-		}
-		if !strings.HasSuffix(out, "\n") {
-			out += "\n"
-		}
-		kfs = append(kfs, Keyfile{Name: name, Content: []byte(out)})
-	}
-	return kfs, nil
-}
-
-// checkKey refuses keys that could carry a substitution or a template: the
-// tree's structure is the server's template and must not depend on addresses.
-func checkKey(path, key string) error {
-	if placeholderRE.MatchString(key) || strings.ContainsAny(key, "{}") {
-		return &FieldError{Path: path, Reason: "placeholder or brace in a key"}
-	}
-	return checkText(path, key, false)
-}
-
-// checkText refuses yip template delimiters (generated content is rendered
-// by yip's text/template) and control characters; multiline allows the
-// newlines and tabs of keyfile text.
-func checkText(path, s string, multiline bool) error {
-	if strings.Contains(s, "{{") {
-		return &FieldError{Path: path, Reason: "contains a template delimiter {{"}
-	}
-	for _, c := range s {
-		if c == '\n' || c == '\t' {
-			if multiline {
-				continue
-			}
-		}
-		if c < 0x20 || c == 0x7f {
-			return &FieldError{Path: path, Reason: fmt.Sprintf("contains control character %q", c)}
-		}
-	}
-	return nil
-}
-
-// checkFileName keeps a keyfile name inside the keyfile directory and out of
-// the names the agent uses for temporary files.
-func checkFileName(path, name string) error {
-	switch {
-	case name == "" || name == keyfileSuffix:
-		return &FieldError{Path: path, Reason: "empty keyfile name"}
-	case strings.ContainsAny(name, `/\`) || strings.ContainsRune(name, 0):
-		return &FieldError{Path: path, Reason: fmt.Sprintf("keyfile name %q would leave the keyfile directory", name)}
-	case strings.HasPrefix(name, "."):
-		return &FieldError{Path: path, Reason: fmt.Sprintf("keyfile name %q starts with a dot", name)}
-	case len(name) > 255:
-		return &FieldError{Path: path, Reason: "keyfile name longer than 255 bytes"}
-	}
-	return checkText(path, name, false)
-}
-
-// checkNmstate validates the parts of an nmstate state that become file
-// names or must be addresses, so a hostile value is named by its field
-// before any tool sees it.
-func checkNmstate(state map[string]any) error {
-	ifaces, _ := state["interfaces"].([]any)
-	for i, it := range ifaces {
-		iface, ok := it.(map[string]any)
-		if !ok {
-			return &FieldError{Path: fmt.Sprintf("config.interfaces[%d]", i), Reason: "not a mapping"}
-		}
-		base := fmt.Sprintf("config.interfaces[%d]", i)
-		for _, k := range []string{"name", "profile-name"} {
-			v, present := iface[k]
-			if !present {
-				continue
-			}
-			s, ok := v.(string)
-			if !ok {
-				return &FieldError{Path: base + "." + k, Reason: "not a string"}
-			}
-			if err := checkFileName(base+"."+k, s+keyfileSuffix); err != nil {
-				return err
-			}
-			if s == "." || s == ".." {
-				return &FieldError{Path: base + "." + k, Reason: fmt.Sprintf("%q is not an interface name", s)}
-			}
-		}
-		for _, fam := range []string{"ipv4", "ipv6"} {
-			ip, _ := iface[fam].(map[string]any)
-			addrs, _ := ip["address"].([]any)
-			for j, a := range addrs {
-				am, _ := a.(map[string]any)
-				if err := mustAddr(fmt.Sprintf("%s.%s.address[%d].ip", base, fam, j), am["ip"], false); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	routes, _ := state["routes"].(map[string]any)
-	rlist, _ := routes["config"].([]any)
-	for i, rt := range rlist {
-		rm, _ := rt.(map[string]any)
-		p := fmt.Sprintf("config.routes.config[%d]", i)
-		if err := mustAddr(p+".next-hop-address", rm["next-hop-address"], false); err != nil {
-			return err
-		}
-		if err := mustAddr(p+".destination", rm["destination"], true); err != nil {
-			return err
-		}
-	}
-	dns, _ := state["dns-resolver"].(map[string]any)
-	dconf, _ := dns["config"].(map[string]any)
-	servers, _ := dconf["server"].([]any)
-	for i, s := range servers {
-		if err := mustAddr(fmt.Sprintf("config.dns-resolver.config.server[%d]", i), s, false); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// mustAddr checks an optional address field; prefix allows CIDR notation.
-func mustAddr(path string, v any, prefix bool) error {
-	if v == nil {
-		return nil
-	}
-	s, ok := v.(string)
-	if !ok {
-		return &FieldError{Path: path, Reason: fmt.Sprintf("address must be a string, got %T", v)}
-	}
-	if _, err := netip.ParseAddr(s); err == nil {
-		return nil
-	}
-	if prefix {
-		if _, err := netip.ParsePrefix(s); err == nil {
-			return nil
-		}
-	}
-	return &FieldError{Path: path, Reason: fmt.Sprintf("%s is not an IP address", strconv.Quote(s))}
-}
-
 func marshalYAML(v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
@@ -425,15 +255,6 @@ func marshalYAML(v any) ([]byte, error) {
 		return nil, err
 	}
 	return b.Bytes(), nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // Digest identifies the rendered config: the same server answer gives the

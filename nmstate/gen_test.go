@@ -2,6 +2,7 @@ package nmstate
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -51,7 +52,7 @@ func genState(data []byte) string {
 		// Mostly distinct names: a repeated name is refused early.
 		name := genNames[(i*3+c.n(len(genNames)))%len(genNames)]
 		if c.n(8) != 0 {
-			for contains(ifNames, name) {
+			for slices.Contains(ifNames, name) {
 				name = genNames[(slicesIndex(genNames, name)+1)%len(genNames)]
 			}
 		}

@@ -107,7 +107,9 @@ func TestSeedTemplate(t *testing.T) {
 }
 
 // seedTemplate is the nmstate config of the seed example as the server
-// sends it (internal/testutil/node.NmstateTemplate, un-indented).
+// sends it: node.NmstateConfig(). This package's own tests cannot import
+// internal/testutil/node (node imports apply, which imports nmstate), so the
+// copy stays and TestSeedTemplateIsTheServersTemplate keeps the two equal.
 const seedTemplate = `interfaces:
 - name: enp1s0
   type: ethernet

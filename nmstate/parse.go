@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/netip"
+	"slices"
 	"strconv"
 
 	"gopkg.in/yaml.v3"
@@ -241,9 +242,9 @@ func parseIface(path string, n *yaml.Node) (*iface, error) {
 				return nil, err
 			}
 			switch {
-			case contains([]string{"ethernet", "bond", "linux-bridge", "vlan", "dummy"}, t):
+			case slices.Contains([]string{"ethernet", "bond", "linux-bridge", "vlan", "dummy"}, t):
 				ifc.typ = t
-			case contains(otherTypes, t):
+			case slices.Contains(otherTypes, t):
 				return nil, unsupported(f.path, "interface type %q is outside the supported subset (ethernet, bond, linux-bridge, vlan, dummy)", t)
 			default:
 				return nil, unsupported(f.path, "unknown interface type %q", t)
@@ -756,7 +757,7 @@ func someFields(path string, n *yaml.Node, keys ...string) ([]field, error) {
 	var out []field
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		if k.Kind != yaml.ScalarNode || !contains(keys, k.Value) {
+		if k.Kind != yaml.ScalarNode || !slices.Contains(keys, k.Value) {
 			continue
 		}
 		p := join(path, k.Value)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -160,8 +161,8 @@ func mapping(path string, n *yaml.Node, known, nmstateKeys []string) ([]field, e
 			return nil, err
 		}
 		switch {
-		case contains(known, k.Value):
-		case contains(nmstateKeys, k.Value):
+		case slices.Contains(known, k.Value):
+		case slices.Contains(nmstateKeys, k.Value):
 			return nil, unsupported(p, "key %q is outside the supported subset of nmstate (docs/nmstate.md)", k.Value)
 		default:
 			return nil, invalid(p, "unknown field `%s`", k.Value)
@@ -173,15 +174,6 @@ func mapping(path string, n *yaml.Node, known, nmstateKeys []string) ([]field, e
 		out = append(out, field{key: k.Value, val: v, path: p})
 	}
 	return out, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // sequence returns the items of a list, at most max of them.
@@ -212,7 +204,7 @@ func str(path string, n *yaml.Node, maxLen int, strict bool) (string, error) {
 	if n.Kind != yaml.ScalarNode {
 		return "", invalid(path, "invalid type: expected a string")
 	}
-	if n.Style == 0 && contains(versionDependent, n.Value) {
+	if n.Style == 0 && slices.Contains(versionDependent, n.Value) {
 		return "", unsupported(path, "plain %q is text for the serde_yaml 0.8 that made NMSTATE.md's vectors but null or a boolean for the serde_yaml 0.9 of nmstate releases: quote it", n.Value)
 	}
 	if k := untagged(n.Value); strict && n.Style == 0 && k != "str" {

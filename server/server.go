@@ -16,6 +16,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/internal/logx"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/server/regconfig"
 	"github.com/nodereg/nodereg/server/store"
@@ -148,11 +149,7 @@ func New(o Options) (*Server, error) {
 	if s.rnd == nil {
 		s.rnd = rand.Reader
 	}
-	if s.log == nil {
-		l := logrus.New()
-		l.SetOutput(io.Discard)
-		s.log = logrus.NewEntry(l)
-	}
+	s.log = logx.OrDiscard(s.log)
 	for i := range o.Config.Registrations {
 		if reg := &o.Config.Registrations[i]; len(s.authFor(reg)) == 0 {
 			s.log.Warnf("registration %s: no authenticator for its auth %q (is the server started with --no-tpm?): every machine will be refused", reg.Name, reg.Config.Elemental.Registration.Auth)

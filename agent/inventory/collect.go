@@ -27,6 +27,8 @@ import (
 	"github.com/jaypipes/ghw/pkg/product"
 	"github.com/jaypipes/ghw/pkg/topology"
 	"github.com/sirupsen/logrus"
+
+	"github.com/nodereg/nodereg/internal/logx"
 )
 
 // DefaultDeadline bounds a whole collection when Options.Deadline is zero.
@@ -103,12 +105,7 @@ type result struct {
 // the rest is returned. The error is non-nil only when the options are
 // unusable.
 func Collect(ctx context.Context, o Options) (*Inventory, error) {
-	log := o.Log
-	if log == nil {
-		l := logrus.New()
-		l.Out = discard{}
-		log = logrus.NewEntry(l)
-	}
+	log := logx.OrDiscard(o.Log)
 	root := o.Root
 	if root == "" {
 		root = "/"
@@ -324,7 +321,3 @@ func hostname(root string) (string, error) {
 func liveInterfaceAddrs(name string) ([]netip.Addr, error) {
 	return interfaceAddrs(name)
 }
-
-type discard struct{}
-
-func (discard) Write(p []byte) (int, error) { return len(p), nil }

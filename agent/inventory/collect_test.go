@@ -3,12 +3,13 @@ package inventory
 import (
 	"context"
 	"encoding/json"
-	"github.com/nodereg/nodereg/internal/vectors"
 	"io/fs"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
+
+	"github.com/nodereg/nodereg/internal/vectors"
 )
 
 // vm1Addrs are the live addresses the vm1 fixture's interfaces would have;
@@ -287,7 +290,7 @@ func TestSystemDataV2ShapeMatchesUpstreamVector(t *testing.T) {
 	b, _ := json.Marshal(inv.SystemDataV2)
 	_ = json.Unmarshal(b, &ours)
 
-	if got, want := sortedKeys(ours), sortedKeys(vec); !reflect.DeepEqual(got, want) {
+	if got, want := slices.Sorted(maps.Keys(ours)), slices.Sorted(maps.Keys(vec)); !reflect.DeepEqual(got, want) {
 		t.Fatalf("families = %v, upstream %v", got, want)
 	}
 	// Fixed-shape objects: same keys, same kinds.
@@ -327,12 +330,6 @@ func dig(m map[string]any, path []string) map[string]any {
 		cur = next
 	}
 	return cur
-}
-
-func sortedKeys(m map[string]any) []string {
-	out := keys(m)
-	sort.Strings(out)
-	return out
 }
 
 // kinds maps each key to the JSON kind of its value.

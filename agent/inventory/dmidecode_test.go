@@ -2,9 +2,12 @@ package inventory
 
 import (
 	"encoding/json"
-	"github.com/nodereg/nodereg/internal/vectors"
+	"maps"
 	"reflect"
+	"slices"
 	"testing"
+
+	"github.com/nodereg/nodereg/internal/vectors"
 )
 
 // The sample and the upstream view are PROTOCOL.md 6.1 verbatim.
@@ -108,16 +111,8 @@ func TestParseDmidecodeProtocolSample(t *testing.T) {
 		t.Error("a single record must not get an extra key (payload stays byte-identical to upstream)")
 	}
 	if len(got) != 6 {
-		t.Errorf("got %d top-level keys, want 6: %v", len(got), keys(got))
+		t.Errorf("got %d top-level keys, want 6: %v", len(got), slices.Sorted(maps.Keys(got)))
 	}
-}
-
-func keys(m map[string]any) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
 
 // The captured upstream payload has the same section and field spelling our

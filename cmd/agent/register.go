@@ -2,7 +2,9 @@ package main
 
 import (
 	"errors"
+	"maps"
 	"path/filepath"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -86,7 +88,7 @@ func (c *cli) register(cmd *cobra.Command, f *registerFlags) error {
 	if res.Configurator != "" {
 		summary = summary.WithField("configurator", res.Configurator)
 	}
-	for _, name := range sortedKeys(res.Addresses) {
+	for _, name := range slices.Sorted(maps.Keys(res.Addresses)) {
 		summary = summary.WithField("address."+name, res.Addresses[name])
 	}
 	if f.dryRun {

@@ -8,11 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -132,7 +132,7 @@ func Parse(data []byte) (*Config, error) {
 		if r.MachineName != "" && !strings.Contains(r.MachineName, "${") && labeltmpl.SanitizeName(r.MachineName) == "" {
 			return nil, fmt.Errorf("%s.machineName: %q renders to an empty name", key, r.MachineName)
 		}
-		for _, k := range sortedKeys(r.MachineInventoryLabels) {
+		for _, k := range slices.Sorted(maps.Keys(r.MachineInventoryLabels)) {
 			if k == "" {
 				return nil, fmt.Errorf("%s.machineInventoryLabels: empty key", key)
 			}
@@ -154,7 +154,7 @@ func Parse(data []byte) (*Config, error) {
 		default:
 			return nil, fmt.Errorf("%s.network.configurator: %q is not one of none, nmc, nmstate, nmconnections", key, n.Configurator)
 		}
-		for _, name := range sortedKeys(n.IPAddresses) {
+		for _, name := range slices.Sorted(maps.Keys(n.IPAddresses)) {
 			pool := n.IPAddresses[name]
 			if name == "" {
 				return nil, fmt.Errorf("%s.network.ipAddresses: empty name", key)
@@ -285,13 +285,4 @@ func Placeholders(cfg map[string]protocol.RawValue) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-func sortedKeys(m map[string]string) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-tpm/tpm2"
 	"github.com/sirupsen/logrus"
 
+	"github.com/nodereg/nodereg/internal/logx"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/tpm/wire"
 )
@@ -84,11 +85,7 @@ func New(opts Options) *Authenticator {
 	if opts.Rand == nil {
 		opts.Rand = rand.Reader
 	}
-	if opts.Log == nil {
-		l := logrus.New()
-		l.SetOutput(io.Discard)
-		opts.Log = logrus.NewEntry(l)
-	}
+	opts.Log = logx.OrDiscard(opts.Log)
 	return &Authenticator{opts: opts}
 }
 

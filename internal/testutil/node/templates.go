@@ -1,6 +1,9 @@
 package node
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // NmstateTemplate is the network template of the foundation issue (and of
 // cmd/regserver/example.yaml), indented to sit under a registration's
@@ -23,6 +26,13 @@ const NmstateTemplate = `
       dns-resolver:
         config: {server: [192.168.122.1], search: []}
 `
+
+// NmstateConfig returns the nmstate state under NmstateTemplate's config:
+// key, un-indented, placeholder kept: what the agent's generator reads.
+func NmstateConfig() string {
+	_, state, _ := strings.Cut(NmstateTemplate, "\n    config:\n")
+	return strings.TrimPrefix(strings.ReplaceAll("\n"+state, "\n      ", "\n"), "\n")
+}
 
 // AddressOnlyTemplate is a smaller nmstate template: one interface with the
 // pool address at the given prefix length, nothing else.
