@@ -273,7 +273,7 @@ func (r *run) bootstrapKeyfiles(ctx context.Context, plan *bootstrap.Plan) ([]ap
 	if err != nil {
 		return nil, err
 	}
-	p, err := r.applier(PhaseBootstrap).Plan(ctx, rendered)
+	p, err := r.applier(PhaseBootstrap).PlanKeyfiles(ctx, rendered)
 	if err != nil {
 		return nil, err
 	}
@@ -441,7 +441,7 @@ func PrintBootstrapPlan(ctx context.Context, w io.Writer, root string, c *bootst
 	if err != nil {
 		return err
 	}
-	p, err := a.Plan(ctx, rendered)
+	p, err := a.PlanKeyfiles(ctx, rendered)
 	var tm *apply.ToolMissingError
 	if errors.As(err, &tm) {
 		fmt.Fprintf(w, "# bootstrap keyfiles not shown: %v\n", err)
