@@ -145,6 +145,9 @@ func (r *run) bootstrapNetwork(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if len(owned) > 0 && r.appliedDigest != "" {
+		r.dropLeftoverBootstrap(ctx, log, owned)
+	}
 	if len(owned) > 0 && r.appliedDigest == "" {
 		unreachable := r.serverUnreachable(ctx)
 		// A previous run (exit 75) left it up: this run owns it, and
@@ -217,6 +220,32 @@ func (r *run) bootstrapNetwork(ctx context.Context) error {
 	}
 	r.waitReachable(ctx, log)
 	return nil
+}
+
+// dropLeftoverBootstrap removes the bootstrap profiles of an earlier run
+// that ended between applying the IPAM config and dropping them (a crash,
+// a kill): a config of ours is applied, so they are no longer needed, and
+// once the server answers as the node is, they go and NetworkManager
+// reloads. A server away now keeps them for this run (r.bootKeyfiles):
+// dropBootstrap removes them after its apply, keepBootstrap brings them back
+// after a rollback.
+func (r *run) dropLeftoverBootstrap(ctx context.Context, log *logrus.Entry, owned []string) {
+	if r.o.PersistOnly {
+		return
+	}
+	if err := r.serverUnreachable(ctx); err != nil {
+		r.bootKeyfiles = nmPaths(owned)
+		log.WithField("keyfiles", len(owned)).WithField("unreachable", err.Error()).Info("bootstrap keyfiles of an earlier run kept for now: the server is not reachable as the node is")
+		return
+	}
+	removed, err := bootstrap.RuntimeKeyfiles.Remove(r.o.Root)
+	if err != nil {
+		log.WithError(err).Warn("removing the bootstrap keyfiles of an earlier run")
+	}
+	if err := r.applier(PhaseBootstrap).Activate(ctx, nil); err != nil {
+		log.WithError(err).Warn("reloading NetworkManager after removing the bootstrap keyfiles")
+	}
+	log.WithField("keyfiles", len(removed)).Info("bootstrap keyfiles of an earlier run removed: a network config of ours is applied and the server is reachable")
 }
 
 // chooseBootstrap reads the machine's facts, raises the probe interfaces and
