@@ -249,7 +249,9 @@ func (r *run) dropLeftoverBootstrap(ctx context.Context, log *logrus.Entry, owne
 }
 
 // chooseBootstrap reads the machine's facts, raises the probe interfaces and
-// picks the addresses with real duplicate address detection.
+// picks the addresses with real duplicate address detection, under the
+// run's --deadline and extending systemd's start timeout before each wait
+// (agent/bootstrap_walk.go).
 func (r *run) chooseBootstrap(ctx context.Context, log *logrus.Entry) (*bootstrap.Plan, error) {
 	facts, err := bootstrap.ReadFacts(r.o.Root)
 	if err != nil {
@@ -259,25 +261,32 @@ func (r *run) chooseBootstrap(ctx context.Context, log *logrus.Entry) (*bootstra
 	if err != nil {
 		return nil, err
 	}
-	for _, c := range preview.Choices {
-		if c.Interface == "" {
-			continue
-		}
-		lctx, cancel := context.WithTimeout(ctx, linkReadyTimeout)
-		raised, err := bootstrap.LinkReady(lctx, c.Interface)
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		if raised {
-			log.WithField("interface", c.Interface).Info("link was down: set it up to probe")
-		}
-	}
 	prober, err := probeTiming(os.Getenv(probeIntervalEnv))
 	if err != nil {
 		return nil, err
 	}
-	return bootstrap.Choose(ctx, r.boot, facts, prober)
+	w := &walkingProber{real: prober, perProbe: probeMaxDuration(prober), extend: r.extend, earlier: r.readHeld()}
+	if len(w.earlier) > 0 {
+		log.WithField("known-held", len(w.earlier)).Info("an earlier run ran out of time walking the range: its held addresses are not probed again")
+	}
+	return r.boundedChoice(ctx, w, func(ctx context.Context) (*bootstrap.Plan, error) {
+		for _, c := range preview.Choices {
+			if c.Interface == "" {
+				continue
+			}
+			r.extend(linkReadyTimeout)
+			lctx, cancel := context.WithTimeout(ctx, linkReadyTimeout)
+			raised, err := bootstrap.LinkReady(lctx, c.Interface)
+			cancel()
+			if err != nil {
+				return nil, err
+			}
+			if raised {
+				log.WithField("interface", c.Interface).Info("link was down: set it up to probe")
+			}
+		}
+		return bootstrap.Choose(ctx, r.boot, facts, w)
+	})
 }
 
 // probeTiming is the ARP prober, RFC 5227's timing unless the interval is
@@ -285,7 +294,9 @@ func (r *run) chooseBootstrap(ctx context.Context, log *logrus.Entry) (*bootstra
 // a listen after the last, on a shorter clock.
 func probeTiming(interval string) (*bootstrap.ARPProber, error) {
 	if interval == "" {
-		return &bootstrap.ARPProber{}, nil
+		// RFC 5227's constants, spelled out so the start timeout can be
+		// extended by a probe's maximum.
+		return &bootstrap.ARPProber{ProbeWait: time.Second, ProbeNum: 3, ProbeMin: time.Second, ProbeMax: 2 * time.Second, AnnounceWait: 2 * time.Second}, nil
 	}
 	d, err := time.ParseDuration(interval)
 	if err != nil || d <= 0 || d > 10*time.Second {
@@ -325,6 +336,7 @@ func nmPaths(hostPaths []string) []string {
 // a server that stays away is the registration's to report (with its
 // retries), so this only warns.
 func (r *run) waitReachable(ctx context.Context, log *logrus.Entry) {
+	r.extend(bootstrapReachTimeout)
 	ctx, cancel := context.WithTimeout(ctx, bootstrapReachTimeout)
 	defer cancel()
 	tick := time.NewTicker(250 * time.Millisecond)
