@@ -146,6 +146,9 @@ func (r *run) bootstrapNetwork(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if len(owned) > 0 && r.appliedDigest != "" {
+		r.dropLeftoverBootstrap(ctx, log, owned)
+	}
 	if len(owned) > 0 && r.appliedDigest == "" {
 		unreachable := r.serverUnreachable(ctx)
 		// A previous run (exit 75) left it up: this run owns it, and
@@ -220,8 +223,36 @@ func (r *run) bootstrapNetwork(ctx context.Context) error {
 	return nil
 }
 
+// dropLeftoverBootstrap removes the bootstrap profiles of an earlier run
+// that ended between applying the IPAM config and dropping them (a crash,
+// a kill): a config of ours is applied, so they are no longer needed, and
+// once the server answers as the node is, they go and NetworkManager
+// reloads. A server away now keeps them for this run (r.bootKeyfiles):
+// dropBootstrap removes them after its apply, keepBootstrap brings them back
+// after a rollback.
+func (r *run) dropLeftoverBootstrap(ctx context.Context, log *logrus.Entry, owned []string) {
+	if r.o.PersistOnly {
+		return
+	}
+	if err := r.serverUnreachable(ctx); err != nil {
+		r.bootKeyfiles = nmPaths(owned)
+		log.WithField("keyfiles", len(owned)).WithField("unreachable", err.Error()).Info("bootstrap keyfiles of an earlier run kept for now: the server is not reachable as the node is")
+		return
+	}
+	removed, err := bootstrap.RuntimeKeyfiles.Remove(r.o.Root)
+	if err != nil {
+		log.WithError(err).Warn("removing the bootstrap keyfiles of an earlier run")
+	}
+	if err := r.applier(PhaseBootstrap).Activate(ctx, nil); err != nil {
+		log.WithError(err).Warn("reloading NetworkManager after removing the bootstrap keyfiles")
+	}
+	log.WithField("keyfiles", len(removed)).Info("bootstrap keyfiles of an earlier run removed: a network config of ours is applied and the server is reachable")
+}
+
 // chooseBootstrap reads the machine's facts, raises the probe interfaces and
-// picks the addresses with real duplicate address detection.
+// picks the addresses with real duplicate address detection, under the
+// run's --deadline and extending systemd's start timeout before each wait
+// (agent/bootstrap_walk.go).
 func (r *run) chooseBootstrap(ctx context.Context, log *logrus.Entry) (*bootstrap.Plan, error) {
 	facts, err := bootstrap.ReadFacts(r.o.Root)
 	if err != nil {
@@ -231,25 +262,32 @@ func (r *run) chooseBootstrap(ctx context.Context, log *logrus.Entry) (*bootstra
 	if err != nil {
 		return nil, err
 	}
-	for _, c := range preview.Choices {
-		if c.Interface == "" {
-			continue
-		}
-		lctx, cancel := context.WithTimeout(ctx, linkReadyTimeout)
-		raised, err := bootstrap.LinkReady(lctx, c.Interface)
-		cancel()
-		if err != nil {
-			return nil, err
-		}
-		if raised {
-			log.WithField("interface", c.Interface).Info("link was down: set it up to probe")
-		}
-	}
 	prober, err := probeTiming(os.Getenv(probeIntervalEnv))
 	if err != nil {
 		return nil, err
 	}
-	return bootstrap.Choose(ctx, r.boot, facts, prober)
+	w := &walkingProber{real: prober, perProbe: probeMaxDuration(prober), extend: r.extend, earlier: r.readHeld()}
+	if len(w.earlier) > 0 {
+		log.WithField("known-held", len(w.earlier)).Info("an earlier run ran out of time walking the range: its held addresses are not probed again")
+	}
+	return r.boundedChoice(ctx, w, func(ctx context.Context) (*bootstrap.Plan, error) {
+		for _, c := range preview.Choices {
+			if c.Interface == "" {
+				continue
+			}
+			r.extend(linkReadyTimeout)
+			lctx, cancel := context.WithTimeout(ctx, linkReadyTimeout)
+			raised, err := bootstrap.LinkReady(lctx, c.Interface)
+			cancel()
+			if err != nil {
+				return nil, err
+			}
+			if raised {
+				log.WithField("interface", c.Interface).Info("link was down: set it up to probe")
+			}
+		}
+		return bootstrap.Choose(ctx, r.boot, facts, w)
+	})
 }
 
 // probeTiming is the ARP prober, RFC 5227's timing unless the interval is
@@ -257,7 +295,9 @@ func (r *run) chooseBootstrap(ctx context.Context, log *logrus.Entry) (*bootstra
 // a listen after the last, on a shorter clock.
 func probeTiming(interval string) (*bootstrap.ARPProber, error) {
 	if interval == "" {
-		return &bootstrap.ARPProber{}, nil
+		// RFC 5227's constants, spelled out so the start timeout can be
+		// extended by a probe's maximum.
+		return &bootstrap.ARPProber{ProbeWait: time.Second, ProbeNum: 3, ProbeMin: time.Second, ProbeMax: 2 * time.Second, AnnounceWait: 2 * time.Second}, nil
 	}
 	d, err := time.ParseDuration(interval)
 	if err != nil || d <= 0 || d > 10*time.Second {
@@ -274,7 +314,7 @@ func (r *run) bootstrapKeyfiles(ctx context.Context, plan *bootstrap.Plan) ([]ap
 	if err != nil {
 		return nil, err
 	}
-	p, err := r.applier(PhaseBootstrap).Plan(ctx, rendered)
+	p, err := r.applier(PhaseBootstrap).PlanKeyfiles(ctx, rendered)
 	if err != nil {
 		return nil, err
 	}
@@ -303,6 +343,7 @@ func nmPaths(hostPaths []string) []string {
 // a server that stays away is the registration's to report (with its
 // retries), so this only warns.
 func (r *run) waitReachable(ctx context.Context, log *logrus.Entry) {
+	r.extend(bootstrapReachTimeout)
 	ctx, cancel := context.WithTimeout(ctx, bootstrapReachTimeout)
 	defer cancel()
 	tick := time.NewTicker(250 * time.Millisecond)
@@ -452,7 +493,7 @@ func PrintBootstrapPlan(ctx context.Context, w io.Writer, root string, c *bootst
 	if err != nil {
 		return err
 	}
-	p, err := a.Plan(ctx, rendered)
+	p, err := a.PlanKeyfiles(ctx, rendered)
 	var tm *apply.ToolMissingError
 	if errors.As(err, &tm) {
 		fmt.Fprintf(w, "# bootstrap keyfiles not shown: %v\n", err)

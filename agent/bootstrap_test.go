@@ -287,3 +287,58 @@ func TestBootstrapNmstateUsesTheKeyfileGenerator(t *testing.T) {
 		t.Errorf("printing created %s/run", m.Root)
 	}
 }
+
+// A run that ended between applying the IPAM config and dropping the
+// bootstrap profile left it under /run: the next run, with a config of ours
+// applied, removes it and reloads NetworkManager once the server answers as
+// the node is; while the server is away it keeps it for its apply to drop.
+func TestLeftoverBootstrapKeyfilesGoOnceAConfigIsApplied(t *testing.T) {
+	t.Setenv(apply.EnvNmcli, "/bin/true")
+	listening, err := net.Listen("tcp", "127.0.0.1:0")
+	testutil.Must(t, err)
+	t.Cleanup(func() { listening.Close() })
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	testutil.Must(t, err)
+	closedAddr := closed.Addr().String()
+	closed.Close()
+	for _, c := range []struct {
+		name, url   string
+		appliedHere string
+		wantGone    bool
+	}{
+		{"reachable, config applied", "http://" + listening.Addr().String() + "/r", "sha256:applied", true},
+		// Refused counts as reachable (serverUnreachable): only a network
+		// failure keeps the profile; a link-local address without a zone is
+		// one that sends nothing.
+		{"unreachable, config applied", "http://[fe80::1]:1/r", "sha256:applied", false},
+		{"no config applied", "http://" + closedAddr + "/r", "", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := t.TempDir()
+			leftover := bootstrap.RuntimeKeyfiles.Path(root, "eth0.nmconnection")
+			testutil.Must(t, os.MkdirAll(filepath.Dir(leftover), 0o755))
+			testutil.Must(t, os.WriteFile(leftover, []byte("[connection]\nid=bootstrap-eth0\ntype=ethernet\n"), 0o600))
+			var out strings.Builder
+			var log testutil.Log
+			r := newRun(Options{Root: root, Runner: apply.PrintRunner{W: &out}, Log: log.Entry()})
+			r.boot = &bootstrap.Config{}
+			r.cfg = &protocol.Config{}
+			r.cfg.Elemental.Registration.URL = c.url
+			r.appliedDigest = c.appliedHere
+			// The "no config applied" case takes the earlier run's profile
+			// over and activates it: that is not this test's subject.
+			_ = r.bootstrapNetwork(t.Context())
+			_, statErr := os.Stat(leftover)
+			if gone := errors.Is(statErr, os.ErrNotExist); gone != c.wantGone {
+				t.Fatalf("leftover removed: %v, want %v\n%s", gone, c.wantGone, log.String())
+			}
+			reloaded := strings.Contains(out.String(), "would run /bin/true connection reload")
+			if c.wantGone && !reloaded {
+				t.Errorf("NetworkManager not reloaded after the removal: %q", out.String())
+			}
+			if c.appliedHere != "" && !c.wantGone && len(r.bootKeyfiles) != 1 {
+				t.Errorf("kept leftover not handed to the run's apply: %v", r.bootKeyfiles)
+			}
+		})
+	}
+}

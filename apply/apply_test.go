@@ -503,6 +503,8 @@ func TestApplyLiveKeyfilesRollsBack(t *testing.T) {
 	const prevKeyfile = "[connection]\nid=eth0\ntype=ethernet\ninterface-name=eth0\n\n[ipv4]\nmethod=auto\n"
 	writeFile(t, root, keyfileDirRel+"/eth0.nmconnection", prevKeyfile, 0o600)
 	writeFile(t, root, applicatorPath, "name: previous\n", 0o600)
+	// The previous keyfile is ours: the previous config's manifest lists it.
+	writeFile(t, root, "oem/nodereg/network-manifest.json", `{"version":1,"files":[{"path":"/etc/NetworkManager/system-connections/eth0.nmconnection","kind":"keyfile"}]}`, 0o600)
 	before := testutil.Tree(t, root)
 	a := &Applier{Root: root, Env: lab.env}
 	p := mustPlan(t, a, renderNmconnections(t, "10.0.0.2"))

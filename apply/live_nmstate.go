@@ -15,8 +15,14 @@ import (
 // connections up, check reachable, persist. Any failure restores the
 // previous network and the previous applicator byte for byte and returns a
 // *LiveApplyError (errors.Is ErrRolledBack). reachable gets a context whose
-// deadline ends before the checkpoint would expire.
+// deadline ends before the checkpoint would expire. A keyfile target that
+// exists and is not ours fails it before anything is written
+// (*NotOwnedError).
 func (a *Applier) ApplyLive(ctx context.Context, p *Plan, reachable func(context.Context) error) error {
+	// Checked again: a file may have appeared since the plan.
+	if err := a.checkOwnership(p); err != nil {
+		return err
+	}
 	switch p.Configurator {
 	case protocol.ConfiguratorNone:
 		return nil

@@ -49,8 +49,24 @@ func (p *Plan) digestedPath() string {
 // Plan computes keyfiles and the yip applicator for r. For nmstate it runs
 // the keyfile generator (nmstatectl gc: offline, touches nothing); a tool
 // the configurator needs and cannot find is reported before anything else
-// happens.
+// happens. A keyfile that would replace a file the agent does not own is
+// refused here (*NotOwnedError), so a dry run and render show it and no
+// later step writes anything.
 func (a *Applier) Plan(ctx context.Context, r *Rendered) (*Plan, error) {
+	p, err := a.PlanKeyfiles(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.checkOwnership(p); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// PlanKeyfiles is Plan without the ownership check of KeyfileDir, for
+// keyfiles installed somewhere else under names of their own (the
+// bootstrap network's runtime profiles).
+func (a *Applier) PlanKeyfiles(ctx context.Context, r *Rendered) (*Plan, error) {
 	p := &Plan{Configurator: r.Configurator, Digested: r.Digested, paths: a.paths(), digest: r.Digest()}
 	tools := a.tools()
 	var gen KeyfileGenerator

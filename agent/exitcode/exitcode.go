@@ -164,6 +164,9 @@ var table = []row{
 	{"network config the node cannot use", Config, func(err error) bool {
 		return is[*apply.FieldError](err) || is[*apply.ToolMissingError](err)
 	}},
+	// A keyfile name the config would write over a file that is not ours:
+	// a person must rename one of them.
+	{"keyfile not owned by the agent", Config, is[*apply.NotOwnedError]},
 	{"TPM missing or unusable", Config, func(err error) bool {
 		return errors.Is(err, tpm.ErrNoDevice) || errors.Is(err, tpm.ErrEmulationNotBuilt) || errors.Is(err, tpm.ErrBadSeed)
 	}},

@@ -301,3 +301,7 @@ func TestBootstrapExhaustedOrProbeFailureIs75(t *testing.T) {
 	expect(t, fmt.Errorf("probing 10.0.0.5: %w", bootstrap.ErrNoCarrier), 75)
 	expect(t, fmt.Errorf("probing 10.0.0.5: %w", bootstrap.ErrLinkDown), 75)
 }
+
+func TestKeyfileNotOwnedIs78(t *testing.T) {
+	expect(t, fmt.Errorf("plan: %w", &apply.NotOwnedError{Path: "/etc/NetworkManager/system-connections/eth0.nmconnection"}), 78)
+}

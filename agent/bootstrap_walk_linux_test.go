@@ -1,0 +1,199 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nodereg/nodereg/bootstrap"
+	"github.com/nodereg/nodereg/internal/testutil"
+)
+
+// walkLab is two network namespaces joined by a veth pair: the node's
+// (walkIf, up, no address) and a peer's holding every address of
+// walkRange, so the kernel there answers each probe. Random names: no
+// collision with other runs or worktrees; only addresses inside these
+// namespaces are probed.
+type walkLab struct{ node, peer string }
+
+const (
+	walkIf    = "nrwk0"
+	walkFirst = 5
+	walkLast  = 24 // 10.231.0.5-10.231.0.24, all held
+)
+
+func walkAddr(i int) string { return fmt.Sprintf("10.231.0.%d", i) }
+
+func newWalkLab(t *testing.T) *walkLab {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the walk lab needs root to create network namespaces")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skip("the walk lab needs iproute2's ip")
+	}
+	id := fmt.Sprintf("nrwk-%d-%06x", os.Getpid(), rand.N(1<<24))
+	l := &walkLab{node: id + "-n", peer: id + "-p"}
+	for _, ns := range []string{l.node, l.peer} {
+		if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+			t.Skipf("network namespaces unavailable: %v: %s", err, out)
+		}
+		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	}
+	l.ip(t, l.node, "link", "add", walkIf, "address", "02:00:5e:11:00:01", "type", "veth", "peer", "name", "nrwk1", "address", "02:00:5e:11:00:02", "netns", l.peer)
+	l.ip(t, l.node, "link", "set", walkIf, "up")
+	for i := walkFirst; i <= walkLast; i++ {
+		l.ip(t, l.peer, "addr", "add", walkAddr(i)+"/24", "dev", "nrwk1")
+	}
+	l.ip(t, l.peer, "link", "set", "nrwk1", "up")
+	return l
+}
+
+func (l *walkLab) ip(t *testing.T, ns string, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput(); err != nil {
+		t.Fatalf("ip -n %s %s: %v: %s", ns, strings.Join(args, " "), err, out)
+	}
+}
+
+// inNetns runs fn on an OS thread in namespace ns that never returns to
+// the scheduler.
+func inNetns(t *testing.T, ns string, fn func()) {
+	t.Helper()
+	var setErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		f, err := os.Open("/run/netns/" + ns)
+		if err != nil {
+			setErr = err
+			return
+		}
+		defer f.Close()
+		if setErr = unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); setErr != nil {
+			return
+		}
+		fn()
+	}()
+	<-done
+	if setErr != nil {
+		t.Fatal(setErr)
+	}
+}
+
+// extendLog is a notifier that keeps what the run asked systemd for.
+type extendLog struct {
+	nopNotifier
+	mu  sync.Mutex
+	got []time.Duration
+}
+
+func (e *extendLog) Extend(d time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.got = append(e.got, d)
+}
+
+func walkRun(t *testing.T, root string, deadline time.Duration, n *extendLog) *run {
+	t.Helper()
+	c, err := bootstrap.FromConfigFile([]byte(`elemental:
+  registration:
+    bootstrap-network:
+      configurator: nmconnections
+      config:
+        boot: |
+          [connection]
+          id=boot
+          type=ethernet
+          interface-name=` + walkIf + `
+          [ipv4]
+          method=manual
+          address1={boot-ip}/24
+      ipAddresses:
+        boot-ip:
+          range: {start: ` + walkAddr(walkFirst) + `, end: ` + walkAddr(walkLast+4) + `, prefix: 24}
+`))
+	testutil.Must(t, err)
+	var log testutil.Log
+	r := newRun(Options{Root: root, Deadline: deadline, Notifier: n, Log: log.Entry()})
+	r.boot = c
+	return r
+}
+
+// A range walk longer than --deadline ends with exit 75 naming how far it
+// got, after extending systemd's start timeout before every probe; the next
+// run skips the addresses found held and walks on, and a finished choice
+// forgets them.
+func TestBootstrapWalkIsBoundedAndResumes(t *testing.T) {
+	l := newWalkLab(t)
+	t.Setenv(probeIntervalEnv, "200ms") // a probe takes at most 1 s
+	root := t.TempDir()
+	testutil.Must(t, os.MkdirAll(filepath.Join(root, "sys/class/dmi/id"), 0o755))
+	testutil.Must(t, os.WriteFile(filepath.Join(root, "sys/class/dmi/id/product_uuid"), []byte("4c4c4544-0000-4000-8000-000000000001\n"), 0o444))
+
+	first := &extendLog{}
+	var err error
+	inNetns(t, l.node, func() {
+		_, err = walkRun(t, root, 400*time.Millisecond, first).chooseBootstrap(context.Background(), testutil.TestLog(t))
+	})
+	var de *BootstrapDeadlineError
+	if !errors.As(err, &de) || ExitCode(err) != ExitTempFail {
+		t.Fatalf("walk past the deadline: %v (exit %d), want a *BootstrapDeadlineError, exit 75", err, ExitCode(err))
+	}
+	if de.Probed == 0 || de.Held != de.Probed || !de.Last.IsValid() || !strings.Contains(err.Error(), de.Last.String()+" on "+walkIf) {
+		t.Fatalf("deadline error does not say how far the walk got: %+v: %v", de, err)
+	}
+	// One extension before the link wait, one before each probe (the
+	// one the deadline cut short too): the probe's maximum (5 x 200 ms)
+	// plus the margin.
+	perProbe := time.Second + extendMargin
+	if n := len(first.got); n < 1+de.Probed || n > 2+de.Probed || first.got[0] != linkReadyTimeout+extendMargin {
+		t.Errorf("extensions %v for %d probes, want the link wait's then one per probe", first.got, de.Probed)
+	}
+	for _, d := range first.got[1:] {
+		if d != perProbe {
+			t.Errorf("extension %s before a probe, want %s", d, perProbe)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(root, heldFile)); err != nil {
+		t.Fatalf("walk memory not kept: %v", err)
+	}
+	held := walkRun(t, root, 0, nil).readHeld()
+	if len(held) != de.Probed {
+		t.Fatalf("memory holds %d addresses, the walk found %d held", len(held), de.Probed)
+	}
+
+	// The peer lets every address go: a walk from scratch would take the
+	// first one it tries. The next run skips what the last one found held.
+	l.ip(t, l.peer, "addr", "flush", "dev", "nrwk1")
+	second := &extendLog{}
+	var plan *bootstrap.Plan
+	inNetns(t, l.node, func() {
+		plan, err = walkRun(t, root, time.Minute, second).chooseBootstrap(context.Background(), testutil.TestLog(t))
+	})
+	if err != nil {
+		t.Fatalf("second walk: %v", err)
+	}
+	ch := plan.Choices[0]
+	if _, known := held[ch.Address]; known || ch.Address == ch.FirstTry || len(ch.Taken) != len(held) {
+		t.Errorf("second walk chose %s (first try %s, %d skipped as held), want the first address after the %d known held", ch.Address, ch.FirstTry, len(ch.Taken), len(held))
+	}
+	if len(second.got) != 2 {
+		t.Errorf("second walk extended %v, want the link wait and one probe", second.got)
+	}
+	if _, err := os.Stat(filepath.Join(root, heldFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("walk memory left after a finished choice: %v", err)
+	}
+}

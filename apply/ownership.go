@@ -1,0 +1,77 @@
+package apply
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+
+	"github.com/nodereg/nodereg/internal/safefile"
+)
+
+// NotOwnedError refuses a keyfile the plan would write over a file the
+// agent does not own: an image's or an admin's profile of the same name.
+// Writing it would put it in our manifest, and --reset-network would then
+// remove it; only a person can resolve the clash (exit 78).
+type NotOwnedError struct {
+	Path string // host path (without Root)
+}
+
+func (e *NotOwnedError) Error() string {
+	return fmt.Sprintf("keyfile %s exists and is not ours (not in the agent's network manifest): refusing to replace it; rename or remove it, or change the network config's connection names", e.Path)
+}
+
+// checkOwnership refuses every keyfile target that exists and is not ours.
+// Ours: listed in the manifest. The yip applicator writes our keyfiles at
+// every boot before the agent runs, so an existing file the manifest lists
+// is ours; the first run after an install finds the manifest the hand-over
+// put in /oem. Without a readable manifest (none, or corrupt), the files
+// the applicator names count as ours: it rewrites them at every boot
+// anyway, and an image installed by elemental-register is taken over this
+// way. It reads only: a plan has no side effects.
+func (a *Applier) checkOwnership(p *Plan) error {
+	if len(p.Keyfiles) == 0 {
+		return nil
+	}
+	owned, err := a.ownedPaths()
+	if err != nil {
+		return fmt.Errorf("plan network (%s): %w", p.Configurator, err)
+	}
+	for _, kf := range p.Keyfiles {
+		target := path.Join(p.paths.KeyfileDir, kf.Name)
+		if owned[target] {
+			continue
+		}
+		if _, err := os.Lstat(a.host(target)); err == nil {
+			return &NotOwnedError{Path: target}
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("plan network (%s): checking %s: %w", p.Configurator, target, err)
+		}
+	}
+	return nil
+}
+
+// ownedPaths are the host paths (without Root) the agent owns, by its
+// manifest or, without a readable one, by its applicator.
+func (a *Applier) ownedPaths() (map[string]bool, error) {
+	owned := map[string]bool{}
+	var files []ManifestFile
+	b, err := safefile.ReadFile(a.host(a.paths().manifestPath()), maxManifest)
+	var m Manifest
+	switch {
+	case err == nil && json.Unmarshal(b, &m) == nil:
+		files = m.Files
+	case err == nil, errors.Is(err, fs.ErrNotExist):
+		if files, err = a.applicatorFiles(); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("reading network manifest: %w", err)
+	}
+	for _, f := range files {
+		owned[path.Clean(f.Path)] = true
+	}
+	return owned, nil
+}
