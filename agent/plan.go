@@ -43,7 +43,12 @@ func (r *run) plan(ctx context.Context, net *fetched) (*apply.Plan, error) {
 		r.log.WithField("phase", PhasePlan).WithField("digest", r.result.Digest).Info("network config unchanged since the last run: nothing to plan or apply")
 		return nil, nil
 	}
-	plan, err := r.applier(PhasePlan).Plan(ctx, net.rendered)
+	a := r.applier(PhasePlan)
+	planFn := a.Plan
+	if r.offline {
+		planFn = a.PlanKeyfiles
+	}
+	plan, err := planFn(ctx, net.rendered)
 	var tm *apply.ToolMissingError
 	var fe *apply.FieldError
 	switch {
@@ -194,13 +199,19 @@ func printRendered(w io.Writer, nc *protocol.NetworkConfig, rd *apply.Rendered) 
 // the digested config, the keyfiles (nmstate's by the generator nmstate
 // chooses), the yip applicator and the commands.
 func PrintRender(ctx context.Context, w io.Writer, nc *protocol.NetworkConfig, nmstate apply.NmstateChoice) error {
+	return printRender(ctx, Options{DryRun: true, Out: w}, nc, nmstate)
+}
+
+// printRender is PrintRender with the run's options (a root for tests).
+func printRender(ctx context.Context, o Options, nc *protocol.NetworkConfig, nmstate apply.NmstateChoice) error {
 	rd, err := apply.Render(nc)
 	if err != nil {
 		return err
 	}
-	r := newRun(Options{DryRun: true, Out: w})
+	r := newRun(o)
 	r.state = &State{}
 	r.nmstate = nmstate
+	r.offline = true
 	net := &fetched{config: nc, rendered: rd}
 	plan, err := r.plan(ctx, net)
 	if err != nil {

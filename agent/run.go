@@ -104,6 +104,9 @@ type run struct {
 	applyPlan func(context.Context, *fetched, *apply.Plan) error
 	// nmstate is the local choice of nmstate's keyfile generator.
 	nmstate apply.NmstateChoice
+	// offline: the plan is for some other machine (agent render), so the
+	// keyfile names are not checked against this host's keyfile directory.
+	offline bool
 	// boot is the local bootstrap network config (nil: none); bootKeyfiles
 	// the bootstrap profiles this run brought up or took over (agent/bootstrap.go).
 	boot         *bootstrap.Config
