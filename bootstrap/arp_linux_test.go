@@ -335,7 +335,7 @@ func (l *lab) flood(t *testing.T, copies int) (stop func()) {
 func TestARPProbeEndsUnderFlood(t *testing.T) {
 	l := newLab(t)
 	stop := l.flood(t, 32)
-	probe := func(ctx context.Context, p *ARPProber) (err error, took time.Duration) {
+	probe := func(ctx context.Context, p *ARPProber) (took time.Duration, err error) {
 		done := make(chan error, 1)
 		start := time.Now()
 		go func() {
@@ -348,11 +348,11 @@ func TestARPProbeEndsUnderFlood(t *testing.T) {
 		}()
 		select {
 		case err := <-done:
-			return err, time.Since(start)
+			return time.Since(start), err
 		case <-time.After(10 * time.Second):
 			stop() // lets the stuck probe end so the lab can be removed
 			<-done
-			return errors.New("probe still running 10 s into a flood"), time.Since(start)
+			return time.Since(start), errors.New("probe still running 10 s into a flood")
 		}
 	}
 
@@ -361,13 +361,13 @@ func TestARPProbeEndsUnderFlood(t *testing.T) {
 		time.AfterFunc(300*time.Millisecond, cancel)
 		// Left alone this probe would listen for a minute.
 		slow := &ARPProber{ProbeWait: 0, ProbeNum: 3, ProbeMin: 30e9, ProbeMax: 30e9, AnnounceWait: 2e9}
-		if err, took := probe(ctx, slow); !errors.Is(err, context.Canceled) {
+		if took, err := probe(ctx, slow); !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled probe under flood: %v after %v, want context.Canceled", err, took)
 		}
 	})
 	t.Run("timing", func(t *testing.T) {
 		// fastProber is done 0.4 s after its start; allow a second more.
-		err, took := probe(context.Background(), fastProber())
+		took, err := probe(context.Background(), fastProber())
 		if err != nil || took > 1400*time.Millisecond {
 			t.Fatalf("probe under flood: %v after %v, want nil within 1.4 s", err, took)
 		}
