@@ -134,9 +134,10 @@ func RedactSecret(s, secret string) string {
 // wholeScalar matches secret standing alone as a YAML or JSON scalar: at the
 // start of a line or after ":", "- ", "[", "{" or ",", optionally quoted,
 // and followed by the end of the line, ",", "]", "}" or a " #" comment.
+// Quotes stay, so the printed YAML or JSON still parses.
 func wholeScalar(secret string) *regexp.Regexp {
 	q := regexp.QuoteMeta(secret)
-	return regexp.MustCompile(`(?m)((?:^|[:,\[{]|- )[ \t]*)(?:"` + q + `"|'` + q + `'|` + q + `)([ \t]*(?:$|[,\]}])|[ \t]+#)`)
+	return regexp.MustCompile(`(?m)((?:^|[:,\[{]|- )[ \t]*["']?)` + q + `(["']?(?:[ \t]*(?:$|[,\]}])|[ \t]+#))`)
 }
 
 // RedactError is err with the token of registrationURL removed from what
