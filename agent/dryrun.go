@@ -1,7 +1,10 @@
 package agent
 
 import (
+	"cmp"
+	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/nodereg/nodereg/protocol"
@@ -20,7 +23,7 @@ type redactingWriter struct {
 func (rw redactingWriter) Write(p []byte) (int, error) {
 	s := string(p)
 	for _, secret := range rw.r.secrets() {
-		s = protocol.Redact(s, secret)
+		s = protocol.RedactSecret(s, secret)
 	}
 	if _, err := io.WriteString(rw.w, s); err != nil {
 		return 0, err
@@ -30,8 +33,9 @@ func (rw redactingWriter) Write(p []byte) (int, error) {
 
 // secrets are the values this run knows that must never be printed: the
 // registration token, the system-agent token and the cloud-config's
-// passwords. The config is the local one until the server's reply is
-// merged, so the list is built at each write.
+// passwords, longest first so that a secret holding a shorter one (a
+// chpasswd line and its password) goes whole. The config is the local one
+// until the server's reply is merged, so the list is built at each write.
 func (r *run) secrets() []string {
 	if r.cfg == nil {
 		return nil
@@ -41,26 +45,45 @@ func (r *run) secrets() []string {
 		r.cfg.Elemental.SystemAgent.Token,
 	}
 	for k, v := range r.cfg.CloudConfig {
-		out = appendPasswords(out, k, v.Value)
+		out = appendPasswords(out, k, v.Value, false)
 	}
-	return out
+	slices.SortFunc(out, func(a, b string) int { return cmp.Or(len(b)-len(a), strings.Compare(a, b)) })
+	return slices.Compact(out)
 }
 
-// appendPasswords adds the string values under keys that name a password
-// (passwd, password, hashed_passwd, plain_text_passwd, ...) anywhere in v.
-func appendPasswords(out []string, key string, v any) []string {
+// appendPasswords adds every string (and number) beneath a key that names
+// a password (passwd, password, hashed_passwd, chpasswd, ...) anywhere in
+// v: cloud-init nests them (chpasswd.list, chpasswd.users[].password).
+// Only the user names and password types under chpasswd.users are left
+// out: they are not secret, and "root" redacted everywhere would garble
+// paths. A chpasswd "user:password" line also yields its password alone.
+func appendPasswords(out []string, key string, v any, secret bool) []string {
+	secret = secret || strings.Contains(strings.ToLower(key), "passw")
 	switch v := v.(type) {
 	case map[string]any:
 		for k, e := range v {
-			out = appendPasswords(out, k, e)
+			if secret && (k == "name" || k == "type") {
+				continue
+			}
+			out = appendPasswords(out, k, e, secret)
 		}
 	case []any:
 		for _, e := range v {
-			out = appendPasswords(out, key, e)
+			out = appendPasswords(out, key, e, secret)
 		}
 	case string:
-		if k := strings.ToLower(key); strings.Contains(k, "passw") {
-			out = append(out, v)
+		if !secret {
+			break
+		}
+		out = append(out, v)
+		for line := range strings.Lines(v) {
+			if _, pw, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && pw != "" {
+				out = append(out, pw)
+			}
+		}
+	case int, int64, uint64, float64:
+		if secret {
+			out = append(out, fmt.Sprint(v))
 		}
 	}
 	return out

@@ -370,7 +370,12 @@ func kind(reg protocol.Registration, k string) string {
 
 func (r *run) openTPM() error {
 	reg := r.cfg.Elemental.Registration
-	opts := tpm.Options{Device: reg.TPMDevice, AKBlob: r.state.AKBlob(), Log: r.log.WithField("phase", PhaseIdentity)}
+	opts := tpm.Options{Device: reg.TPMDevice, AKBlob: r.state.AKBlob(), Log: r.log.WithField("phase", PhaseIdentity),
+		// A dry run writes nothing on the node, and a scratch root is not
+		// this machine's install: neither may make keys persistent in the
+		// machine's TPM.
+		NoPersist: r.o.DryRun || r.o.PersistOnly,
+	}
 	if reg.EmulateTPM {
 		uuid, _ := inventory.SystemUUID(r.o.Root)
 		opts.Emulate = true

@@ -98,12 +98,22 @@ func (p *ARPProber) Probe(ctx context.Context, iface string, addr netip.Addr) (P
 	bcast := &unix.SockaddrLinklayer{Protocol: proto, Ifindex: ifi.Index, Halen: 6, Addr: [8]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}
 	probe := arpProbe(own, target)
 
+	frames := frameReader{
+		recv:    func(b []byte) (int, unix.Sockaddr, error) { return unix.Recvfrom(fd, b, 0) },
+		buf:     make([]byte, 1500),
+		ifindex: ifi.Index,
+		own:     own,
+		target:  target,
+	}
+
 	wait, num, lo, hi, announce := p.timing()
 	next := time.Now().Add(jitter(0, wait))
 	sent := 0
 	var end time.Time
-	buf := make([]byte, 1500)
 	for {
+		if err := ctx.Err(); err != nil {
+			return ProbeResult{}, fmt.Errorf("ARP probe of %s: %w", addr, err)
+		}
 		now := time.Now()
 		if sent < num && !now.Before(next) {
 			if err := unix.Sendto(fd, probe, 0, bcast); err != nil {
@@ -125,9 +135,6 @@ func (p *ARPProber) Probe(ctx context.Context, iface string, addr netip.Addr) (P
 		}
 		// Poll in short slices so a cancelled ctx ends the probe promptly.
 		ms := min(time.Until(until), 100*time.Millisecond).Milliseconds()
-		if err := ctx.Err(); err != nil {
-			return ProbeResult{}, fmt.Errorf("ARP probe of %s: %w", addr, err)
-		}
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 		n, err := unix.Poll(fds, int(max(ms, 1)))
 		if err != nil && !errors.Is(err, unix.EINTR) {
@@ -136,26 +143,57 @@ func (p *ARPProber) Probe(ctx context.Context, iface string, addr netip.Addr) (P
 		if n <= 0 {
 			continue
 		}
-		for {
-			m, from, err := unix.Recvfrom(fd, buf, 0)
-			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
-				break
-			}
-			if err != nil {
-				return ProbeResult{}, fmt.Errorf("ARP probe: receiving on %s: %w", iface, err)
-			}
-			// Skip our own probes looped back to the socket, and frames of
-			// other interfaces queued between socket() and bind(): the
-			// address may be legitimately used on another segment.
-			ll, ok := from.(*unix.SockaddrLinklayer)
-			if !ok || ll.Pkttype == unix.PACKET_OUTGOING || ll.Ifindex != ifi.Index {
-				continue
-			}
-			if holder, taken := conflicts(buf[:m], own, target); taken {
-				return ProbeResult{Taken: true, Holder: holder}, nil
-			}
+		holder, taken, err := frames.read(ctx, until)
+		if err != nil {
+			return ProbeResult{}, fmt.Errorf("ARP probe: receiving on %s: %w", iface, err)
+		}
+		if taken {
+			return ProbeResult{Taken: true, Holder: holder}, nil
 		}
 	}
+}
+
+// maxFramesPerPoll bounds one batch of reads. A segment that never falls
+// silent (an ARP storm, a hostile neighbour) would otherwise keep the
+// probe reading past a cancel (SIGTERM) and past its own timing.
+const maxFramesPerPoll = 64
+
+// frameReader reads the ARP frames queued on the probe's socket.
+type frameReader struct {
+	recv    func([]byte) (int, unix.Sockaddr, error)
+	buf     []byte
+	ifindex int
+	own     net.HardwareAddr
+	target  [4]byte
+}
+
+// read takes the frames queued now, at most maxFramesPerPoll, and stops
+// early when ctx is done or until has passed; it reports a frame that shows
+// the target taken, with its sender.
+func (f *frameReader) read(ctx context.Context, until time.Time) (net.HardwareAddr, bool, error) {
+	for range maxFramesPerPoll {
+		if ctx.Err() != nil || !time.Now().Before(until) {
+			return nil, false, nil
+		}
+		m, from, err := f.recv(f.buf)
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		// Skip our own probes looped back to the socket, and frames of
+		// other interfaces queued between socket() and bind(): the
+		// address may be legitimately used on another segment.
+		ll, ok := from.(*unix.SockaddrLinklayer)
+		if !ok || ll.Pkttype == unix.PACKET_OUTGOING || ll.Ifindex != f.ifindex {
+			continue
+		}
+		if holder, taken := conflicts(f.buf[:m], f.own, f.target); taken {
+			return holder, true, nil
+		}
+	}
+	return nil, false, nil
 }
 
 // ARP over Ethernet for IPv4 (RFC 826): fixed 28-byte body.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -86,6 +87,13 @@ func (l *lab) ip(t *testing.T, ns string, args ...string) {
 // other goroutine runs in the namespace by accident.
 func in(t *testing.T, ns string, fn func()) {
 	t.Helper()
+	if err := runIn(ns, fn); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runIn is in for goroutines other than the test's: it returns the error.
+func runIn(ns string, fn func()) error {
 	var setErr error
 	done := make(chan struct{})
 	go func() {
@@ -104,9 +112,7 @@ func in(t *testing.T, ns string, fn func()) {
 		fn()
 	}()
 	<-done
-	if setErr != nil {
-		t.Fatal(setErr)
-	}
+	return setErr
 }
 
 // fastProber keeps RFC 5227's shape (three probes, a listen after the last)
@@ -247,5 +253,184 @@ func TestProbeNeedsCarrierAndLinkReadyRaisesTheLink(t *testing.T) {
 	}
 	if _, err := probeIn(t, l.node, "nrbsa", freeAddr); err != nil {
 		t.Errorf("probe once both ends are up: %v", err)
+	}
+}
+
+// flood sends ARP requests that name neither the node nor the probed
+// address to the node until the returned stop is called: a busy segment
+// the probe must not get stuck on. One read costs the probe less than one
+// send costs the sender, so each frame is sent on a veth of its own
+// (nrbsf0, in the peer namespace) and tc copies it copies times onto
+// peerIf: the node then receives faster than it can read.
+func (l *lab) flood(t *testing.T, copies int) (stop func()) {
+	t.Helper()
+	l.ip(t, l.peer, "link", "add", "nrbsf0", "type", "veth", "peer", "name", "nrbsf1")
+	l.ip(t, l.peer, "link", "set", "nrbsf0", "up")
+	l.ip(t, l.peer, "link", "set", "nrbsf1", "up")
+	tc := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("tc", append([]string{"-n", l.peer}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("tc -n %s %s: %v: %s", l.peer, strings.Join(args, " "), err, out)
+		}
+	}
+	tc("qdisc", "add", "dev", "nrbsf0", "clsact")
+	filter := []string{"filter", "add", "dev", "nrbsf0", "egress", "protocol", "all", "u32", "match", "u32", "0", "0"}
+	for range copies {
+		filter = append(filter, "action", "mirred", "egress", "mirror", "dev", peerIf)
+	}
+	tc(filter...)
+
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	started := make(chan error, 1)
+	peer, _ := net.ParseMAC(peerMAC)
+	frame := arpProbe(peer, netip.MustParseAddr("10.231.0.8").As4())
+	copy(frame[14:18], netip.MustParseAddr("10.231.0.7").AsSlice()) // a sender IP of its own: no conflict
+	go func() {
+		defer close(stopped)
+		err := runIn(l.peer, func() {
+			proto := htons(unix.ETH_P_ARP)
+			fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, int(proto))
+			if err != nil {
+				started <- err
+				return
+			}
+			defer unix.Close(fd)
+			ifi, err := net.InterfaceByName("nrbsf0")
+			if err != nil {
+				started <- err
+				return
+			}
+			to := &unix.SockaddrLinklayer{Protocol: proto, Ifindex: ifi.Index, Halen: 6, Addr: [8]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}}
+			started <- nil
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				for range 16 {
+					_ = unix.Sendto(fd, frame, 0, to) // ENOBUFS under load: keep going
+				}
+			}
+		})
+		if err != nil {
+			started <- err
+		}
+	}()
+	if err := <-started; err != nil {
+		t.Fatalf("flooding from %s: %v", l.peer, err)
+	}
+	var once sync.Once
+	stop = func() { once.Do(func() { close(done); <-stopped }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+// A busy segment must not hold the probe past a cancel (SIGTERM) or past
+// its own timing: the frames are read in bounded batches between checks.
+// On a small machine the probe reads faster than a veth flood arrives, so
+// this checks the whole path; TestFrameReaderStopsOnEndlessTraffic is the
+// case of a queue that never runs dry.
+func TestARPProbeEndsUnderFlood(t *testing.T) {
+	l := newLab(t)
+	stop := l.flood(t, 32)
+	probe := func(ctx context.Context, p *ARPProber) (took time.Duration, err error) {
+		done := make(chan error, 1)
+		start := time.Now()
+		go func() {
+			if err := runIn(l.node, func() {
+				_, err := p.Probe(ctx, nodeIf, netip.MustParseAddr(freeAddr))
+				done <- err
+			}); err != nil {
+				done <- err
+			}
+		}()
+		select {
+		case err := <-done:
+			return time.Since(start), err
+		case <-time.After(10 * time.Second):
+			stop() // lets the stuck probe end so the lab can be removed
+			<-done
+			return time.Since(start), errors.New("probe still running 10 s into a flood")
+		}
+	}
+
+	t.Run("cancel", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(300*time.Millisecond, cancel)
+		// Left alone this probe would listen for a minute.
+		slow := &ARPProber{ProbeWait: 0, ProbeNum: 3, ProbeMin: 30e9, ProbeMax: 30e9, AnnounceWait: 2e9}
+		// The cancel comes at 0.3 s; the bound is a second past it.
+		if took, err := probe(ctx, slow); !errors.Is(err, context.Canceled) || took > 1300*time.Millisecond {
+			t.Fatalf("cancelled probe under flood: %v after %v, want context.Canceled within 1.3 s", err, took)
+		}
+	})
+	t.Run("timing", func(t *testing.T) {
+		// fastProber is done at most 0.5 s after its start; the bound is a
+		// second past it.
+		took, err := probe(context.Background(), fastProber())
+		if err != nil || took > 1500*time.Millisecond {
+			t.Fatalf("probe under flood: %v after %v, want nil within 1.5 s", err, took)
+		}
+	})
+}
+
+// The reader of a socket that never runs dry (a segment flooded faster
+// than the probe reads, which a veth on a loaded machine cannot always
+// produce, hence a source of frames here) stops at a cancel and at the
+// deadline, within one batch.
+func TestFrameReaderStopsOnEndlessTraffic(t *testing.T) {
+	peer, _ := net.ParseMAC(peerMAC)
+	own, _ := net.ParseMAC(nodeMAC)
+	other := arpProbe(peer, netip.MustParseAddr("10.231.0.8").As4())
+	const ifindex = 7
+	// endless hands out a frame that is no conflict on every call; after
+	// limit calls it fails, so a reader that never stops fails the test
+	// instead of hanging it; onCall runs before each frame.
+	endless := func(limit int, onCall func(calls int)) (*frameReader, *int) {
+		calls := 0
+		return &frameReader{
+			recv: func(b []byte) (int, unix.Sockaddr, error) {
+				calls++
+				if calls > limit {
+					return 0, nil, errors.New("still reading")
+				}
+				onCall(calls)
+				return copy(b, other), &unix.SockaddrLinklayer{Ifindex: ifindex}, nil
+			},
+			buf:     make([]byte, 1500),
+			ifindex: ifindex,
+			own:     own,
+			target:  netip.MustParseAddr(freeAddr).As4(),
+		}, &calls
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r, calls := endless(1e6, func(n int) {
+		if n == 10 {
+			cancel()
+		}
+	})
+	if _, taken, err := r.read(ctx, time.Now().Add(time.Hour)); err != nil || taken {
+		t.Fatalf("read after a cancel: taken=%v %v", taken, err)
+	}
+	if *calls != 10 {
+		t.Errorf("read %d frames, want to stop at the cancel (10)", *calls)
+	}
+
+	until := time.Now().Add(20 * time.Millisecond)
+	r, calls = endless(1e6, func(int) { time.Sleep(time.Millisecond) })
+	if _, taken, err := r.read(context.Background(), until); err != nil || taken {
+		t.Fatalf("read past the deadline: taken=%v %v", taken, err)
+	}
+	if time.Now().Before(until) && *calls != maxFramesPerPoll {
+		t.Errorf("returned before the deadline after %d frames, want a full batch of %d", *calls, maxFramesPerPoll)
+	}
+
+	r, calls = endless(1e6, func(int) {})
+	if _, _, err := r.read(context.Background(), time.Now().Add(time.Hour)); err != nil || *calls != maxFramesPerPoll {
+		t.Errorf("one batch read %d frames (%v), want %d", *calls, err, maxFramesPerPoll)
 	}
 }

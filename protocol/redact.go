@@ -91,6 +91,55 @@ func Redact(s, token string) string {
 	return s
 }
 
+// minExactSecret: a known secret value (a password, a token read from the
+// config) shorter than this is replaced only where it stands as a whole
+// scalar (a line, a `key: ` value, a list item, quoted or not); longer ones
+// wherever they occur. Replacing every "pw" or "1" in a printed file would
+// make it unreadable, and a value that short is found as a whole scalar in
+// what the agent prints (YAML and JSON it marshals itself).
+const minExactSecret = 4
+
+// RedactSecret removes a secret value the caller knows from s: unlike
+// Redact, any non-empty value, however short (see minExactSecret), and a
+// multi-line value line by line, since YAML prints it as an indented block.
+// Registration paths are cleaned too.
+func RedactSecret(s, secret string) string {
+	s = Redact(s, secret)
+	if strings.TrimSpace(secret) == "" {
+		return s
+	}
+	if strings.Contains(secret, "\n") {
+		for _, line := range strings.Split(secret, "\n") {
+			if line = strings.TrimSpace(line); line != "" {
+				s = RedactSecret(s, line)
+			}
+		}
+		return s
+	}
+	if len(secret) >= minExactSecret {
+		return strings.ReplaceAll(s, secret, Redacted)
+	}
+	// A match takes the separator after it, so "[pw,pw]" needs two passes;
+	// each pass removes at least one occurrence.
+	re := wholeScalar(secret)
+	for {
+		r := re.ReplaceAllString(s, "${1}"+Redacted+"${2}")
+		if r == s {
+			return s
+		}
+		s = r
+	}
+}
+
+// wholeScalar matches secret standing alone as a YAML or JSON scalar: at the
+// start of a line or after ":", "- ", "[", "{" or ",", optionally quoted,
+// and followed by the end of the line, ",", "]", "}" or a " #" comment.
+// Quotes stay, so the printed YAML or JSON still parses.
+func wholeScalar(secret string) *regexp.Regexp {
+	q := regexp.QuoteMeta(secret)
+	return regexp.MustCompile(`(?m)((?:^|[:,\[{]|- )[ \t]*["']?)` + q + `(["']?(?:[ \t]*(?:$|[,\]}])|[ \t]+#))`)
+}
+
 // RedactError is err with the token of registrationURL removed from what
 // it prints, for errors made outside this package that may carry the URL
 // (net/http's *url.Error quotes it whole).

@@ -180,3 +180,27 @@ func TestRedactError(t *testing.T) {
 		t.Error("nil error not nil")
 	}
 }
+
+// A known secret goes however short it is: a short one where it stands as
+// a whole scalar (so "pw" in "pwd" or "/usr/pw/x" is left, the text stays
+// readable), a longer one anywhere, a multi-line one line by line.
+func TestRedactSecret(t *testing.T) {
+	for _, c := range []struct{ secret, in, want string }{
+		{"pw1", "passwd: pw1\n", "passwd: REDACTED\n"},
+		{"pw1", "passwd: \"pw1\"\n", "passwd: \"REDACTED\"\n"},
+		{"7", "passwd: '7' # set by ops\n", "passwd: 'REDACTED' # set by ops\n"},
+		{"ab", "- ab\n- ab\n  list: [ab,ab, ab]\n", "- REDACTED\n- REDACTED\n  list: [REDACTED,REDACTED, REDACTED]\n"},
+		{"ab", `{"password":"ab","n":"ab"}`, `{"password":"REDACTED","n":"REDACTED"}`},
+		{"ab", "passwd: \"abc\"\nx: \"ab\" y\n", "passwd: \"abc\"\nx: \"ab\" y\n"},
+		{"s3", "  list: |\n    root:s3\n", "  list: |\n    root:REDACTED\n"},
+		{"ab", "pwd: abc\npath: /usr/ab/x\nab#c: x\n", "pwd: abc\npath: /usr/ab/x\nab#c: x\n"},
+		{"pw12", "x: pw12\nin a pw12 sentence\n", "x: REDACTED\nin a REDACTED sentence\n"},
+		{"root:one\nadmin:two", "list: |\n  root:one\n  admin:two\n", "list: |\n  REDACTED\n  REDACTED\n"},
+		{"  ", "a:  \n", "a:  \n"},
+		{"", "a: b\n", "a: b\n"},
+	} {
+		if got := RedactSecret(c.in, c.secret); got != c.want {
+			t.Errorf("RedactSecret(%q, %q) =\n%q, want\n%q", c.in, c.secret, got, c.want)
+		}
+	}
+}

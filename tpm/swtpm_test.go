@@ -7,9 +7,11 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -238,4 +240,52 @@ func BenchmarkSwtpmCommands(b *testing.B) {
 		}
 		report(b, c)
 	})
+}
+
+// With NoPersist (a dry run, a scratch root) a whole authentication leaves
+// the TPM's persistent handles as they were, with and without an EK
+// certificate, and still proves the identity of a real run; the real run
+// then persists the SRK (and the EK), which this check would see.
+func TestSwtpmNoPersist(t *testing.T) {
+	for _, ekCert := range []bool{false, true} {
+		t.Run(fmt.Sprintf("ekcert=%v", ekCert), func(t *testing.T) {
+			s := tpmtest.StartSwtpm(t, ekCert)
+			srv := tpmauth.New(tpmauth.Options{})
+			if ekCert {
+				caPEM, err := os.ReadFile(s.CACert)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pool := x509.NewCertPool()
+				pool.AppendCertsFromPEM(caPEM)
+				srv = tpmauth.New(tpmauth.Options{CAPool: pool})
+			}
+			before := s.PersistentHandles(t)
+			tp, err := Open(Options{Device: s.Device(), NoPersist: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dry := tpmtest.RoundTrip(context.Background(), tp.Authenticator(), srv)
+			if dry.ClientErr != nil || dry.ServerErr != nil {
+				t.Fatalf("client: %v, server: %v", dry.ClientErr, dry.ServerErr)
+			}
+			if err := tp.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if after := s.PersistentHandles(t); !slices.Equal(after, before) {
+				t.Errorf("persistent handles after a NoPersist run: %#x, before %#x", after, before)
+			}
+
+			live, _, _ := register(t, s, nil, srv)
+			if live.Identity != dry.Identity {
+				t.Errorf("identity of the real run %+v, of the NoPersist run %+v", live.Identity, dry.Identity)
+			}
+			persisted := s.PersistentHandles(t)
+			for _, h := range []uint32{uint32(persistSRK), uint32(persistEK)} {
+				if !slices.Contains(persisted, h) {
+					t.Errorf("real run: %#x not persisted (handles %#x)", h, persisted)
+				}
+			}
+		})
+	}
 }

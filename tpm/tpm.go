@@ -36,6 +36,11 @@ type Options struct {
 	Root string
 	// CommandTimeout bounds one command on a swtpm socket; 0 means 60 s.
 	CommandTimeout time.Duration
+	// NoPersist leaves the TPM's non-volatile memory as it is: no key is
+	// made persistent (EvictControl), keys already persistent are still
+	// used. A dry run, and a run under a scratch root, must not change the
+	// machine's TPM (issue 12).
+	NoPersist bool
 }
 
 // object is a loaded or persistent key and its Name, which go-tpm needs for
@@ -58,9 +63,11 @@ type TPM struct {
 	// persist: make SRK and EK persistent like upstream does. Pointless on
 	// the emulator, which is manufactured afresh at every open.
 	persist bool
-	log     *logrus.Entry
-	cached  *akBlob
-	closed  bool
+	// noPersist: Options.NoPersist, persistent keys are read, never made.
+	noPersist bool
+	log       *logrus.Entry
+	cached    *akBlob
+	closed    bool
 
 	ekPub  *rsa.PublicKey
 	ekCert []byte // DER; nil when the EK travels as PUBLIC KEY
@@ -81,12 +88,13 @@ func Open(opts Options) (*TPM, error) {
 		return nil, fmt.Errorf("opening TPM: %w", err)
 	}
 	t := &TPM{
-		tr:       tr,
-		counter:  &Counter{Next: tr},
-		where:    where,
-		emulated: opts.Emulate,
-		persist:  !opts.Emulate,
-		log:      log.WithField("tpm", where),
+		tr:        tr,
+		counter:   &Counter{Next: tr},
+		where:     where,
+		emulated:  opts.Emulate,
+		persist:   !opts.Emulate,
+		noPersist: opts.NoPersist,
+		log:       log.WithField("tpm", where),
 	}
 	if len(opts.AKBlob) > 0 {
 		b, err := decodeAKBlob(opts.AKBlob)
@@ -341,8 +349,14 @@ func rsaKey(pub *tpm2.TPMTPublic) (*rsa.PublicKey, error) {
 }
 
 // persistBestEffort makes a transient object persistent. Failure (owner
-// auth set, NV full) costs only speed on later runs, so it is logged.
+// auth set, NV full) costs only speed on later runs, so it is logged. It is
+// the only command that writes the TPM's NV; with Options.NoPersist it is
+// skipped and the transient key serves this run.
 func (t *TPM) persistBestEffort(o *object, at tpm2.TPMHandle, what string) {
+	if t.noPersist {
+		t.log.Debugf("not making the %s persistent at 0x%08x (no changes to the TPM in this run)", what, uint32(at))
+		return
+	}
 	_, err := (tpm2.EvictControl{
 		Auth:             tpm2.AuthHandle{Handle: tpm2.TPMRHOwner, Auth: tpm2.PasswordAuth(nil)},
 		ObjectHandle:     tpm2.NamedHandle{Handle: o.handle, Name: o.name},

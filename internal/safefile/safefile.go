@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/nodereg/nodereg/internal/atomicfile"
 )
 
@@ -150,24 +152,58 @@ func CheckPEM(b []byte) error {
 	return nil
 }
 
+// maxAsideNames bounds the counter SetAside tries: a directory holding a
+// thousand set-aside copies of one file needs a person, not another name.
+const maxAsideNames = 1000
+
 // SetAside renames a file the agent cannot parse to
 // <path>.corrupt-<unix time> in the same directory, so the run can start
 // afresh while a person can still look at what was there; it returns the
-// new name. Nothing is removed: a name already taken gets a counter.
+// new name. Nothing is removed or replaced: a name already taken (also one
+// created while we look) gets a counter, up to maxAsideNames.
 func SetAside(path string, now time.Time) (string, error) {
 	base := fmt.Sprintf("%s.corrupt-%d", path, now.Unix())
-	aside := base
-	for i := 1; ; i++ {
-		if _, err := os.Lstat(aside); errors.Is(err, fs.ErrNotExist) {
-			break
+	for i := range maxAsideNames {
+		aside := base
+		if i > 0 {
+			aside = fmt.Sprintf("%s.%d", base, i)
 		}
-		aside = fmt.Sprintf("%s.%d", base, i)
+		err := renameNoReplace(path, aside)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("setting %s aside: %w", path, err)
+		}
+		if err := atomicfile.SyncDir(filepath.Dir(path)); err != nil {
+			return aside, fmt.Errorf("setting %s aside: %w", path, err)
+		}
+		return aside, nil
 	}
-	if err := os.Rename(path, aside); err != nil {
-		return "", fmt.Errorf("setting %s aside: %w", path, err)
+	return "", fmt.Errorf("setting %s aside: %s and %d numbered names %w", path, base, maxAsideNames-1, fs.ErrExist)
+}
+
+// renameNoReplace renames from to to, failing with fs.ErrExist if to
+// exists, in one step: a check before a plain rename would let a file
+// created in between be overwritten.
+func renameNoReplace(from, to string) error {
+	err := unix.Renameat2(unix.AT_FDCWD, from, unix.AT_FDCWD, to, unix.RENAME_NOREPLACE)
+	if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {
+		// Filesystems without RENAME_NOREPLACE (and old kernels) refuse
+		// the flag; a hard link is just as exclusive.
+		return linkNoReplace(from, to)
 	}
-	if err := atomicfile.SyncDir(filepath.Dir(path)); err != nil {
-		return aside, fmt.Errorf("setting %s aside: %w", path, err)
+	if err != nil {
+		return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
 	}
-	return aside, nil
+	return nil
+}
+
+// linkNoReplace renames by linking to the new name, which fails if it is
+// taken, then removing the old one.
+func linkNoReplace(from, to string) error {
+	if err := os.Link(from, to); err != nil {
+		return err
+	}
+	return os.Remove(from)
 }

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -193,5 +194,83 @@ func TestSetAside(t *testing.T) {
 	}
 	if _, err := os.Lstat(p); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("%s still there: %v", p, err)
+	}
+}
+
+// TestSetAsideReturnsOtherErrors: a name the filesystem refuses (here too
+// long) is an error, not a reason to try the next counter for ever.
+func TestSetAsideReturnsOtherErrors(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, strings.Repeat("m", 240)) // fits; with ".corrupt-N" it does not
+	if err := os.WriteFile(p, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := noHang(t, func() error { _, err := SetAside(p, time.Unix(1700000000, 0)); return err })
+	if !errors.Is(err, syscall.ENAMETOOLONG) {
+		t.Errorf("err = %v, want ENAMETOOLONG", err)
+	}
+	if b, err := os.ReadFile(p); err != nil || string(b) != "{" {
+		t.Errorf("original moved or changed: %q %v", b, err)
+	}
+}
+
+// TestSetAsideNeverReplaces: a set-aside name taken between any check and
+// the rename keeps its content, both with RENAME_NOREPLACE and with the
+// link fallback for filesystems that refuse it.
+func TestSetAsideNeverReplaces(t *testing.T) {
+	for name, rename := range map[string]func(string, string) error{
+		"renameat2": renameNoReplace,
+		"link":      linkNoReplace,
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			from, to := filepath.Join(dir, "manifest"), filepath.Join(dir, "manifest.corrupt-1")
+			if err := os.WriteFile(from, []byte("new"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(to, []byte("old"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := rename(from, to); !errors.Is(err, fs.ErrExist) {
+				t.Errorf("err = %v, want ErrExist", err)
+			}
+			for p, want := range map[string]string{from: "new", to: "old"} {
+				if b, err := os.ReadFile(p); err != nil || string(b) != want {
+					t.Errorf("%s: %q %v, want %q", p, b, err, want)
+				}
+			}
+			if err := rename(from, to+"x"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := os.Lstat(from); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("%s still there: %v", from, err)
+			}
+		})
+	}
+}
+
+// TestSetAsideBounded: when every name is taken the error says so.
+func TestSetAsideBounded(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "state.yaml")
+	now := time.Unix(1700000000, 0)
+	base := p + ".corrupt-1700000000"
+	for i := range maxAsideNames {
+		n := base
+		if i > 0 {
+			n = base + "." + strconv.Itoa(i)
+		}
+		if err := os.WriteFile(n, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(p, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SetAside(p, now); !errors.Is(err, fs.ErrExist) {
+		t.Errorf("err = %v, want ErrExist", err)
+	}
+	if _, err := os.Lstat(p); err != nil {
+		t.Errorf("original gone: %v", err)
 	}
 }
