@@ -21,7 +21,11 @@ build: ## build bin/agent and bin/regserver (static, no cgo)
 build-emulated: ## build bin/agent-emulated with the in-process emulated TPM (cgo, OpenSSL; slow first time)
 	CGO_ENABLED=1 $(GO) build -trimpath -tags emulatedtpm -ldflags '$(LDFLAGS)' -o $(BIN)/agent-emulated ./cmd/agent
 
-test: lint test-unit test-race test-emulated test-fuzz test-boot ## run every test (the README's test command)
+# Every stage runs, each printed with its wall time and a closing table
+# (tests/stages.sh); make test fails if any stage failed.
+TEST_STAGES ?= lint test-unit test-race test-emulated test-fuzz test-boot
+test: ## run every test (the README's test command), each stage timed
+	@MAKE='$(MAKE)' ./tests/stages.sh $(TEST_STAGES)
 
 test-unit: ## go test ./... (default build)
 	$(GOTEST) -timeout 20m ./...
