@@ -48,8 +48,11 @@ EMULATED_PKGS := ./tpm/... ./server/tpmauth/ ./tests/e2e/
 test-emulated: ## tests that need the emulated TPM (build tag emulatedtpm, cgo)
 	CGO_ENABLED=1 $(GOTEST) -timeout 20m -tags emulatedtpm $(EMULATED_PKGS)
 
+# The boot cases run in parallel, each in namespaces of its own; they
+# mostly wait on NetworkManager, DAD and the agent's timers, not the CPU.
+BOOT_PARALLEL ?= 20
 test-boot: ## boot simulation: real NetworkManager, yip and agent in namespaces (root; docs/boot-simulation.md)
-	@mkdir -p $(BIN); rc=0; $(GOTEST) -tags bootsim -timeout 15m -v ./tests/boot/ >$(BIN)/test-boot.log 2>&1 || rc=$$?; \
+	@mkdir -p $(BIN); rc=0; $(GOTEST) -tags bootsim -timeout 15m -parallel $(BOOT_PARALLEL) -v ./tests/boot/ >$(BIN)/test-boot.log 2>&1 || rc=$$?; \
 	  grep -E '^(bootsim:|--- |ok|FAIL)' $(BIN)/test-boot.log; [ $$rc = 0 ] || cat $(BIN)/test-boot.log; exit $$rc
 
 FUZZTIME ?= 3
