@@ -7,7 +7,9 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 # The default build is static and cgo-free; only build-emulated needs cgo.
 STATIC    := CGO_ENABLED=0
-GOTEST    ?= $(GO) test -count=1
+# -p 4: twice the packages of the default on two cores, as most of the
+# suite's time is spent waiting on deadlines and child processes.
+GOTEST    ?= $(GO) test -count=1 -p 4
 
 .PHONY: help build build-emulated test test-unit test-race test-slow test-emulated test-fuzz test-boot demo bench lint clean
 
@@ -22,8 +24,11 @@ build-emulated: ## build bin/agent-emulated with the in-process emulated TPM (cg
 	CGO_ENABLED=1 $(GO) build -trimpath -tags emulatedtpm -ldflags '$(LDFLAGS)' -o $(BIN)/agent-emulated ./cmd/agent
 
 # Every stage runs, each printed with its wall time and a closing table
-# (tests/stages.sh); make test fails if any stage failed.
-TEST_STAGES ?= lint test-unit test-race test-emulated test-fuzz test-boot
+# (tests/stages.sh); make test fails if any stage failed. Stages joined by
+# '+' run at the same time: one that mostly waits on timers (the unit
+# tests' deadlines, the boot simulation's NetworkManagers) beside one that
+# compiles or fuzzes. TEST_STAGES='lint test-unit ...' runs them one by one.
+TEST_STAGES ?= lint+test-unit test-race+test-emulated test-fuzz+test-boot
 test: ## run every test (the README's test command), each stage timed
 	@MAKE='$(MAKE)' ./tests/stages.sh $(TEST_STAGES)
 
@@ -56,8 +61,9 @@ test-boot: ## boot simulation: real NetworkManager, yip and agent in namespaces 
 	  grep -E '^(bootsim:|--- |ok|FAIL)' $(BIN)/test-boot.log; [ $$rc = 0 ] || cat $(BIN)/test-boot.log; exit $$rc
 
 FUZZTIME ?= 3
-test-fuzz: ## run each fuzz target for FUZZTIME seconds (default 3)
-	./tests/fuzz.sh $(FUZZTIME)
+FUZZJOBS ?= 2
+test-fuzz: ## run each fuzz target for FUZZTIME seconds (default 3), FUZZJOBS at a time
+	./tests/fuzz.sh $(FUZZTIME) $(FUZZJOBS)
 
 demo: build ## reference server + agent end to end on loopback (the main job)
 	./tests/demo.sh
