@@ -19,12 +19,14 @@ failed=0
 # "target seconds status" to the summary.
 stage() {
 	log=bin/stage-$1.log
+	mkdir -p bin
 	start=$(date +%s)
 	"$MAKE" --no-print-directory "$1" >"$log" 2>&1
 	rc=$?
 	end=$(date +%s)
 	echo "=== stage $1: $((end - start))s, exit $rc"
 	cat "$log"
+	mkdir -p bin
 	echo "$1 $((end - start)) $rc" >>"$summary"
 	return $rc
 }
