@@ -7,7 +7,9 @@ VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 # The default build is static and cgo-free; only build-emulated needs cgo.
 STATIC    := CGO_ENABLED=0
-GOTEST    ?= $(GO) test -count=1
+# -p 4: twice the packages of the default on two cores, as most of the
+# suite's time is spent waiting on deadlines and child processes.
+GOTEST    ?= $(GO) test -count=1 -p 4
 
 .PHONY: help build build-emulated test test-unit test-race test-slow test-emulated test-fuzz test-boot demo bench lint clean
 
@@ -21,7 +23,14 @@ build: ## build bin/agent and bin/regserver (static, no cgo)
 build-emulated: ## build bin/agent-emulated with the in-process emulated TPM (cgo, OpenSSL; slow first time)
 	CGO_ENABLED=1 $(GO) build -trimpath -tags emulatedtpm -ldflags '$(LDFLAGS)' -o $(BIN)/agent-emulated ./cmd/agent
 
-test: lint test-unit test-race test-emulated test-fuzz test-boot ## run every test (the README's test command)
+# Every stage runs, each printed with its wall time and a closing table
+# (tests/stages.sh); make test fails if any stage failed. Stages joined by
+# '+' run at the same time: one that mostly waits on timers (the unit
+# tests' deadlines, the boot simulation's NetworkManagers) beside one that
+# compiles or fuzzes. TEST_STAGES='lint test-unit ...' runs them one by one.
+TEST_STAGES ?= lint+test-unit test-race+test-emulated test-fuzz+test-boot
+test: ## run every test (the README's test command), each stage timed
+	@MAKE='$(MAKE)' ./tests/stages.sh $(TEST_STAGES)
 
 test-unit: ## go test ./... (default build)
 	$(GOTEST) -timeout 20m ./...
@@ -44,13 +53,17 @@ EMULATED_PKGS := ./tpm/... ./server/tpmauth/ ./tests/e2e/
 test-emulated: ## tests that need the emulated TPM (build tag emulatedtpm, cgo)
 	CGO_ENABLED=1 $(GOTEST) -timeout 20m -tags emulatedtpm $(EMULATED_PKGS)
 
+# The boot cases run in parallel, each in namespaces of its own; they
+# mostly wait on NetworkManager, DAD and the agent's timers, not the CPU.
+BOOT_PARALLEL ?= 20
 test-boot: ## boot simulation: real NetworkManager, yip and agent in namespaces (root; docs/boot-simulation.md)
-	@mkdir -p $(BIN); rc=0; $(GOTEST) -tags bootsim -timeout 15m -v ./tests/boot/ >$(BIN)/test-boot.log 2>&1 || rc=$$?; \
+	@mkdir -p $(BIN); rc=0; $(GOTEST) -tags bootsim -timeout 15m -parallel $(BOOT_PARALLEL) -v ./tests/boot/ >$(BIN)/test-boot.log 2>&1 || rc=$$?; \
 	  grep -E '^(bootsim:|--- |ok|FAIL)' $(BIN)/test-boot.log; [ $$rc = 0 ] || cat $(BIN)/test-boot.log; exit $$rc
 
 FUZZTIME ?= 3
-test-fuzz: ## run each fuzz target for FUZZTIME seconds (default 3)
-	./tests/fuzz.sh $(FUZZTIME)
+FUZZJOBS ?= 2
+test-fuzz: ## run each fuzz target for FUZZTIME seconds (default 3), FUZZJOBS at a time
+	./tests/fuzz.sh $(FUZZTIME) $(FUZZJOBS)
 
 demo: build ## reference server + agent end to end on loopback (the main job)
 	./tests/demo.sh

@@ -145,13 +145,18 @@ func (r *run) applicatorPresent(rd *apply.Rendered) bool {
 func (r *run) serverReachable(ctx context.Context) error {
 	// A server restarting at this very moment must not roll back a good
 	// network: ask a few times, well inside the checkpoint's timeout.
-	p := retry.Policy{Initial: time.Second, Max: 4 * time.Second, Deadline: reachabilityWindow, Clock: r.o.Clock}
+	window := r.o.ReachabilityWindow
+	if window <= 0 {
+		window = DefaultReachabilityWindow
+	}
+	p := retry.Policy{Initial: time.Second, Max: 4 * time.Second, Deadline: window, Clock: r.o.Clock}
 	return p.Do(ctx, "reachability check", func(ctx context.Context, _ int) error { return r.reachableOnce(ctx) })
 }
 
-// reachabilityWindow is how long the check after a live apply may take;
-// nmstate's checkpoint (60 s by default) rolls back on its own after that.
-const reachabilityWindow = 15 * time.Second
+// DefaultReachabilityWindow is how long the check after a live apply may
+// take; it stays well inside nmstate's checkpoint (60 s by default), which
+// rolls back on its own after that.
+const DefaultReachabilityWindow = 15 * time.Second
 
 func (r *run) reachableOnce(ctx context.Context) error {
 	reg := r.cfg.Elemental.Registration

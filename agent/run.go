@@ -69,6 +69,10 @@ type Options struct {
 	NetworkTimeout time.Duration
 	// SessionDeadline bounds one websocket conversation (default 10 s).
 	SessionDeadline time.Duration
+	// ReachabilityWindow bounds the check, after a live apply, that the
+	// registration server still answers over the new network; past it the
+	// change is rolled back (default DefaultReachabilityWindow).
+	ReachabilityWindow time.Duration
 	// LockWait bounds the wait for the state lock another run holds
 	// (default DefaultLockWait); past it the run ends with exit 75.
 	LockWait time.Duration

@@ -1,10 +1,15 @@
 #!/bin/sh
-# Runs every fuzz target for SECONDS seconds each, one at a time (the seed
-# corpora under */testdata/fuzz also run in plain `go test`).
-# Usage: tests/fuzz.sh [SECONDS]   (default 5)
-set -eu
+# Runs every fuzz target for SECONDS seconds each, JOBS targets at a time
+# (default 2), each with -parallel 1; a target's output is printed as a
+# whole when it ends. Exits 1 if any target failed. (The seed corpora under
+# */testdata/fuzz also run in plain `go test`.)
+# Usage: tests/fuzz.sh [SECONDS [JOBS]]   (default 5 2)
+set -u
 secs=${1:-5}
+jobs=${2:-2}
 cd "$(dirname "$0")/.."
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
 # package target
 targets="
 ./protocol FuzzDecodeFrame
@@ -16,10 +21,33 @@ targets="
 ./nmstate FuzzGenerateKeyfiles
 ./bootstrap FuzzFromConfigFile
 "
-echo "$targets" | while read -r pkg name; do
-	[ -n "$pkg" ] || continue
-	echo "== $name ($pkg, ${secs}s)"
-	# A short minimisation keeps large seeds (the captured MsgConfig) from
-	# eating the time box; -parallel 1 shares the machine.
-	go test -run '^$' -fuzz "^${name}\$" -fuzztime "${secs}s" -fuzzminimizetime 2s -parallel 1 "$pkg"
+
+# fuzz PKG NAME: one target; its output and exit status under $out.
+fuzz() {
+	{
+		echo "== $2 ($1, ${secs}s)"
+		# A short minimisation keeps large seeds (the captured MsgConfig)
+		# from eating the time box; -parallel 1 shares the machine.
+		go test -run '^$' -fuzz "^$2\$" -fuzztime "${secs}s" -fuzzminimizetime 2s -parallel 1 "$1"
+	} >"$out/$2.log" 2>&1
+	echo $? >"$out/$2.rc"
+	cat "$out/$2.log"
+}
+
+# Lane i of $jobs runs the targets whose index is i modulo $jobs; targets
+# of one package share its build, so the lanes stay busy.
+lane=0
+while [ $lane -lt "$jobs" ]; do
+	echo "$targets" | grep . | awk -v j="$jobs" -v l=$lane 'NR % j == l' | while read -r pkg name; do
+		fuzz "$pkg" "$name"
+	done &
+	lane=$((lane + 1))
 done
+wait
+
+failed=0
+for rc in "$out"/*.rc; do
+	[ "$(cat "$rc")" = 0 ] || { echo "fuzz: $(basename "$rc" .rc) failed"; failed=1; }
+done
+[ "$(ls "$out"/*.rc | wc -l)" = "$(echo "$targets" | grep -c .)" ] || { echo "fuzz: not every target ran"; failed=1; }
+exit $failed

@@ -95,7 +95,7 @@ type registerFlags struct {
 	dryRun, applyLive                              bool
 	seed                                           int64
 	labels                                         labelList
-	deadline, networkTimeout                       time.Duration
+	deadline, networkTimeout, reachabilityWindow   time.Duration
 }
 
 func newRegisterFlags() *registerFlags {
@@ -132,6 +132,7 @@ func (f *registerFlags) bind(fs *pflag.FlagSet) {
 	fs.Var(f.nmstate, "nmstate", nmstateUsage+" (elemental.registration.nmstate)")
 	fs.DurationVar(&f.deadline, "deadline", 10*time.Minute, "give up registering after this long (exit 75)")
 	fs.DurationVar(&f.networkTimeout, "network-timeout", 10*time.Minute, "give up waiting for addresses after this long (exit 75)")
+	fs.DurationVar(&f.reachabilityWindow, "reachability-window", agent.DefaultReachabilityWindow, "after a live network apply, roll it back unless the registration server answers within this long")
 }
 
 // overrides are the registration settings given on the command line: only

@@ -205,6 +205,7 @@ func firstBoot(t *testing.T, m *machine, r *report) string {
 // Case 1: the agent's keyfile is one NetworkManager accepts, applied live
 // with the server still reachable afterwards.
 func TestCase1FirstBoot(t *testing.T) {
+	t.Parallel()
 	r := newReport(t, "1 first boot: pool address applied live")
 	m := newMachine(t, serverConfig(keyfileTemplate))
 	addr := firstBoot(t, m, r)
@@ -222,6 +223,7 @@ func TestCase1FirstBoot(t *testing.T) {
 // Case 1 with the TPM: the agent proves its identity with swtpm, reached
 // from the node's namespace through its unix socket.
 func TestCase1FirstBootTPM(t *testing.T) {
+	t.Parallel()
 	r := newReport(t, "1 first boot with swtpm: pool address")
 	m := newMachine(t, strings.Replace(serverConfig(keyfileTemplate), "auth: mac", "auth: tpm", 1))
 	sw := tpmtest.StartSwtpm(t, false)
@@ -270,6 +272,7 @@ func rebootUnchanged(t *testing.T, m *machine, r *report, mode, label string, wa
 // Case 2: the ephemeral /etc is gone at reboot; the yip applicator recreates
 // the keyfile and NetworkManager brings the address up before the agent.
 func TestCase2Reboot(t *testing.T) {
+	t.Parallel()
 	r := newReport(t, "2 reboot: address back before the agent")
 	m := newMachine(t, serverConfig(keyfileTemplate))
 	addr := firstBoot(t, m, r)
@@ -281,6 +284,7 @@ func TestCase2Reboot(t *testing.T) {
 
 // Case 3: recovery (and the passive system) come up with the same address.
 func TestCase3Recovery(t *testing.T) {
+	t.Parallel()
 	r := newReport(t, "3 recovery (and passive): same address")
 	m := newMachine(t, serverConfig(keyfileTemplate))
 	addr := firstBoot(t, m, r)
@@ -292,6 +296,7 @@ func TestCase3Recovery(t *testing.T) {
 // profile is gone, the new addresses and route are up, and a later boot
 // brings them up from /oem with nothing left to apply.
 func TestCase4TemplateChange(t *testing.T) {
+	t.Parallel()
 	r := newReport(t, "4 template change: applied once")
 	m := newMachine(t, serverConfig(keyfileTemplate))
 	addr := firstBoot(t, m, r)
@@ -336,6 +341,7 @@ func TestCase4TemplateChange(t *testing.T) {
 // Case 5: a template that cuts the node off fails the reachability check;
 // the agent rolls back to the working keyfile and applicator, exit 75.
 func TestCase5CutOffRollsBack(t *testing.T) {
+	t.Parallel()
 	r := newReport(t, "5 cut-off template: rolled back, exit 75")
 	m := newMachine(t, serverConfig(keyfileTemplate))
 	addr := firstBoot(t, m, r)
@@ -380,6 +386,7 @@ func TestCase5CutOffRollsBack(t *testing.T) {
 // Case 7: --reset-network removes what the agent wrote and nothing else, and
 // NetworkManager lets go of the address.
 func TestCase7ResetNetwork(t *testing.T) {
+	t.Parallel()
 	r := newReport(t, "7 reset-network: ours gone, foreign kept")
 	m := newMachine(t, serverConfig(keyfileTemplate))
 	addr := firstBoot(t, m, r)
@@ -425,6 +432,7 @@ func TestCase7ResetNetwork(t *testing.T) {
 // the before-reset hook with the new applicator and runs `elemental reset`;
 // after the simulated reset and reboot the new address is up.
 func TestCase6Reset(t *testing.T) {
+	t.Parallel()
 	r := newReport(t, "6 reset from recovery: new address")
 	m := newMachine(t, serverConfig(keyfileTemplate))
 	old := firstBoot(t, m, r)
@@ -624,6 +632,7 @@ func equalMaps(a, b map[string]string) bool {
 // `nmcli connection up id <id>` may activate that one instead of the
 // keyfile's.
 func TestProfileNamedLikeTheInterface(t *testing.T) {
+	t.Parallel()
 	r := newReport(t, "1b first boot: profile id = interface name")
 	m := newMachine(t, serverConfig(strings.ReplaceAll(keyfileTemplate, "id="+profile, "id="+nodeIf)))
 	start := m.boot(active, true)

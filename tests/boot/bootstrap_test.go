@@ -255,6 +255,7 @@ func rebootWithoutBootstrap(t *testing.T, m *machine, r *report, pool string) {
 
 // (a) and (c): static bootstrap address by MAC, RFC 5227 probe timing.
 func TestBootstrapStaticByMAC(t *testing.T) {
+	t.Parallel()
 	r := newReport(t, "B1 no DHCP: static bootstrap by MAC")
 	m := newMachine(t, serverConfig(keyfileTemplate))
 	m.writeBootstrapConfig(staticByMAC(m.mac, "10.231.0.21")...)
@@ -277,6 +278,7 @@ func TestBootstrapStaticByMAC(t *testing.T) {
 // So is the IPAM template (the seed's), on the same NIC: both keyfiles come
 // from one interface, and the bootstrap one must not shadow the IPAM one.
 func TestBootstrapSharedRange(t *testing.T) {
+	t.Parallel()
 	r := newReport(t, "B2 no DHCP: two nodes share a range")
 	a := machineOn(newLab(t, serverConfig(nmstateSeedTemplate)), "52:54:00:31:00:15") // range offset 0
 	b := machineOn(a.addPeer("nrsrv1"), "52:54:00:31:00:11")                          // range offset 1
@@ -335,6 +337,7 @@ func TestBootstrapSharedRange(t *testing.T) {
 // profile is active again and kept, exit 75; the next run, with a template
 // that works, reuses the bootstrap profile and then drops it.
 func TestBootstrapCutOffKeepsBootstrap(t *testing.T) {
+	t.Parallel()
 	r := newReport(t, "B3 no DHCP: cut-off IPAM keeps bootstrap")
 	m := newMachine(t, serverConfig(cutOffTemplate))
 	m.writeBootstrapConfig(staticByMAC(m.mac, "10.231.0.21")...)
@@ -374,6 +377,7 @@ func TestBootstrapCutOffKeepsBootstrap(t *testing.T) {
 // neither with a persisted network config, register through the bootstrap
 // network and hand the pool address to the toolkit.
 func TestBootstrapResetAndInstall(t *testing.T) {
+	t.Parallel()
 	r := newReport(t, "B4 no DHCP: --reset and --install")
 	stub := testbin.Build(t, "./tests/boot/elemental")
 	bin := filepath.Join(t.TempDir(), "bin")
@@ -430,6 +434,7 @@ func TestBootstrapResetAndInstall(t *testing.T) {
 // would have set, as in case 1) reaches the server as it is and never
 // brings the bootstrap network up, though its config has one.
 func TestBootstrapNotUsedWhenReachable(t *testing.T) {
+	t.Parallel()
 	r := newReport(t, "B0 DHCP works: bootstrap never brought up")
 	m := newMachine(t, serverConfig(keyfileTemplate))
 	m.writeBootstrapConfig(staticByMAC(m.mac, "10.231.0.21")...)

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -178,6 +179,9 @@ func (l *lab) privately(script string, args ...string) []string {
 	return append(argv, args...)
 }
 
+// labCount numbers the labs of this test process.
+var labCount atomic.Int32
+
 // newLab builds the namespaces, the veth, the node's bus and udevd, and
 // starts regserver with cfg.
 func newLab(t *testing.T, cfg string) *lab {
@@ -185,7 +189,9 @@ func newLab(t *testing.T, cfg string) *lab {
 	requireLab(t)
 	l := &lab{t: t, dir: t.TempDir()}
 	// Names unique per process and test, short enough for IFNAMSIZ-free use.
-	l.id = fmt.Sprintf("%d%x", os.Getpid()%100000, time.Now().UnixNano()%0xffff)
+	// The tests run in parallel: the counter keeps two labs of this process
+	// apart even when they start within the same clock tick.
+	l.id = fmt.Sprintf("%d%x%d", os.Getpid()%100000, time.Now().UnixNano()%0xffff, labCount.Add(1))
 	l.srvNS, l.nodeNS = "nrbs"+l.id, "nrbn"+l.id
 	for _, ns := range []string{l.srvNS, l.nodeNS} {
 		addNS(t, ns)

@@ -196,11 +196,17 @@ func (m *machine) runAgent(extraEnv []string, args ...string) agentRun {
 	return res
 }
 
+// reachabilityWindow is the agent's --reachability-window in the lab.
+const reachabilityWindow = "5s"
+
 // runAgentNoFatal is runAgent for a goroutine of its own (machines booting
 // at the same time): it reports a failure to start in err.
 func (m *machine) runAgentNoFatal(extraEnv []string, args ...string) agentRun {
 	argv := m.inNode(append([]string{"env", m.busEnv}, extraEnv...)...)
-	argv = append(argv, m.agent, "--root", m.root, "--apply-live", "--deadline", "30s", "--network-timeout", "30s")
+	// A shorter reachability window than the default 15 s: the cut-off
+	// cases wait all of it before they roll back, and a good network
+	// answers over the veth within a second.
+	argv = append(argv, m.agent, "--root", m.root, "--apply-live", "--deadline", "30s", "--network-timeout", "30s", "--reachability-window", reachabilityWindow)
 	argv = append(argv, args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	var out bytes.Buffer

@@ -386,6 +386,7 @@ func nmstateCutOff(t *testing.T, m *nmstateMachine, r *report, want netState) {
 // The seed's ethernet template without nmstatectl: first boot, reboot,
 // recovery, and a cut-off template rolled back.
 func TestNmstateSeedTemplate(t *testing.T) {
+	t.Parallel()
 	r := newReport(t, "N1 nmstate seed, no nmstatectl: boot/rollback")
 	m := newNmstateMachine(t, nmstateServerConfig(nmstateSeedTemplate))
 	addr := nmstateFirstBoot(t, m, r)
@@ -401,6 +402,7 @@ func TestNmstateSeedTemplate(t *testing.T) {
 // back from /oem at reboot and in recovery, and a cut-off template rolled
 // back to it.
 func TestNmstateTemplateChange(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name, template, claim, pool string
 		state                       func(addr string) netState
@@ -427,6 +429,7 @@ func TestNmstateTemplateChange(t *testing.T) {
 		kfWants:  map[string][]string{vlanIf: {"\n[vlan]\n", "parent=" + nodeIf + "\n"}},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			r := newReport(t, "N2 nmstate seed→"+tc.name+", no nmstatectl")
 			m := newNmstateMachine(t, nmstateServerConfig(nmstateSeedTemplate))
 			if tc.name == "vlan" {
