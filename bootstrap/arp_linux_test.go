@@ -132,6 +132,8 @@ func probeIn(t *testing.T, ns, iface, addr string) (ProbeResult, error) {
 }
 
 func TestARPProbeFindsHolder(t *testing.T) {
+	// Parallel: each lab has namespaces of its own.
+	t.Parallel()
 	l := newLab(t)
 	res, err := probeIn(t, l.node, nodeIf, heldAddr)
 	if err != nil {
@@ -143,6 +145,8 @@ func TestARPProbeFindsHolder(t *testing.T) {
 }
 
 func TestARPProbeFreeAddress(t *testing.T) {
+	// Parallel: each lab has namespaces of its own.
+	t.Parallel()
 	l := newLab(t)
 	res, err := probeIn(t, l.node, nodeIf, freeAddr)
 	if err != nil {
@@ -158,6 +162,8 @@ func TestARPProbeFreeAddress(t *testing.T) {
 // (and stops probing, so the other may well go ahead), and the one that
 // backs off names the other as holder.
 func TestARPProbeSimultaneousProbesConflict(t *testing.T) {
+	// Parallel: each lab has namespaces of its own.
+	t.Parallel()
 	l := newLab(t)
 	const contested = "10.231.0.9"
 	var wg sync.WaitGroup
@@ -191,6 +197,8 @@ func TestARPProbeSimultaneousProbesConflict(t *testing.T) {
 }
 
 func TestARPProbeRefusesDownOrMissingInterface(t *testing.T) {
+	// Parallel: each lab has namespaces of its own.
+	t.Parallel()
 	l := newLab(t)
 	l.ip(t, l.node, "link", "add", "nrbsdown", "type", "veth", "peer", "name", "nrbsdown1")
 	if _, err := probeIn(t, l.node, "nrbsdown", freeAddr); !errors.Is(err, ErrLinkDown) {
@@ -203,6 +211,8 @@ func TestARPProbeRefusesDownOrMissingInterface(t *testing.T) {
 }
 
 func TestARPProbeStopsOnCancel(t *testing.T) {
+	// Parallel: each lab has namespaces of its own.
+	t.Parallel()
 	l := newLab(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -218,6 +228,8 @@ func TestARPProbeStopsOnCancel(t *testing.T) {
 // A link without carrier would drop our probes and answer nothing: refused.
 // LinkReady raises a down link and waits for the carrier.
 func TestProbeNeedsCarrierAndLinkReadyRaisesTheLink(t *testing.T) {
+	// Parallel: each lab has namespaces of its own.
+	t.Parallel()
 	l := newLab(t)
 	l.ip(t, l.node, "link", "add", "nrbsa", "type", "veth", "peer", "name", "nrbsb")
 	l.ip(t, l.node, "link", "set", "nrbsa", "up") // nrbsb stays down: no carrier on nrbsa
@@ -333,6 +345,8 @@ func (l *lab) flood(t *testing.T, copies int) (stop func()) {
 // this checks the whole path; TestFrameReaderStopsOnEndlessTraffic is the
 // case of a queue that never runs dry.
 func TestARPProbeEndsUnderFlood(t *testing.T) {
+	// Parallel: each lab has namespaces of its own.
+	t.Parallel()
 	l := newLab(t)
 	stop := l.flood(t, 32)
 	probe := func(ctx context.Context, p *ARPProber) (took time.Duration, err error) {

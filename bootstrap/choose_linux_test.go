@@ -55,6 +55,8 @@ func chooseIn(t *testing.T, ns string, c *Config, f Facts) (*Plan, error) {
 // at .5 finds it taken (by the peer's MAC) and gets .6; one starting at .6
 // gets .6 straight away. The held address is never chosen.
 func TestChooseRangeSkipsHeldAddress(t *testing.T) {
+	// Parallel: each lab has namespaces of its own.
+	t.Parallel()
 	l := newLab(t)
 	c := labConfig(t, "          range: {start: "+heldAddr+", end: "+freeAddr+", prefix: 24}\n")
 
@@ -83,6 +85,8 @@ func TestChooseRangeSkipsHeldAddress(t *testing.T) {
 }
 
 func TestChooseRangeExhausted(t *testing.T) {
+	// Parallel: each lab has namespaces of its own.
+	t.Parallel()
 	l := newLab(t)
 	c := labConfig(t, "          range: {start: "+heldAddr+", end: "+heldAddr+", prefix: 24}\n")
 	_, err := chooseIn(t, l.node, c, Facts{UUID: "x"})
@@ -93,6 +97,8 @@ func TestChooseRangeExhausted(t *testing.T) {
 }
 
 func TestChooseStaticAddressHeld(t *testing.T) {
+	// Parallel: each lab has namespaces of its own.
+	t.Parallel()
 	l := newLab(t)
 	src := "          static:\n          - uuid: a\n            address: " + heldAddr + "\n          - uuid: b\n            address: " + freeAddr + "\n"
 	c := labConfig(t, src)
@@ -109,6 +115,8 @@ func TestChooseStaticAddressHeld(t *testing.T) {
 
 // A probe that cannot run is an error, never a free address.
 func TestChooseProbeFailureIsAnError(t *testing.T) {
+	// Parallel: each lab has namespaces of its own.
+	t.Parallel()
 	l := newLab(t)
 	c := labConfig(t, "          range: {start: "+heldAddr+", end: "+freeAddr+", prefix: 24}\n          interface: nrbsgone\n")
 	p, err := chooseIn(t, l.node, c, Facts{UUID: "x"})

@@ -36,6 +36,8 @@ func TestPermanentMACMatchesSysfsOnUnchangedNICs(t *testing.T) {
 // A veth has no burnt-in address: the ioctl must say so rather than
 // return zeros or the random current address.
 func TestPermanentMACOfVethIsAbsent(t *testing.T) {
+	// Parallel: each lab has namespaces of its own.
+	t.Parallel()
 	l := newLab(t)
 	var err error
 	var hw string

@@ -132,11 +132,13 @@ func (a anotherEKChallenger) Authenticate(ctx context.Context, h string, c proto
 }
 
 func TestChallengeForAnotherEKFails(t *testing.T) {
+	// Parallel: each waits out its deadline on its own swtpm and
+	// server; authentication fails before any tool would run.
+	t.Parallel()
 	sw := tpmtest.StartSwtpm(t, false)
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	testutil.Must(t, err)
 	rs := &regServer{t: t, cfg: tpmServerConfig("192.168.122.150-192.168.122.200", nmstateTemplate), storePath: t.TempDir() + "/store.json", auth: []protocol.ServerAuthenticator{anotherEKChallenger{key}}}
-	useStubNmstatectl(t)
 	rs.start()
 	t.Cleanup(func() { rs.http.Close() })
 	m := tpmMachine(t, "52:54:00:00:21:01", rs.url(), sw.Device())
@@ -155,6 +157,9 @@ func TestChallengeForAnotherEKFails(t *testing.T) {
 }
 
 func TestTamperedTokenIsRejectedByRegserver(t *testing.T) {
+	// Parallel: each waits out its deadline on its own swtpm and
+	// server; authentication fails before any tool would run.
+	t.Parallel()
 	sw := tpmtest.StartSwtpm(t, false)
 	rec := &recordingAuth{inner: tpmauth.New(tpmauth.Options{}), mutate: func(h string) string {
 		ad, err := wire.DecodeToken(h)
@@ -169,7 +174,6 @@ func TestTamperedTokenIsRejectedByRegserver(t *testing.T) {
 		return tok
 	}}
 	rs := &regServer{t: t, cfg: tpmServerConfig("192.168.122.150-192.168.122.200", nmstateTemplate), storePath: t.TempDir() + "/store.json", auth: []protocol.ServerAuthenticator{rec}}
-	useStubNmstatectl(t)
 	rs.start()
 	t.Cleanup(func() { rs.http.Close() })
 	m := tpmMachine(t, "52:54:00:00:22:01", rs.url(), sw.Device())

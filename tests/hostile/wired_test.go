@@ -260,6 +260,8 @@ func TestDeadlineIsAHardBound(t *testing.T) {
 // its context is cancelled afterwards, as cmd/agent's is at exit: the
 // collection was awaited or cancelled before Run returned.
 func TestNothingAfterTheFinalLine(t *testing.T) {
+	// Parallel: it mostly waits, to see whether anything prints late.
+	t.Parallel()
 	for i := range 10 {
 		m := node.New(t, "52:54:00:0c:05:01", "http://127.0.0.1:1/elemental/registration/tok", "")
 		// The identity phase fails at once, long before any inventory

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -74,6 +75,8 @@ func sh(t *testing.T, args ...string) error {
 // the test when the namespaces are not possible here, notes in l.noNetem
 // when netem is not, and deletes the namespaces (and with them the veth)
 // when the test ends, whatever the outcome.
+var labSeq atomic.Int64
+
 func newLab(t *testing.T, netem string) *lab {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -82,7 +85,9 @@ func newLab(t *testing.T, netem string) *lab {
 	if _, err := exec.LookPath("ip"); err != nil {
 		t.Skip("needs ip (apt-get install iproute2)")
 	}
-	id := fmt.Sprintf("%d%d", os.Getpid()%100000, time.Now().UnixNano()%1000)
+	// The pid keeps other processes' labs apart, the counter this one's
+	// parallel tests.
+	id := fmt.Sprintf("%d%03d", os.Getpid()%100000, labSeq.Add(1)%1000)
 	l := &lab{server: "nrlab-s" + id, node: "nrlab-n" + id}
 	if err := sh(t, "ip", "netns", "add", l.server); err != nil {
 		t.Skipf("cannot create a network namespace here: %v", err)
@@ -262,6 +267,7 @@ func checkRegistered(t *testing.T, m *node.Machine, r agentRun) {
 // TestBadNetwork: 100 ms delay each way (200 ms RTT) and 5 % loss on both
 // ends; registration and the network config complete.
 func TestBadNetwork(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, netemArgs)
 	dir := t.TempDir()
 	rs := l.startServer(t, dir)
@@ -283,6 +289,7 @@ func TestBadNetwork(t *testing.T) {
 // the agent completes on retry within its deadline with the address the
 // server claimed before it died.
 func TestServerKilledMidRun(t *testing.T) {
+	t.Parallel()
 	l := newLab(t, netemArgs)
 	dir := t.TempDir()
 	const delay = "--allocation-delay=3s"
