@@ -4,27 +4,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/nodereg/nodereg/bootstrap"
 	"github.com/nodereg/nodereg/internal/testutil"
+	"github.com/nodereg/nodereg/internal/testutil/netns"
 )
 
 // walkLab is two network namespaces joined by a veth pair: the node's
 // (walkIf, up, no address) and a peer's holding every address of
-// walkRange, so the kernel there answers each probe. Random names: no
-// collision with other runs or worktrees; only addresses inside these
-// namespaces are probed.
+// walkRange, so the kernel there answers each probe. Random names
+// (netns.NewPair): no collision with other runs or worktrees; only
+// addresses inside these namespaces are probed.
 type walkLab struct{ node, peer string }
 
 const (
@@ -37,60 +33,15 @@ func walkAddr(i int) string { return fmt.Sprintf("10.231.0.%d", i) }
 
 func newWalkLab(t *testing.T) *walkLab {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the walk lab needs root to create network namespaces")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("the walk lab needs iproute2's ip")
-	}
-	id := fmt.Sprintf("nrwk-%d-%06x", os.Getpid(), rand.N(1<<24))
-	l := &walkLab{node: id + "-n", peer: id + "-p"}
-	for _, ns := range []string{l.node, l.peer} {
-		if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-			t.Skipf("network namespaces unavailable: %v: %s", err, out)
-		}
-		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	}
-	l.ip(t, l.node, "link", "add", walkIf, "address", "02:00:5e:11:00:01", "type", "veth", "peer", "name", "nrwk1", "address", "02:00:5e:11:00:02", "netns", l.peer)
-	l.ip(t, l.node, "link", "set", walkIf, "up")
+	p := netns.NewPair(t, "nrwk", "the walk lab")
+	l := &walkLab{node: p.Node, peer: p.Peer}
+	netns.IP(t, l.node, "link", "add", walkIf, "address", "02:00:5e:11:00:01", "type", "veth", "peer", "name", "nrwk1", "address", "02:00:5e:11:00:02", "netns", l.peer)
+	netns.IP(t, l.node, "link", "set", walkIf, "up")
 	for i := walkFirst; i <= walkLast; i++ {
-		l.ip(t, l.peer, "addr", "add", walkAddr(i)+"/24", "dev", "nrwk1")
+		netns.IP(t, l.peer, "addr", "add", walkAddr(i)+"/24", "dev", "nrwk1")
 	}
-	l.ip(t, l.peer, "link", "set", "nrwk1", "up")
+	netns.IP(t, l.peer, "link", "set", "nrwk1", "up")
 	return l
-}
-
-func (l *walkLab) ip(t *testing.T, ns string, args ...string) {
-	t.Helper()
-	if out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput(); err != nil {
-		t.Fatalf("ip -n %s %s: %v: %s", ns, strings.Join(args, " "), err, out)
-	}
-}
-
-// inNetns runs fn on an OS thread in namespace ns that never returns to
-// the scheduler.
-func inNetns(t *testing.T, ns string, fn func()) {
-	t.Helper()
-	var setErr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread()
-		f, err := os.Open("/run/netns/" + ns)
-		if err != nil {
-			setErr = err
-			return
-		}
-		defer f.Close()
-		if setErr = unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); setErr != nil {
-			return
-		}
-		fn()
-	}()
-	<-done
-	if setErr != nil {
-		t.Fatal(setErr)
-	}
 }
 
 // extendLog is a notifier that keeps what the run asked systemd for.
@@ -145,7 +96,7 @@ func TestBootstrapWalkIsBoundedAndResumes(t *testing.T) {
 
 	first := &extendLog{}
 	var err error
-	inNetns(t, l.node, func() {
+	netns.In(t, l.node, func() {
 		_, err = walkRun(t, root, 400*time.Millisecond, first).chooseBootstrap(context.Background(), testutil.TestLog(t))
 	})
 	var de *BootstrapDeadlineError
@@ -177,10 +128,10 @@ func TestBootstrapWalkIsBoundedAndResumes(t *testing.T) {
 
 	// The peer lets every address go: a walk from scratch would take the
 	// first one it tries. The next run skips what the last one found held.
-	l.ip(t, l.peer, "addr", "flush", "dev", "nrwk1")
+	netns.IP(t, l.peer, "addr", "flush", "dev", "nrwk1")
 	second := &extendLog{}
 	var plan *bootstrap.Plan
-	inNetns(t, l.node, func() {
+	netns.In(t, l.node, func() {
 		plan, err = walkRun(t, root, time.Minute, second).chooseBootstrap(context.Background(), testutil.TestLog(t))
 	})
 	if err != nil {

@@ -3,26 +3,25 @@ package bootstrap
 import (
 	"context"
 	"errors"
-	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nodereg/nodereg/internal/testutil/netns"
 )
 
 // lab is two network namespaces joined by a veth pair: "node" (nodeIf,
 // up, no address: the machine probing) and "peer" (peerIf, holding
 // heldAddr/24: the kernel there answers ARP for it). Names start with
-// nrbs- plus a random part so parallel runs and other worktrees' labs
-// never collide, and only addresses inside these namespaces are probed.
+// nrbs- plus a random part (netns.NewPair) so parallel runs and other
+// worktrees' labs never collide, and only addresses inside these
+// namespaces are probed.
 type lab struct {
 	node, peer string
 }
@@ -37,32 +36,16 @@ const (
 
 func newLab(t *testing.T) *lab {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("ARP probe tests need root to create network namespaces")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("ARP probe tests need iproute2's ip")
-	}
-	id := fmt.Sprintf("nrbs-%d-%06x", os.Getpid(), rand.N(1<<24))
-	l := &lab{node: id + "-n", peer: id + "-p"}
-	for _, ns := range []string{l.node, l.peer} {
-		if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-			t.Skipf("network namespaces unavailable: ip netns add: %v: %s", err, out)
-		}
-		t.Cleanup(func() {
-			if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-				t.Errorf("removing namespace %s: %v: %s", ns, err, out)
-			}
-		})
-	}
-	l.ip(t, l.node, "link", "add", nodeIf, "address", nodeMAC, "type", "veth", "peer", "name", peerIf, "address", peerMAC, "netns", l.peer)
-	l.ip(t, l.node, "link", "set", nodeIf, "up")
-	l.ip(t, l.peer, "addr", "add", heldAddr+"/24", "dev", peerIf)
-	l.ip(t, l.peer, "link", "set", peerIf, "up")
+	p := netns.NewPair(t, "nrbs", "ARP probe tests")
+	l := &lab{node: p.Node, peer: p.Peer}
+	netns.IP(t, l.node, "link", "add", nodeIf, "address", nodeMAC, "type", "veth", "peer", "name", peerIf, "address", peerMAC, "netns", l.peer)
+	netns.IP(t, l.node, "link", "set", nodeIf, "up")
+	netns.IP(t, l.peer, "addr", "add", heldAddr+"/24", "dev", peerIf)
+	netns.IP(t, l.peer, "link", "set", peerIf, "up")
 	// The kernel reports carrier a moment after both ends are up.
 	for _, side := range []struct{ ns, iface string }{{l.node, nodeIf}, {l.peer, peerIf}} {
 		var err error
-		in(t, side.ns, func() {
+		netns.In(t, side.ns, func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			_, err = LinkReady(ctx, side.iface)
@@ -72,47 +55,6 @@ func newLab(t *testing.T) *lab {
 		}
 	}
 	return l
-}
-
-func (l *lab) ip(t *testing.T, ns string, args ...string) {
-	t.Helper()
-	out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ip -n %s %s: %v: %s", ns, strings.Join(args, " "), err, out)
-	}
-}
-
-// in runs fn on an OS thread that has entered namespace ns. The thread is
-// never handed back to the scheduler (the goroutine ends locked), so no
-// other goroutine runs in the namespace by accident.
-func in(t *testing.T, ns string, fn func()) {
-	t.Helper()
-	if err := runIn(ns, fn); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// runIn is in for goroutines other than the test's: it returns the error.
-func runIn(ns string, fn func()) error {
-	var setErr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread()
-		f, err := os.Open("/run/netns/" + ns)
-		if err != nil {
-			setErr = err
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			setErr = fmt.Errorf("setns %s: %w", ns, err)
-			return
-		}
-		fn()
-	}()
-	<-done
-	return setErr
 }
 
 // fastProber keeps RFC 5227's shape (three probes, a listen after the last)
@@ -125,7 +67,7 @@ func probeIn(t *testing.T, ns, iface, addr string) (ProbeResult, error) {
 	t.Helper()
 	var res ProbeResult
 	var err error
-	in(t, ns, func() {
+	netns.In(t, ns, func() {
 		res, err = fastProber().Probe(context.Background(), iface, netip.MustParseAddr(addr))
 	})
 	return res, err
@@ -174,7 +116,9 @@ func TestARPProbeSimultaneousProbesConflict(t *testing.T) {
 			p := &ARPProber{ProbeWait: 0, ProbeNum: 4, ProbeMin: 100e6, ProbeMax: 100e6, AnnounceWait: 500e6}
 			var res ProbeResult
 			var err error
-			in(t, side.ns, func() { res, err = p.Probe(context.Background(), side.iface, netip.MustParseAddr(contested)) })
+			if nsErr := netns.Run(side.ns, func() { res, err = p.Probe(context.Background(), side.iface, netip.MustParseAddr(contested)) }); nsErr != nil {
+				t.Error(nsErr)
+			}
 			if err != nil {
 				t.Error(err)
 			}
@@ -200,7 +144,7 @@ func TestARPProbeRefusesDownOrMissingInterface(t *testing.T) {
 	// Parallel: each lab has namespaces of its own.
 	t.Parallel()
 	l := newLab(t)
-	l.ip(t, l.node, "link", "add", "nrbsdown", "type", "veth", "peer", "name", "nrbsdown1")
+	netns.IP(t, l.node, "link", "add", "nrbsdown", "type", "veth", "peer", "name", "nrbsdown1")
 	if _, err := probeIn(t, l.node, "nrbsdown", freeAddr); !errors.Is(err, ErrLinkDown) {
 		t.Errorf("probe on a down interface: %v, want ErrLinkDown", err)
 	}
@@ -217,7 +161,7 @@ func TestARPProbeStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var err error
-	in(t, l.node, func() {
+	netns.In(t, l.node, func() {
 		_, err = (&ARPProber{}).Probe(ctx, nodeIf, netip.MustParseAddr(freeAddr))
 	})
 	if !errors.Is(err, context.Canceled) {
@@ -231,14 +175,14 @@ func TestProbeNeedsCarrierAndLinkReadyRaisesTheLink(t *testing.T) {
 	// Parallel: each lab has namespaces of its own.
 	t.Parallel()
 	l := newLab(t)
-	l.ip(t, l.node, "link", "add", "nrbsa", "type", "veth", "peer", "name", "nrbsb")
-	l.ip(t, l.node, "link", "set", "nrbsa", "up") // nrbsb stays down: no carrier on nrbsa
+	netns.IP(t, l.node, "link", "add", "nrbsa", "type", "veth", "peer", "name", "nrbsb")
+	netns.IP(t, l.node, "link", "set", "nrbsa", "up") // nrbsb stays down: no carrier on nrbsa
 	if _, err := probeIn(t, l.node, "nrbsa", freeAddr); !errors.Is(err, ErrNoCarrier) {
 		t.Errorf("probe without carrier: %v, want ErrNoCarrier", err)
 	}
 	var raised bool
 	var err error
-	in(t, l.node, func() {
+	netns.In(t, l.node, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
 		raised, err = LinkReady(ctx, "nrbsa")
@@ -246,7 +190,7 @@ func TestProbeNeedsCarrierAndLinkReadyRaisesTheLink(t *testing.T) {
 	if raised || !errors.Is(err, ErrNoCarrier) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("LinkReady on an up link whose peer is down: raised=%v %v", raised, err)
 	}
-	in(t, l.node, func() {
+	netns.In(t, l.node, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		raised, err = LinkReady(ctx, "nrbsb")
@@ -255,7 +199,7 @@ func TestProbeNeedsCarrierAndLinkReadyRaisesTheLink(t *testing.T) {
 		t.Fatalf("LinkReady on the down end: raised=%v %v", raised, err)
 	}
 	// Each end sees carrier on its own schedule.
-	in(t, l.node, func() {
+	netns.In(t, l.node, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		raised, err = LinkReady(ctx, "nrbsa")
@@ -276,9 +220,9 @@ func TestProbeNeedsCarrierAndLinkReadyRaisesTheLink(t *testing.T) {
 // peerIf: the node then receives faster than it can read.
 func (l *lab) flood(t *testing.T, copies int) (stop func()) {
 	t.Helper()
-	l.ip(t, l.peer, "link", "add", "nrbsf0", "type", "veth", "peer", "name", "nrbsf1")
-	l.ip(t, l.peer, "link", "set", "nrbsf0", "up")
-	l.ip(t, l.peer, "link", "set", "nrbsf1", "up")
+	netns.IP(t, l.peer, "link", "add", "nrbsf0", "type", "veth", "peer", "name", "nrbsf1")
+	netns.IP(t, l.peer, "link", "set", "nrbsf0", "up")
+	netns.IP(t, l.peer, "link", "set", "nrbsf1", "up")
 	tc := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command("tc", append([]string{"-n", l.peer}, args...)...).CombinedOutput(); err != nil {
@@ -300,7 +244,7 @@ func (l *lab) flood(t *testing.T, copies int) (stop func()) {
 	copy(frame[14:18], netip.MustParseAddr("10.231.0.7").AsSlice()) // a sender IP of its own: no conflict
 	go func() {
 		defer close(stopped)
-		err := runIn(l.peer, func() {
+		err := netns.Run(l.peer, func() {
 			proto := htons(unix.ETH_P_ARP)
 			fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, int(proto))
 			if err != nil {
@@ -353,7 +297,7 @@ func TestARPProbeEndsUnderFlood(t *testing.T) {
 		done := make(chan error, 1)
 		start := time.Now()
 		go func() {
-			if err := runIn(l.node, func() {
+			if err := netns.Run(l.node, func() {
 				_, err := p.Probe(ctx, nodeIf, netip.MustParseAddr(freeAddr))
 				done <- err
 			}); err != nil {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/nodereg/nodereg/internal/testutil/netns"
 )
 
 // labConfig is a bootstrap config for the lab's node: one keyfile on
@@ -47,7 +49,7 @@ func chooseIn(t *testing.T, ns string, c *Config, f Facts) (*Plan, error) {
 	t.Helper()
 	var p *Plan
 	var err error
-	in(t, ns, func() { p, err = Choose(context.Background(), c, f, fastProber()) })
+	netns.In(t, ns, func() { p, err = Choose(context.Background(), c, f, fastProber()) })
 	return p, err
 }
 

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nodereg/nodereg/internal/testutil/netns"
 )
 
 // On a NIC whose current address is its permanent one (addr_assign_type
@@ -41,7 +43,7 @@ func TestPermanentMACOfVethIsAbsent(t *testing.T) {
 	l := newLab(t)
 	var err error
 	var hw string
-	in(t, l.node, func() {
+	netns.In(t, l.node, func() {
 		a, e := permanentMAC(nodeIf)
 		hw, err = a.String(), e
 	})

@@ -1,0 +1,91 @@
+// Package netns gives Linux tests throwaway network namespaces: a pair
+// created under a random name (so parallel tests, runs and worktrees never
+// collide) and removed when the test ends, iproute2 commands inside them,
+// and code run on an OS thread that has entered one. Each test builds its
+// own topology (links, MACs, addresses) with IP. Only tests import it.
+package netns
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// Pair names two empty namespaces: the machine under test's and a peer's.
+type Pair struct{ Node, Peer string }
+
+// NewPair creates the namespaces prefix-<pid>-<random>-n and -p and
+// registers their removal. It skips the test, naming who needed them, when
+// it cannot: not root, no ip command, or namespaces unavailable.
+func NewPair(t testing.TB, prefix, who string) *Pair {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skipf("%s: creating network namespaces needs root", who)
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Skipf("%s: needs iproute2's ip", who)
+	}
+	id := fmt.Sprintf("%s-%d-%06x", prefix, os.Getpid(), rand.N(1<<24))
+	p := &Pair{Node: id + "-n", Peer: id + "-p"}
+	for _, ns := range []string{p.Node, p.Peer} {
+		if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+			t.Skipf("%s: network namespaces unavailable: ip netns add: %v: %s", who, err, out)
+		}
+		t.Cleanup(func() {
+			if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+				t.Errorf("removing namespace %s: %v: %s", ns, err, out)
+			}
+		})
+	}
+	return p
+}
+
+// IP runs `ip -n ns args...` and fails the test if it fails.
+func IP(t testing.TB, ns string, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput(); err != nil {
+		t.Fatalf("ip -n %s %s: %v: %s", ns, strings.Join(args, " "), err, out)
+	}
+}
+
+// In runs fn inside namespace ns (see Run) and fails the test if it cannot
+// enter it. Call it from the test's goroutine only.
+func In(t testing.TB, ns string, fn func()) {
+	t.Helper()
+	if err := Run(ns, fn); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Run runs fn on an OS thread that has entered namespace ns and waits for
+// it. The thread is never handed back to the scheduler (its goroutine ends
+// locked, so Go discards it), so no other goroutine runs in the namespace
+// by accident. It returns the error of entering ns, so any goroutine may
+// call it.
+func Run(ns string, fn func()) error {
+	var setErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		f, err := os.Open("/run/netns/" + ns)
+		if err != nil {
+			setErr = err
+			return
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			setErr = fmt.Errorf("setns %s: %w", ns, err)
+			return
+		}
+		fn()
+	}()
+	<-done
+	return setErr
+}
