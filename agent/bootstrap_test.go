@@ -25,23 +25,10 @@ import (
 
 // bootstrapBlock is a static bootstrap network for the test machines' eth0,
 // indented to sit under elemental.registration.
-const bootstrapBlock = `    bootstrap-network:
-      configurator: nmconnections
-      config:
-        bootstrap-eth0: |
-          [connection]
-          id=bootstrap-eth0
-          type=ethernet
-          interface-name=eth0
-          [ipv4]
-          method=manual
-          address1={boot-ip}/24
-      ipAddresses:
-        boot-ip:
-          static:
+var bootstrapBlock = node.BootstrapKeyfile{Key: "bootstrap-eth0", ID: "bootstrap-eth0", Iface: "eth0", Sources: `          static:
           - mac: 52:54:00:aa:00:21
             address: 10.231.0.21
-`
+`}.Block()
 
 func TestDecideBootstrap(t *testing.T) {
 	down := errors.New("connect: network is unreachable")

@@ -14,6 +14,7 @@ import (
 	"github.com/nodereg/nodereg/bootstrap"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/netns"
+	"github.com/nodereg/nodereg/internal/testutil/node"
 )
 
 // walkLab is two network namespaces joined by a veth pair: the node's
@@ -59,23 +60,8 @@ func (e *extendLog) Extend(d time.Duration) {
 
 func walkRun(t *testing.T, root string, deadline time.Duration, n *extendLog) *run {
 	t.Helper()
-	c, err := bootstrap.FromConfigFile([]byte(`elemental:
-  registration:
-    bootstrap-network:
-      configurator: nmconnections
-      config:
-        boot: |
-          [connection]
-          id=boot
-          type=ethernet
-          interface-name=` + walkIf + `
-          [ipv4]
-          method=manual
-          address1={boot-ip}/24
-      ipAddresses:
-        boot-ip:
-          range: {start: ` + walkAddr(walkFirst) + `, end: ` + walkAddr(walkLast+4) + `, prefix: 24}
-`))
+	c, err := bootstrap.FromConfigFile([]byte(node.BootstrapKeyfile{Key: "boot", ID: "boot", Iface: walkIf,
+		Sources: "          range: {start: " + walkAddr(walkFirst) + ", end: " + walkAddr(walkLast+4) + ", prefix: 24}\n"}.File()))
 	testutil.Must(t, err)
 	var log testutil.Log
 	r := newRun(Options{Root: root, Deadline: deadline, Notifier: n, Log: log.Entry()})

@@ -8,29 +8,14 @@ import (
 	"testing"
 
 	"github.com/nodereg/nodereg/internal/testutil/netns"
+	"github.com/nodereg/nodereg/internal/testutil/node"
 )
 
 // labConfig is a bootstrap config for the lab's node: one keyfile on
 // nrbs0, its address from src (YAML under ipAddresses.boot-ip).
 func labConfig(t *testing.T, src string) *Config {
 	t.Helper()
-	file := `elemental:
-  registration:
-    bootstrap-network:
-      configurator: nmconnections
-      config:
-        boot: |
-          [connection]
-          id=boot
-          type=ethernet
-          interface-name=` + nodeIf + `
-          [ipv4]
-          method=manual
-          address1={boot-ip}/24
-      ipAddresses:
-        boot-ip:
-` + src
-	return mustConfig(t, file)
+	return mustConfig(t, node.BootstrapKeyfile{Key: "boot", ID: "boot", Iface: nodeIf, Sources: src}.File())
 }
 
 // identityStartingAt finds a machine UUID whose range walk starts at the

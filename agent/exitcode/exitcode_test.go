@@ -26,6 +26,7 @@ import (
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
 	"github.com/nodereg/nodereg/internal/statelock"
+	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/tpm"
 )
@@ -250,23 +251,7 @@ func TestMeaningNamesEveryCode(t *testing.T) {
 // bootstrapConfig is a static bootstrap block with the given entries.
 func bootstrapConfig(t *testing.T, entries string) *bootstrap.Config {
 	t.Helper()
-	c, err := bootstrap.FromConfigFile([]byte(`elemental:
-  registration:
-    bootstrap-network:
-      configurator: nmconnections
-      config:
-        eth0: |
-          [connection]
-          id=bootstrap-eth0
-          type=ethernet
-          interface-name=eth0
-          [ipv4]
-          method=manual
-          address1={boot-ip}/24
-      ipAddresses:
-        boot-ip:
-          static:
-` + entries))
+	c, err := bootstrap.FromConfigFile([]byte(node.BootstrapKeyfile{Key: "eth0", ID: "bootstrap-eth0", Iface: "eth0", Sources: "          static:\n" + entries}.File()))
 	if err != nil {
 		t.Fatal(err)
 	}

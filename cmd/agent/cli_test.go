@@ -245,24 +245,10 @@ func TestRenderBootstrap(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg := "elemental:\n  registration:\n    url: " + url + `
-    bootstrap-network:
-      configurator: nmconnections
-      config:
-        bootstrap-eth0: |
-          [connection]
-          id=bootstrap-eth0
-          type=ethernet
-          interface-name=eth0
-          [ipv4]
-          method=manual
-          address1={boot-ip}/24,10.231.0.1
-      ipAddresses:
-        boot-ip:
-          static:
+	cfg := "elemental:\n  registration:\n    url: " + url + "\n" + node.BootstrapKeyfile{Key: "bootstrap-eth0", ID: "bootstrap-eth0", Iface: "eth0", Gateway: "10.231.0.1", Sources: `          static:
           - mac: 52:54:00:31:00:09
             address: 10.231.0.29
-`
+`}.Block()
 	if err := os.WriteFile(filepath.Join(root, "oem/registration/config.yaml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
