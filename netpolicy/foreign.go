@@ -1,0 +1,144 @@
+package netpolicy
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+
+	"github.com/nodereg/nodereg/internal/safefile"
+)
+
+// ProfileDirs are the directories NetworkManager loads keyfiles from
+// (nm-settings-keyfile(5)); a profile in an earlier one hides one of the same
+// UUID in a later one.
+var ProfileDirs = []string{
+	"/run/NetworkManager/system-connections",
+	"/etc/NetworkManager/system-connections",
+	"/usr/lib/NetworkManager/system-connections",
+}
+
+// Bounds on reading the profile directories: far above a real node, far
+// below what would make a plan slow.
+const (
+	maxProfiles    = 4096
+	maxProfileSize = 1 << 20
+)
+
+// Profile is a profile NetworkManager loads from a keyfile on disk.
+type Profile struct {
+	Path     string // host path, without the root
+	ID, UUID string // as NetworkManager reads them; UUID lower-case
+}
+
+// Foreign lists the profiles NetworkManager would load under root that are
+// not the agent's: neither ours(host path) nor under one of
+// p.OwnedPrefixes. It skips what NetworkManager skips: hidden, backup and
+// temporary names, certificates, files not ending in .nmconnection outside
+// /etc, anything but a regular file owned by root and private to it, and
+// files it cannot parse.
+func (p Policy) Foreign(root string, ours func(hostPath string) bool) ([]Profile, error) {
+	var out []Profile
+	for _, dir := range ProfileDirs {
+		entries, err := os.ReadDir(filepath.Join(root, dir))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("network policy: listing %s: %w", dir, err)
+		}
+		for _, e := range entries {
+			hp := path.Join(dir, e.Name())
+			if ignoredName(e.Name(), dir != "/etc/NetworkManager/system-connections") || ours(hp) || p.owned(hp) {
+				continue
+			}
+			if len(out) == maxProfiles {
+				return nil, fmt.Errorf("network policy: more than %d profiles under %v", maxProfiles, ProfileDirs)
+			}
+			if pr, ok := loadProfile(filepath.Join(root, hp)); ok {
+				pr.Path = hp
+				out = append(out, pr)
+			}
+		}
+	}
+	return out, nil
+}
+
+func (p Policy) owned(hostPath string) bool {
+	return slices.ContainsFunc(p.OwnedPrefixes, func(pre string) bool { return strings.HasPrefix(hostPath, pre) })
+}
+
+// ignoredName is NetworkManager's rule for file names it never loads.
+func ignoredName(name string, requireExt bool) bool {
+	switch {
+	case strings.HasPrefix(name, "."), strings.HasSuffix(name, "~"),
+		strings.HasSuffix(name, ".pem"), strings.HasSuffix(name, ".der"), mkstempSuffix(name):
+		return true
+	case requireExt:
+		return len(name) <= len(".nmconnection") || !strings.HasSuffix(name, ".nmconnection")
+	}
+	return false
+}
+
+// mkstempSuffix: a name ending in '.' and six letters or digits (a
+// temporary file of g_file_set_contents).
+func mkstempSuffix(name string) bool {
+	if len(name) < 7 || name[len(name)-7] != '.' {
+		return false
+	}
+	for _, c := range name[len(name)-6:] {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+func loadProfile(file string) (Profile, bool) {
+	fi, err := os.Lstat(file)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o077 != 0 {
+		return Profile{}, false
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 {
+		return Profile{}, false
+	}
+	b, err := safefile.ReadFile(file, maxProfileSize)
+	if err != nil {
+		return Profile{}, false
+	}
+	secs, err := ReadKeyfile(b)
+	if err != nil || secs["connection"] == nil {
+		return Profile{}, false
+	}
+	e := effective(secs, filepath.Base(file))
+	return Profile{ID: e.id, UUID: e.uuid}, true
+}
+
+// CheckForeign refuses a keyfile of the config whose UUID or id a foreign
+// profile already has: NetworkManager would show one of the two and hide the
+// other (issue 21, item 3), naming both.
+func CheckForeign(kfs []Keyfile, foreign []Profile) error {
+	for _, kf := range kfs {
+		secs, err := ReadKeyfile(kf.Content)
+		if err != nil {
+			return &Refusal{Path: kf.Label, Rule: Names, Reason: "NetworkManager cannot read this keyfile: " + err.Error()}
+		}
+		e := effective(secs, kf.Name)
+		for _, f := range foreign {
+			if e.uuid != "" && e.uuid == f.UUID {
+				return &Refusal{Path: kf.Label + " [connection] uuid", Rule: Unique,
+					Reason: fmt.Sprintf("uuid %s is the uuid of %s (id %q), a profile that is not the agent's: NetworkManager would hide one of them", e.uuid, f.Path, f.ID)}
+			}
+			if e.id == f.ID {
+				return &Refusal{Path: kf.Label + " [connection] id", Rule: Unique,
+					Reason: fmt.Sprintf("id %q is the id of %s (uuid %s), a profile that is not the agent's", e.id, f.Path, f.UUID)}
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,151 @@
+package netpolicy
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// The nmstate keys the policy allows (docs/nmstate.md lists what the
+// built-in translator takes; nmstatectl takes more, and what it takes beyond
+// these is refused here, whichever generator runs).
+var (
+	allowedTop   = []string{"interfaces", "routes", "route-rules", "dns-resolver"}
+	allowedIface = []string{"name", "type", "state", "profile-name", "identifier", "mac-address",
+		"permanent-mac-address", "mtu", "min-mtu", "max-mtu", "description", "ipv4", "ipv6", "ethernet",
+		"ethtool", "link-aggregation", "bridge", "vlan", "controller", "accept-all-mac-addresses",
+		"copy-mac-from", "wait-ip", "lldp", "mptcp"}
+	secretIface    = []string{"802.1x", "macsec", "ipsec", "wireguard"}
+	allowedKinds   = []string{"ethernet", "bond", "linux-bridge", "vlan", "dummy"}
+	secretKinds    = []string{"macsec", "ipsec", "wireguard"}
+	nmstateSecrets = []string{"password", "secret", "psk", "private-key", "cert", "ca-path", "mka-cak", "mka-ckn"}
+)
+
+// CheckState judges a rendered nmstate (or nm-configurator) state, keys as
+// config.<path>.
+func (p Policy) CheckState(state map[string]any) error {
+	for _, k := range slices.Sorted(maps.Keys(state)) {
+		path := "config." + k
+		var err error
+		switch {
+		case k == "hostname":
+			err = p.refuse(path, Hostname, "sets the node's hostname")
+		case !slices.Contains(allowedTop, k):
+			err = p.refuse(path, Unknown, "not a key the network policy knows (allowed: %s)", strings.Join(allowedTop, ", "))
+		case k == "interfaces":
+			err = p.checkInterfaces(path, state[k])
+		default:
+			err = p.checkValue(path, state[k])
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return stateVLANCycle(state)
+}
+
+func (p Policy) checkInterfaces(path string, v any) error {
+	list, _ := v.([]any)
+	for i, it := range list {
+		ip := fmt.Sprintf("%s[%d]", path, i)
+		iface, ok := it.(map[string]any)
+		if !ok {
+			return p.refuse(ip, Unknown, "an interface that is not a mapping")
+		}
+		for _, k := range slices.Sorted(maps.Keys(iface)) {
+			kp := ip + "." + k
+			var err error
+			switch {
+			case k == "dispatch":
+				err = p.refuse(kp, Scripts, "scripts NetworkManager's dispatcher runs as root")
+			case slices.Contains(secretIface, k):
+				err = p.refuse(kp, FilesAndSecrets, "holds credentials or names certificate and key files")
+			case !slices.Contains(allowedIface, k):
+				err = p.refuse(kp, Unknown, "an interface key the network policy does not know")
+			case k == "type":
+				err = p.checkKind(kp, iface[k])
+			default:
+				err = p.checkValue(kp, iface[k])
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (p Policy) checkKind(path string, v any) error {
+	t, _ := v.(string)
+	switch {
+	case slices.Contains(allowedKinds, t):
+		return nil
+	case slices.Contains(secretKinds, t):
+		return p.refuse(path, FilesAndSecrets, "a %s interface carries credentials", t)
+	}
+	return p.refuse(path, Unknown, "interface type %q is not a kind the agent supports (%s)", t, strings.Join(allowedKinds, ", "))
+}
+
+// checkValue walks an allowed subtree for credentials and local files.
+func (p Policy) checkValue(path string, v any) error {
+	switch t := v.(type) {
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(t)) {
+			kp := path + "." + k
+			lk := strings.ToLower(k)
+			if slices.ContainsFunc(nmstateSecrets, func(w string) bool { return strings.Contains(lk, w) }) {
+				if err := p.refuse(kp, FilesAndSecrets, "a credential or a credential's file"); err != nil {
+					return err
+				}
+			}
+			if err := p.checkValue(kp, t[k]); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for i, e := range t {
+			if err := p.checkValue(fmt.Sprintf("%s[%d]", path, i), e); err != nil {
+				return err
+			}
+		}
+	case string:
+		if namesFile(t) {
+			return p.refuse(path, FilesAndSecrets, "names a local file")
+		}
+	}
+	return nil
+}
+
+// stateVLANCycle refuses VLANs whose base-iface chain comes back to them
+// (issue 21, item 5): NetworkManager could never create any of them.
+func stateVLANCycle(state map[string]any) error {
+	list, _ := state["interfaces"].([]any)
+	base := map[string]string{}
+	index := map[string]int{}
+	for i, it := range list {
+		iface, _ := it.(map[string]any)
+		name, _ := iface["name"].(string)
+		vlan, _ := iface["vlan"].(map[string]any)
+		b, _ := vlan["base-iface"].(string)
+		if name != "" && b != "" {
+			base[name], index[name] = b, i
+		}
+	}
+	for _, start := range slices.Sorted(maps.Keys(base)) {
+		chain := []string{start}
+		for cur, steps := start, 0; steps <= len(base); steps++ {
+			next, ok := base[cur]
+			if !ok {
+				break
+			}
+			chain = append(chain, next)
+			if next == start {
+				return &Refusal{Path: fmt.Sprintf("config.interfaces[%d].vlan.base-iface", index[start]), Rule: VLANCycle,
+					Reason: "the VLAN is its own base interface: " + strings.Join(chain, " -> ")}
+			}
+			cur = next
+		}
+	}
+	return nil
+}
