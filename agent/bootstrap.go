@@ -19,6 +19,7 @@ import (
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
 	"github.com/nodereg/nodereg/internal/safefile"
+	"github.com/nodereg/nodereg/netpolicy"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -129,6 +130,9 @@ func (r *run) checkServerReply(reply *protocol.Reply) {
 	}
 	if err := bootstrap.CheckServerReply(reply.Payload); err != nil {
 		r.log.WithField("phase", PhaseRegister).Warn(err.Error())
+	}
+	if w := netpolicy.ServerSentWarning(reply.Payload); w != "" {
+		r.log.WithField("phase", PhaseRegister).Warn(w)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/bootstrap"
+	"github.com/nodereg/nodereg/netpolicy"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -49,7 +50,7 @@ var rawValueType = reflect.TypeOf(protocol.RawValue{})
 // hold because another package reads them, and refuses its own unknown
 // keys below them (bootstrap: the local bootstrap network), or because
 // they are local only (NmstateKey).
-var readElsewhere = []string{bootstrap.Key, NmstateKey}
+var readElsewhere = []string{bootstrap.Key, NmstateKey, netpolicy.Key}
 
 func walkKeys(file, prefix string, n *yaml.Node, t reflect.Type, out *[]UnknownKey) {
 	for t.Kind() == reflect.Pointer {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/bootstrap"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -28,6 +29,7 @@ func (r *run) applier(p Phase) *apply.Applier {
 		Tools:   apply.ToolsFromEnv(os.Getenv),
 		Nmstate: r.nmstate,
 		Log:     r.log.WithField("phase", p),
+		Policy:  r.netPolicy.Owning(bootstrap.RuntimeKeyfiles.Dir + "/" + bootstrap.RuntimeKeyfiles.Prefix),
 	}
 }
 

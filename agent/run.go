@@ -21,6 +21,7 @@ import (
 	"github.com/nodereg/nodereg/internal/hostpath"
 	"github.com/nodereg/nodereg/internal/logx"
 	"github.com/nodereg/nodereg/internal/statelock"
+	"github.com/nodereg/nodereg/netpolicy"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/tpm"
 )
@@ -106,8 +107,10 @@ type run struct {
 	runner apply.Runner
 	// applyPlan is PhaseApply's work: applyLive, or printPlan in a dry run.
 	applyPlan func(context.Context, *fetched, *apply.Plan) error
-	// nmstate is the local choice of nmstate's keyfile generator.
-	nmstate apply.NmstateChoice
+	// nmstate is the local choice of nmstate's keyfile generator; netPolicy
+	// the local network-config policy (netpolicy).
+	nmstate   apply.NmstateChoice
+	netPolicy netpolicy.Policy
 	// offline: the plan is for some other machine (agent render), so the
 	// keyfile names are not checked against this host's keyfile directory.
 	offline bool
@@ -289,6 +292,9 @@ func (r *run) loadConfig(ctx context.Context) error {
 	r.cfg, r.nmstate = cfg, nmstate
 	if err := r.loadBootstrap(raw); err != nil {
 		return err
+	}
+	if r.netPolicy, err = netpolicy.FromConfig(r.o.ConfigPath, raw); err != nil {
+		return &ConfigError{Err: err}
 	}
 	reg := cfg.Elemental.Registration
 	// Labels and the annotations that do not depend on the connection are

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nodereg/nodereg/internal/hostpath"
 	"github.com/nodereg/nodereg/internal/logx"
+	"github.com/nodereg/nodereg/netpolicy"
 )
 
 // Paths is the one table of host paths this package writes, relative to
@@ -105,6 +106,9 @@ type Applier struct {
 	CheckpointTimeout time.Duration
 	// CommandTimeout bounds every other command.
 	CommandTimeout time.Duration
+	// Policy judges the config before any keyfile is generated or written
+	// (netpolicy); the zero value allows no opt-in rule.
+	Policy netpolicy.Policy
 }
 
 func (a *Applier) paths() Paths { return a.Paths.orDefault() }

@@ -60,6 +60,9 @@ func (a *Applier) Plan(ctx context.Context, r *Rendered) (*Plan, error) {
 	if err := a.checkOwnership(p); err != nil {
 		return nil, err
 	}
+	if err := a.checkPolicyForeign(p); err != nil {
+		return nil, err
+	}
 	return p, nil
 }
 
@@ -95,6 +98,9 @@ func (a *Applier) PlanKeyfiles(ctx context.Context, r *Rendered) (*Plan, error) 
 	default:
 		return nil, &FieldError{Path: "configurator", Reason: fmt.Sprintf("unknown configurator %q", r.Configurator)}
 	}
+	if err := a.checkPolicyState(r); err != nil {
+		return nil, err
+	}
 	if gen != nil {
 		kfs, ran, err := gen.Generate(ctx, r.Digested)
 		p.Ran = append(p.Ran, ran...)
@@ -102,6 +108,9 @@ func (a *Applier) PlanKeyfiles(ctx context.Context, r *Rendered) (*Plan, error) 
 			return nil, fmt.Errorf("plan network (%s): %w", r.Configurator, err)
 		}
 		p.Keyfiles = kfs
+	}
+	if err := a.checkPolicyKeyfiles(p); err != nil {
+		return nil, err
 	}
 	if !p.nmstatectlLive() {
 		p.Live = a.keyfileCommands(tools.Nmcli, p.Keyfiles)

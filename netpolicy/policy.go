@@ -171,3 +171,9 @@ func ServerSentWarning(payload []byte) string {
 	}
 	return "the server's " + Key + " is ignored: the network policy is a local setting; set it in the local config"
 }
+
+// Owning is p with more host-path prefixes of profiles the agent owns.
+func (p Policy) Owning(prefixes ...string) Policy {
+	p.OwnedPrefixes = append(slices.Clone(p.OwnedPrefixes), prefixes...)
+	return p
+}

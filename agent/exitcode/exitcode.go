@@ -20,6 +20,7 @@ import (
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
 	"github.com/nodereg/nodereg/internal/statelock"
+	"github.com/nodereg/nodereg/netpolicy"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/tpm"
 )
@@ -164,6 +165,9 @@ var table = []row{
 	{"network config the node cannot use", Config, func(err error) bool {
 		return is[*apply.FieldError](err) || is[*apply.ToolMissingError](err)
 	}},
+	// What the network policy refuses (netpolicy): the server's config
+	// or the node's policy must change.
+	{"network policy", Config, is[*netpolicy.Refusal]},
 	// A keyfile name the config would write over a file that is not ours:
 	// a person must rename one of them.
 	{"keyfile not owned by the agent", Config, is[*apply.NotOwnedError]},

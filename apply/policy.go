@@ -1,0 +1,58 @@
+package apply
+
+import (
+	"fmt"
+	"path"
+
+	"github.com/nodereg/nodereg/netpolicy"
+)
+
+// checkPolicyState judges the rendered nmstate or nmc tree before any
+// generator sees it (docs/reliability.md, network-config policy).
+func (a *Applier) checkPolicyState(r *Rendered) error {
+	if r.State == nil {
+		return nil
+	}
+	return a.Policy.CheckState(r.State)
+}
+
+// checkPolicyKeyfiles judges the keyfiles a plan would write, whoever
+// wrote them (the server's nmconnections, nmstatectl gc, the built-in
+// translator, nmc), as NetworkManager will read them.
+func (a *Applier) checkPolicyKeyfiles(p *Plan) error {
+	return a.Policy.CheckKeyfiles(policyKeyfiles(p))
+}
+
+// checkPolicyForeign refuses a plan keyfile whose UUID or id a profile that
+// is not ours already has, anywhere NetworkManager loads profiles from
+// under Root. Ours: what the manifest (or the applicator) names, and the
+// plan's own targets.
+func (a *Applier) checkPolicyForeign(p *Plan) error {
+	if len(p.Keyfiles) == 0 {
+		return nil
+	}
+	owned, err := a.ownedPaths()
+	if err != nil {
+		return fmt.Errorf("plan network (%s): %w", p.Configurator, err)
+	}
+	for _, kf := range p.Keyfiles {
+		owned[path.Join(p.paths.KeyfileDir, kf.Name)] = true
+	}
+	foreign, err := a.Policy.Foreign(a.Root, func(hp string) bool { return owned[hp] })
+	if err != nil {
+		return err
+	}
+	return netpolicy.CheckForeign(policyKeyfiles(p), foreign)
+}
+
+func policyKeyfiles(p *Plan) []netpolicy.Keyfile {
+	out := make([]netpolicy.Keyfile, len(p.Keyfiles))
+	for i, kf := range p.Keyfiles {
+		label := "config." + kf.Name
+		if p.Generator != GeneratorNone {
+			label = p.Generator + " output " + kf.Name
+		}
+		out[i] = netpolicy.Keyfile{Label: label, Name: kf.Name, Content: kf.Content}
+	}
+	return out
+}
