@@ -104,7 +104,8 @@ func (p Policy) checkProxy(path string, keys map[string]string) error {
 	if _, ok := keys["pac-script"]; ok {
 		return p.refuse(path+" pac-script", Scripts, "a proxy auto-config script")
 	}
-	for k, v := range keys {
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		v := keys[k]
 		switch {
 		case k == "browser-only":
 		case k == "method" && (v == "" || v == "0" || v == "none"):
