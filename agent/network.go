@@ -30,9 +30,11 @@ type networkDecision struct {
 	// First is the source of the first attempt, Retry of the later ones.
 	First, Retry networkSource
 	// UnresolvedIsFinal: a placeholder no address fills is a template
-	// error (exit 78), not a claim still pending. True when the server
-	// announced the explicit exchange (it then embeds only configs whose
-	// claims all hold addresses) or the exchange is explicit.
+	// error (exit 78), not a claim still pending. True only when the
+	// server announced the explicit exchange (it then hands out only
+	// configs whose claims all hold addresses). Upstream servers, seed PR
+	// and HEAD alike, send unresolved placeholders while claims are
+	// pending, whatever the mode: those are retried (issue 21, item 7).
 	UnresolvedIsFinal bool
 }
 
@@ -44,8 +46,10 @@ func decideNetwork(mode string, reply *protocol.Reply) networkDecision {
 	if !explicit && !reply.Network.IsReal() {
 		return networkDecision{First: sourceNone, Retry: sourceNone}
 	}
-	d := networkDecision{Retry: sourceReRegister, UnresolvedIsFinal: explicit || reply.ExplicitNetworkConfig}
-	if explicit {
+	d := networkDecision{Retry: sourceReRegister, UnresolvedIsFinal: reply.ExplicitNetworkConfig}
+	// A server that embeds the config without announcing the exchange
+	// (upstream HEAD) is asked again the way it answers: by registering.
+	if explicit && (reply.Network == nil || reply.ExplicitNetworkConfig) {
 		d.Retry = sourceExplicit
 	}
 	d.First = d.Retry
