@@ -55,10 +55,12 @@ func (r *run) plan(ctx context.Context, net *fetched) (*apply.Plan, error) {
 	var fe *apply.FieldError
 	switch {
 	case errors.As(err, &tm) && r.o.DryRun:
-		// A dry run on an admin's workstation still shows what it can.
+		// A dry run still shows what it can, and fails as the real run
+		// would (issue 21, item 8): a dry run that passes must mean the
+		// real run passes.
 		printRendered(r.o.Out, net.config, net.rendered)
 		fmt.Fprintf(r.o.Out, "# keyfiles and applicator not shown: %v\n", err)
-		return nil, nil
+		return nil, &ConfigError{Err: err}
 	case errors.As(err, &tm), errors.As(err, &fe):
 		return nil, &ConfigError{Err: err}
 	case err != nil:

@@ -177,7 +177,8 @@ func TestRenderRefusesUnknownKeysNamingThem(t *testing.T) {
 
 // render of an nmstate config says what wrote its keyfiles: the built-in
 // when asked for, or when nmstatectl is not found (auto); nmstatectl when
-// asked for and missing is a config error naming the tool.
+// asked for and missing is a config error naming the tool, exit 78 as the
+// real run's (issue 21, item 8).
 func TestRenderNmstateSaysWhichGenerator(t *testing.T) {
 	nc := filepath.Join(t.TempDir(), "nc.yaml")
 	cfg := strings.ReplaceAll(strings.ReplaceAll(node.NmstateTemplate, "pool-a", "192.168.122.150"), "\n    ", "\n")
@@ -201,7 +202,7 @@ func TestRenderNmstateSaysWhichGenerator(t *testing.T) {
 		}
 	}
 	code, stdout, stderr := run("render", "--network-config", nc, "--nmstate", "nmstatectl")
-	if code != 0 || !strings.Contains(stdout, "# keyfiles and applicator not shown: plan network (nmstate): required tool nmstatectl not found") || strings.Contains(stdout, "built-in") {
+	if code != 78 || !strings.Contains(stdout, "# keyfiles and applicator not shown: plan network (nmstate): required tool nmstatectl not found") || strings.Contains(stdout, "built-in") {
 		t.Errorf("--nmstate nmstatectl without the tool: exit %d, %s%s", code, stdout, stderr)
 	}
 }
