@@ -114,6 +114,20 @@ func (r *run) handOver(ctx context.Context, net *fetched, plan *apply.Plan) erro
 	return nil
 }
 
+// checkModeTools looks for the tools the mode needs before the run talks
+// to the server (issue 21, item 9): a reset or install without the toolkit
+// must not register again and claim new addresses first.
+func (r *run) checkModeTools() error {
+	if r.o.Mode == ModeBoot || (r.o.Mode == ModeInstall && r.cfg.Elemental.Registration.NoToolkit) {
+		return nil
+	}
+	verb := map[Mode]string{ModeReset: "reset", ModeInstall: "install"}[r.o.Mode]
+	if _, err := apply.Lookup("elemental", apply.ToolsFromEnv(os.Getenv).Elemental); err != nil {
+		return &ConfigError{Err: fmt.Errorf("%s needs the elemental toolkit: %w", verb, err)}
+	}
+	return nil
+}
+
 // hookFiles are the OEM files of the new system.
 func (r *run) hookFiles(plan *apply.Plan) ([]hookFile, error) {
 	regYAML, err := registrationYAML(r.cfg.Elemental.Registration, r.boot)

@@ -177,6 +177,7 @@ func (r *run) registerOnce(ctx context.Context, netState string) (*protocol.Repl
 	got.Debug("received MsgConfig")
 	r.checkServerReply(reply)
 	r.cfg = &cfg
+	r.result.Registered = true
 	if r.state.InitialRegistration.IsZero() {
 		r.state.InitialRegistration = time.Now().UTC()
 	}

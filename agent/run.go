@@ -125,6 +125,9 @@ type run struct {
 
 // Result is what a run did, for the caller's summary and for tests.
 type Result struct {
+	// Registered: the server registered the machine in this run (the
+	// final line says so even when a later phase failed).
+	Registered bool
 	// Updated: the run was a registration update (MsgUpdate).
 	Updated bool
 	// Configurator and Addresses of the network config; empty when the
@@ -295,6 +298,9 @@ func (r *run) loadConfig(ctx context.Context) error {
 	}
 	if r.netPolicy, err = netpolicy.FromConfig(r.o.ConfigPath, raw); err != nil {
 		return &ConfigError{Err: err}
+	}
+	if err := r.checkModeTools(); err != nil {
+		return err
 	}
 	reg := cfg.Elemental.Registration
 	// Labels and the annotations that do not depend on the connection are

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -80,7 +81,7 @@ func (c *cli) register(cmd *cobra.Command, f *registerFlags) error {
 	if err != nil {
 		// A phase's failure line carries the error already.
 		var pe *agent.PhaseError
-		return cmdline.Done(outcome(ctx, log, "not registered", err, errors.As(err, &pe)))
+		return cmdline.Done(outcome(ctx, log, failedWhat(res, err), err, errors.As(err, &pe)))
 	}
 	summary := log.WithField("updated", res.Updated)
 	if res.TPMHash != "" {
@@ -98,4 +99,17 @@ func (c *cli) register(cmd *cobra.Command, f *registerFlags) error {
 		summary.Info("registration complete")
 	}
 	return cmdline.Done(outcome(ctx, log, "not registered", nil, false))
+}
+
+// failedWhat is the final line's account of a failed run: registration's
+// outcome, then the phase that failed, separately (issue 21, item 9).
+func failedWhat(res *agent.Result, err error) string {
+	if res == nil || !res.Registered {
+		return "not registered"
+	}
+	var pe *agent.PhaseError
+	if errors.As(err, &pe) {
+		return fmt.Sprintf("registered, then %s failed", pe.Phase)
+	}
+	return "registered, then the run failed"
 }
