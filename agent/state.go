@@ -80,6 +80,11 @@ func LoadState(files apply.Files, path string) (st *State, note string, err erro
 	if errors.Is(err, fs.ErrNotExist) {
 		return &State{}, NoteFirstRegistration, nil
 	}
+	if errors.Is(err, safefile.ErrNotRegular) || errors.Is(err, safefile.ErrSymlink) {
+		// Not a state file: every later run would fail the same way, so
+		// it needs a person (exit 78), not a retry (issue 21, item 6).
+		return nil, "", &ConfigError{Err: fmt.Errorf("reading state file %s: %w: remove it (a person or another program put it there)", path, err)}
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("reading state file %s: %w", path, err)
 	}
