@@ -119,7 +119,7 @@ func canonicalSection(s string) string {
 
 // profile is what the uniqueness and cycle checks need of a keyfile.
 type profile struct {
-	label, path     string // label for refusals, path for a foreign profile
+	label           string // names the profile in refusals
 	id, uuid, iface string
 	vlanParent      string
 	isVLAN          bool

@@ -11,7 +11,7 @@
 // already loads from elsewhere.
 //
 // It works on plain data (the rendered nmstate tree, keyfile bytes, a list of
-// profiles on disk) and imports no other package of the agent.
+// profiles on disk); of this module it imports only internal/safefile.
 package netpolicy
 
 import (
