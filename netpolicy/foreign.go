@@ -112,11 +112,27 @@ func loadProfile(file string) (Profile, bool) {
 		return Profile{}, false
 	}
 	secs, err := ReadKeyfile(b)
-	if err != nil || secs["connection"] == nil {
+	if err != nil || secs["connection"] == nil || generated(secs) {
 		return Profile{}, false
 	}
 	e := effective(secs, filepath.Base(file))
 	return Profile{ID: e.id, UUID: e.uuid}, true
+}
+
+// generated: a profile NetworkManager made itself and keeps under /run
+// ([.nmmeta] nm-generated or external), such as the one for a device
+// configured outside it (an initrd's or DHCP client's address). It yields
+// to any real profile for the device, and its id is the interface name, as
+// a template's often is: it is not a profile a server config could hide
+// (docs/boot-simulation.md, "profile id equal to the interface name").
+func generated(secs Sections) bool {
+	for _, k := range []string{"nm-generated", "external"} {
+		switch strings.ToLower(secs[".nmmeta"][k]) {
+		case "true", "yes", "on", "1":
+			return true
+		}
+	}
+	return false
 }
 
 // CheckForeign refuses a keyfile of the config whose UUID or id a foreign

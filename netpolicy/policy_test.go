@@ -161,6 +161,8 @@ func TestForeignProfiles(t *testing.T) {
 	writeProfile(t, root, "/etc/NetworkManager/system-connections/.hidden.nmconnection", "[connection]\nid=hidden\n", 0o600)
 	writeProfile(t, root, "/etc/NetworkManager/system-connections/ours.nmconnection", "[connection]\nid=ours\n", 0o600)
 	writeProfile(t, root, "/run/NetworkManager/system-connections/nodereg-bootstrap-eth0.nmconnection", "[connection]\nid=eth0\n", 0o600)
+	// NetworkManager's own profile for a device it found configured.
+	writeProfile(t, root, "/run/NetworkManager/system-connections/eth0.nmconnection", "[connection]\nid=eth0\nuuid=0f2e8c2e-6b1d-4a0e-9a8e-3b5c2d7f1a99\ninterface-name=eth0\n\n[.nmmeta]\nnm-generated=true\nvolatile=true\nexternal=true\n", 0o600)
 	p := Policy{OwnedPrefixes: []string{"/run/NetworkManager/system-connections/nodereg-bootstrap-"}}
 	got, err := p.Foreign(root, func(hp string) bool { return hp == "/etc/NetworkManager/system-connections/ours.nmconnection" })
 	if err != nil {
