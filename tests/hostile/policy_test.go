@@ -161,24 +161,28 @@ func TestPolicyNmconnections(t *testing.T) {
 	}
 }
 
-// TestPolicyResetHandOver: --reset refuses to hand over a profile
-// NetworkManager would not load (item 4) or that the policy refuses, exactly
-// as a boot does: exit 78, no hook, the toolkit never called.
+// TestPolicyResetHandOver: --reset and --install refuse to hand over a
+// profile NetworkManager would not load (item 4) or that the policy
+// refuses, exactly as a boot does: exit 78, no hook, the toolkit never
+// called.
 func TestPolicyResetHandOver(t *testing.T) {
 	elemental := testbin.Build(t, "./tests/stubs/elemental")
+	modes := map[string]agent.Mode{"reset": agent.ModeReset, "install": agent.ModeInstall}
 	for _, a := range []policyAttack{nmconnectionsAttacks[5], nmconnectionsAttacks[0], nmconnectionsAttacks[6]} {
-		t.Run(a.name, func(t *testing.T) {
-			a.configurator = "nmconnections"
-			log := filepath.Join(t.TempDir(), "elemental.jsonl")
-			t.Setenv("NODEREG_ELEMENTAL", elemental)
-			t.Setenv("ELEMENTAL_STUB_LOG", log)
-			m := node.New(t, "52:54:00:15:00:04", policyServer(t, a), "")
-			t.Setenv("ELEMENTAL_STUB_ROOT", m.Root)
-			refusedUnchanged(t, m, a, agent.Options{Mode: agent.ModeReset})
-			if b, err := os.ReadFile(log); err == nil {
-				t.Errorf("elemental was called:\n%s", b)
-			}
-		})
+		for mode, mv := range modes {
+			t.Run(mode+"/"+a.name, func(t *testing.T) {
+				a.configurator = "nmconnections"
+				log := filepath.Join(t.TempDir(), "elemental.jsonl")
+				t.Setenv("NODEREG_ELEMENTAL", elemental)
+				t.Setenv("ELEMENTAL_STUB_LOG", log)
+				m := node.New(t, "52:54:00:15:00:04", policyServer(t, a), "")
+				t.Setenv("ELEMENTAL_STUB_ROOT", m.Root)
+				refusedUnchanged(t, m, a, agent.Options{Mode: mv})
+				if b, err := os.ReadFile(log); err == nil {
+					t.Errorf("elemental was called:\n%s", b)
+				}
+			})
+		}
 	}
 }
 
