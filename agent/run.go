@@ -17,7 +17,6 @@ import (
 	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
-	"github.com/nodereg/nodereg/internal/atomicfile"
 	"github.com/nodereg/nodereg/internal/devnode"
 	"github.com/nodereg/nodereg/internal/hostpath"
 	"github.com/nodereg/nodereg/internal/logx"
@@ -277,22 +276,6 @@ func (r *run) lock(ctx context.Context) (unlock func(), err error) {
 	}
 	r.removeStaleTemps()
 	return func() { _ = l.Release() }, nil
-}
-
-// removeStaleTemps removes the temp files of writes a kill -9 cut short, in
-// the directories the agent writes; the state lock is held, so none is in
-// flight (issue 21, item 6).
-func (r *run) removeStaleTemps() {
-	p := apply.DefaultPaths()
-	for _, dir := range []string{filepath.Dir(r.o.StatePath), p.KeyfileDir, p.StateDir, filepath.Dir(p.Applicator), bootstrap.RuntimeKeyfiles.Dir} {
-		removed, err := atomicfile.RemoveStale(r.path(dir))
-		if err != nil {
-			r.log.WithField("phase", PhaseState).WithError(err).Warn("removing stale temp files")
-		}
-		for _, f := range removed {
-			r.log.WithField("phase", PhaseState).WithField("file", f).Info("removed a temp file an interrupted run left")
-		}
-	}
 }
 
 func (r *run) close() {

@@ -12,6 +12,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/bootstrap"
+	"github.com/nodereg/nodereg/internal/atomicfile"
 	"github.com/nodereg/nodereg/internal/safefile"
 )
 
@@ -118,4 +120,20 @@ func (s *State) Save(files apply.Files, path string) error {
 	}
 	s.loaded = b
 	return nil
+}
+
+// removeStaleTemps removes the temp files of writes a kill -9 cut short, in
+// the directories the agent writes; the state lock is held, so none is in
+// flight (issue 21, item 6).
+func (r *run) removeStaleTemps() {
+	p := apply.DefaultPaths()
+	for _, dir := range []string{filepath.Dir(r.o.StatePath), p.KeyfileDir, p.StateDir, filepath.Dir(p.Applicator), bootstrap.RuntimeKeyfiles.Dir} {
+		removed, err := atomicfile.RemoveStale(r.path(dir))
+		if err != nil {
+			r.log.WithField("phase", PhaseState).WithError(err).Warn("removing stale temp files")
+		}
+		for _, f := range removed {
+			r.log.WithField("phase", PhaseState).WithField("file", f).Info("removed a temp file an interrupted run left")
+		}
+	}
 }
