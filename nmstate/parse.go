@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -32,6 +33,7 @@ const (
 type state struct {
 	ifaces []*iface
 	routes []*route
+	rules  []*rule
 	dns    *dnsConfig // nil: no dns-resolver.config
 }
 
@@ -49,6 +51,8 @@ type iface struct {
 	br    *bridgeConf
 	vlan  *vlanConf
 
+	opts ifaceOpts
+
 	autoAdded  bool   // named only in a port list
 	controller *iface // set for bond and bridge ports
 }
@@ -59,6 +63,7 @@ type ipConf struct {
 	dhcp     bool
 	autoconf bool
 	addrs    []ipAddr
+	opts     ipOpts
 }
 
 type ipAddr struct {
@@ -106,6 +111,9 @@ type route struct {
 	metric   *int64
 	table    *uint64
 	weight   *uint64
+	typ      string // route-type
+	cwnd     *uint64
+	source   string
 }
 
 type dnsConfig struct {
@@ -113,21 +121,21 @@ type dnsConfig struct {
 	servers  []string
 	srvPaths []string
 	search   []string
+	options  []string
 }
 
 // nmstate keys we know but do not translate: named so a refusal says
 // "outside the subset" rather than "unknown field".
 var (
-	otherTopKeys   = []string{"route-rules", "hostname", "ovs-db", "ovn", "dispatch", "description"}
-	otherIfaceKeys = []string{"profile-name", "driver", "identifier", "permanent-mac-address", "min-mtu", "max-mtu",
-		"wait-ip", "mptcp", "controller", "accept-all-mac-addresses", "copy-mac-from", "ovs-db", "802.1x", "lldp",
-		"ethtool", "dispatch", "ethernet", "veth", "sriov", "bridge", "link-aggregation", "vlan", "vxlan", "macvlan",
-		"macvtap", "vrf", "infiniband", "ipvlan", "macsec", "hsr", "team", "loopback"}
-	otherIPKeys = []string{"dhcp-client-id", "dhcp-duid", "auto-dns", "auto-gateway", "auto-routes",
-		"auto-route-table-id", "auto-route-metric", "addr-gen-mode", "allow-extra-address", "token",
-		"dhcp-send-hostname", "dhcp-custom-hostname"}
-	otherTypes = []string{"ovs-bridge", "ovs-interface", "vxlan", "team", "infiniband", "mac-vlan", "mac-vtap",
-		"macsec", "vrf", "veth", "ipsec", "hsr", "ipvlan", "xfrm", "loopback", "unknown", "other", "tun"}
+	otherTopKeys   = []string{"hostname", "ovs-db", "ovn", "dispatch", "description"}
+	otherIfaceKeys = []string{"driver", "permanent-mac-address", "min-mtu", "max-mtu",
+		"mptcp", "controller", "copy-mac-from", "ovs-db", "802.1x",
+		"dispatch", "veth", "sriov", "bridge", "link-aggregation", "vlan", "vxlan", "mac-vlan",
+		"mac-vtap", "vrf", "infiniband", "ipvlan", "macsec", "hsr", "team", "loopback", "libreswan", "patch", "dpdk"}
+	otherIPKeys    = []string{"allow-extra-address", "mptcp-flags"}
+	supportedTypes = []string{"ethernet", "bond", "linux-bridge", "vlan", "dummy", "loopback"}
+	otherTypes     = []string{"ovs-bridge", "ovs-interface", "vxlan", "team", "infiniband", "mac-vlan", "mac-vtap",
+		"macsec", "vrf", "veth", "ipsec", "hsr", "ipvlan", "xfrm", "unknown", "other", "tun"}
 )
 
 // parse reads the desired state. It checks shapes and syntax (what nmstate's
@@ -154,7 +162,7 @@ func parse(desired []byte) (*state, error) {
 	if len(doc.Content) == 0 {
 		return st, nil
 	}
-	top, err := mapping("", doc.Content[0], []string{"interfaces", "routes", "dns-resolver"}, otherTopKeys)
+	top, err := mapping("", doc.Content[0], []string{"interfaces", "routes", "route-rules", "dns-resolver"}, otherTopKeys)
 	if err != nil {
 		return nil, err
 	}
@@ -190,6 +198,24 @@ func parse(desired []byte) (*state, error) {
 					st.routes = append(st.routes, r)
 				}
 			}
+		case "route-rules":
+			fs, err := mapping(f.path, f.val, []string{"config"}, nil)
+			if err != nil {
+				return nil, err
+			}
+			for _, c := range fs {
+				items, err := sequence(c.path, c.val, MaxRouteRules)
+				if err != nil {
+					return nil, err
+				}
+				for i, it := range items {
+					r, err := parseRule(index(c.path, i), it)
+					if err != nil {
+						return nil, err
+					}
+					st.rules = append(st.rules, r)
+				}
+			}
 		case "dns-resolver":
 			fs, err := mapping(f.path, f.val, []string{"config"}, []string{"running"})
 			if err != nil {
@@ -205,8 +231,8 @@ func parse(desired []byte) (*state, error) {
 	return st, nil
 }
 
-var ifaceKeys = []string{"name", "type", "state", "mtu", "mac-address", "description", "ipv4", "ipv6",
-	"link-aggregation", "bridge", "vlan"}
+var ifaceKeys = append([]string{"name", "type", "state", "mtu", "mac-address", "description", "ipv4", "ipv6",
+	"link-aggregation", "bridge", "vlan"}, ifaceOptKeys...)
 
 func parseIface(path string, n *yaml.Node) (*iface, error) {
 	if err := checkNode(path, n); err != nil {
@@ -214,6 +240,13 @@ func parseIface(path string, n *yaml.Node) (*iface, error) {
 	}
 	if n.Kind != yaml.MappingNode {
 		return nil, invalid(path, "invalid type: expected a mapping")
+	}
+	// A type outside the subset is refused at its key before its own keys
+	// (mac-vlan:, libreswan:, patch: ...) are read.
+	if tf, err := someFields(path, n, "type"); err == nil && len(tf) == 1 && tf[0].val.Kind == yaml.ScalarNode {
+		if t := tf[0].val.Value; slices.Contains(otherTypes, t) {
+			return nil, unsupported(tf[0].path, "interface type %q is outside the supported subset (%s)", t, strings.Join(supportedTypes, ", "))
+		}
 	}
 	var fs []field
 	var err error
@@ -242,10 +275,8 @@ func parseIface(path string, n *yaml.Node) (*iface, error) {
 				return nil, err
 			}
 			switch {
-			case slices.Contains([]string{"ethernet", "bond", "linux-bridge", "vlan", "dummy"}, t):
+			case slices.Contains(supportedTypes, t):
 				ifc.typ = t
-			case slices.Contains(otherTypes, t):
-				return nil, unsupported(f.path, "interface type %q is outside the supported subset (ethernet, bond, linux-bridge, vlan, dummy)", t)
 			default:
 				return nil, unsupported(f.path, "unknown interface type %q", t)
 			}
@@ -309,6 +340,10 @@ func parseIface(path string, n *yaml.Node) (*iface, error) {
 			if ifc.br, err = parseBridge(f.path, f.val); err != nil {
 				return nil, err
 			}
+		case "profile-name", "identifier", "wait-ip", "lldp", "accept-all-mac-addresses", "ethernet", "ethtool":
+			if err := parseIfaceOpt(ifc, f); err != nil {
+				return nil, err
+			}
 		case "vlan":
 			if ifc.typ != "vlan" {
 				return nil, unsupported(f.path, "vlan is only read for type vlan")
@@ -322,15 +357,22 @@ func parseIface(path string, n *yaml.Node) (*iface, error) {
 }
 
 func parseIP(path string, n *yaml.Node, v6 bool) (*ipConf, error) {
-	known := []string{"enabled", "dhcp", "address"}
+	known := append([]string{"enabled", "dhcp", "address"}, ipOptKeys...)
 	other := otherIPKeys
 	if v6 {
 		known = append(known, "autoconf")
 	} else if !isNull(n) && n.Kind == yaml.MappingNode {
 		for i := 0; i < len(n.Content); i += 2 {
 			switch n.Content[i].Value {
-			case "autoconf", "dhcp-duid":
+			case "autoconf", "dhcp-duid", "token", "addr-gen-mode":
 				return nil, invalid(join(path, n.Content[i].Value), "Invalid YAML string: interfaces: %s is not allowed for IPv4", n.Content[i].Value)
+			}
+		}
+	}
+	if v6 && !isNull(n) && n.Kind == yaml.MappingNode {
+		for i := 0; i < len(n.Content); i += 2 {
+			if n.Content[i].Value == "dhcp-client-id" {
+				return nil, invalid(join(path, "dhcp-client-id"), "Invalid YAML string: interfaces: dhcp-client-id is not allowed for IPv6")
 			}
 		}
 	}
@@ -359,6 +401,8 @@ func parseIP(path string, n *yaml.Node, v6 bool) (*ipConf, error) {
 				}
 				ip.addrs = append(ip.addrs, a)
 			}
+		default:
+			err = parseIPOpt(ip, f)
 		}
 		if err != nil {
 			return nil, err
@@ -644,8 +688,8 @@ func parseRoute(path string, n *yaml.Node) (*route, error) {
 	if isNull(n) {
 		return nil, invalid(path, "invalid type: expected a mapping")
 	}
-	fs, err := mapping(path, n, []string{"state", "destination", "next-hop-interface", "next-hop-address", "metric", "table-id", "weight"},
-		[]string{"route-type", "cwnd", "source"})
+	fs, err := mapping(path, n, []string{"state", "destination", "next-hop-interface", "next-hop-address", "metric", "table-id", "weight",
+		"route-type", "cwnd", "source"}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -682,6 +726,20 @@ func parseRoute(path string, n *yaml.Node) (*route, error) {
 			var v uint64
 			v, err = unsigned(f.path, f.val, 1<<16-1)
 			r.weight = &v
+		case "cwnd":
+			var v uint64
+			v, err = unsigned(f.path, f.val, maxU32)
+			r.cwnd = &v
+		case "source":
+			r.source, err = str(f.path, f.val, maxTextLen, false)
+		case "route-type":
+			if r.typ, err = str(f.path, f.val, maxTextLen, false); err == nil {
+				switch r.typ {
+				case "blackhole", "prohibit", "unreachable":
+				default:
+					err = invalid(f.path, "unknown variant `%s`, expected one of `blackhole`, `prohibit`, `unreachable`", r.typ)
+				}
+			}
 		}
 		if err != nil {
 			return nil, err
@@ -718,7 +776,10 @@ func parseDNS(path string, n *yaml.Node) (*dnsConfig, error) {
 			case "search":
 				d.search = append(d.search, s)
 			case "options":
-				return nil, unsupported(p, "dns-resolver options are outside the supported subset")
+				if err := checkDNSOption(p, s); err != nil {
+					return nil, err
+				}
+				d.options = append(d.options, s)
 			}
 		}
 	}

@@ -20,9 +20,7 @@ func checkName(path, name string) error {
 			return unsupported(path, "interface name %q holds %q, which kernel interface names or keyfiles cannot carry", name, c)
 		}
 	}
-	if name == "lo" {
-		return unsupported(path, "the loopback interface is outside the supported subset")
-	}
+
 	return nil
 }
 
@@ -71,6 +69,9 @@ func (st *state) resolve() (map[string]*iface, error) {
 		}
 		if prev, ok := byName[ifc.name]; ok {
 			return nil, unsupported(join(ifc.path, "name"), "interface %q is already defined at %s", ifc.name, prev.path)
+		}
+		if (ifc.name == "lo") != (ifc.typ == "loopback") && ifc.state != "absent" {
+			return nil, unsupported(join(ifc.path, "name"), "only the interface lo, and only as type loopback, is supported for the loopback")
 		}
 		byName[ifc.name] = ifc
 	}
