@@ -18,9 +18,15 @@ type ifaceOpts struct {
 	duplex       string
 	totalVFs     *uint64
 	ethtool      map[string]string // [ethtool] key -> value
+	mptcpFlags   *uint64
 }
 
-var ifaceOptKeys = []string{"profile-name", "identifier", "wait-ip", "lldp", "accept-all-mac-addresses", "ethernet", "ethtool"}
+// mptcpBits are NetworkManager's connection.mptcp-flags for nmstate's
+// address-flags (nm/settings/mptcp.rs); 0x08 (also-without-default-route)
+// is always added, an empty list is 0x01 (disabled).
+var mptcpBits = map[string]uint64{"signal": 0x10, "subflow": 0x20, "backup": 0x40, "fullmesh": 0x80}
+
+var ifaceOptKeys = []string{"profile-name", "identifier", "wait-ip", "lldp", "accept-all-mac-addresses", "ethernet", "ethtool", "mptcp"}
 
 const maxProfileName = 64
 
@@ -67,6 +73,8 @@ func parseIfaceOpt(ifc *iface, f field) error {
 		err = parseEthernet(ifc, f)
 	case "ethtool":
 		err = parseEthtool(ifc, f)
+	case "mptcp":
+		err = parseMptcp(ifc, f)
 	}
 	return err
 }
@@ -185,6 +193,9 @@ func (ifc *iface) writeIfaceOpts(conn *section) []*section {
 	if o.lldp != nil {
 		conn.set("lldp", boolDigit(*o.lldp))
 	}
+	if o.mptcpFlags != nil {
+		conn.set("mptcp-flags", uitoa(*o.mptcpFlags))
+	}
 	var secs []*section
 	if ifc.mac != "" || ifc.mtu != nil || o.acceptAllMAC != nil || o.autoNeg != nil || o.speed != nil || o.duplex != "" {
 		e := newSection("ethernet")
@@ -221,4 +232,37 @@ func (ifc *iface) writeIfaceOpts(conn *section) []*section {
 		secs = append(secs, s)
 	}
 	return secs
+}
+
+// parseMptcp reads mptcp.address-flags. gc refuses flags on a host whose
+// net.mptcp.enabled is 0; this translator writes what gc writes on a host
+// with MPTCP on (docs/nmstate.md).
+func parseMptcp(ifc *iface, f field) error {
+	fs, err := mapping(f.path, f.val, []string{"address-flags"}, nil)
+	if err != nil {
+		return err
+	}
+	for _, e := range fs {
+		items, err := sequence(e.path, e.val, len(mptcpBits))
+		if err != nil {
+			return err
+		}
+		var v uint64 = 0x01
+		if len(items) > 0 {
+			v = 0x08
+		}
+		for i, it := range items {
+			s, err := str(index(e.path, i), it, maxTextLen, true)
+			if err != nil {
+				return err
+			}
+			bit, ok := mptcpBits[s]
+			if !ok {
+				return invalid(index(e.path, i), "unknown variant `%s`, expected one of `signal`, `subflow`, `backup`, `fullmesh`", s)
+			}
+			v |= bit
+		}
+		ifc.opts.mptcpFlags = &v
+	}
+	return nil
 }

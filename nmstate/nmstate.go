@@ -126,15 +126,16 @@ func (ifc *iface) upper(byName map[string]*iface) *iface {
 	if ifc.controller != nil {
 		return ifc.controller
 	}
-	if ifc.vlan != nil {
-		if p, ok := byName[ifc.vlan.base]; ok && p.state != "absent" && p != ifc {
+	if name := ifc.parentName(); name != "" {
+		if p, ok := byName[name]; ok && p.state != "absent" && p != ifc {
 			return p
 		}
 	}
 	return nil
 }
 
-var nmTypes = map[string]string{"ethernet": "802-3-ethernet", "bond": "bond", "linux-bridge": "bridge", "vlan": "vlan", "dummy": "dummy", "loopback": "loopback"}
+var nmTypes = map[string]string{"ethernet": "802-3-ethernet", "bond": "bond", "linux-bridge": "bridge", "vlan": "vlan", "dummy": "dummy", "loopback": "loopback",
+	"vrf": "vrf", "vxlan": "vxlan", "veth": "veth", "infiniband": "infiniband"}
 
 // layout is what gen_conf placed on the profiles: routes, DNS and rules.
 type layout struct {
@@ -160,24 +161,39 @@ func needsLoopback(routes []sanitizedRoute, rules []placedRule) bool {
 func (ifc *iface) sections(pl *layout) []*section {
 	conn := newSection("connection")
 	conn.set("id", ifc.id())
-	conn.set("uuid", UUIDv5(namespaceURL, ifc.typ+"://"+ifc.name))
+	conn.set("uuid", UUIDv5(namespaceURL, cmpOr(ifc.uuidType, ifc.typ)+"://"+ifc.name))
 	conn.set("type", nmTypes[ifc.typ])
 	if !ifc.opts.byMAC {
 		conn.set("interface-name", ifc.name)
 	}
 	conn.set("autoconnect", strconv.FormatBool(ifc.state != "down"))
 	conn.set("autoconnect-slaves", "-1")
-	if ifc.typ == "bond" || ifc.typ == "linux-bridge" {
+	if ifc.typ == "bond" || ifc.typ == "linux-bridge" || ifc.typ == "vrf" {
 		conn.set("autoconnect-slaves", "1")
 	}
 	secs := []*section{conn}
 	if c := ifc.controller; c != nil {
 		conn.set("master", c.name)
-		if c.typ == "bond" {
+		if c.typ == "vrf" {
+			conn.set("slave-type", "vrf")
+			secs = append(secs, ifc.ipSection(false, pl), ifc.ipSection(true, pl))
+		} else if c.typ == "bond" {
 			conn.set("slave-type", "bond")
+			if bp := ifc.bondPortSection(); bp != nil {
+				secs = append(secs, bp)
+			}
 		} else {
 			conn.set("slave-type", "bridge")
-			secs = append(secs, newSection("bridge-port"))
+			bp := newSection("bridge-port")
+			for _, p := range c.br.portConf {
+				if p.name == ifc.name {
+					for k, v := range p.settings {
+						bp.set(k, v)
+					}
+					bp.set("vlans", p.vlans)
+				}
+			}
+			secs = append(secs, bp)
 		}
 	} else {
 		secs = append(secs, ifc.ipSection(false, pl), ifc.ipSection(true, pl))
@@ -192,18 +208,21 @@ func (ifc *iface) sections(pl *layout) []*section {
 		secs = append(secs, b)
 	case "linux-bridge":
 		b := newSection("bridge")
-		if ifc.br != nil {
-			if ifc.br.stp != nil {
-				b.set("stp", strconv.FormatBool(*ifc.br.stp))
+		if br := ifc.br; br != nil {
+			if br.stp != nil {
+				b.set("stp", strconv.FormatBool(*br.stp))
 			}
-			if ifc.br.portsGiven {
-				b.set("vlan-filtering", "false")
+			for k, v := range br.options {
+				b.set(k, v)
+			}
+			if br.portsGiven {
+				b.set("vlan-filtering", strconv.FormatBool(br.filtering()))
 			}
 		}
 		secs = append(secs, b)
 	case "vlan":
 		v := newSection("vlan")
-		v.set("flags", "1")
+		v.set("flags", uitoa(ifc.vlan.flags))
 		v.set("id", strconv.FormatUint(ifc.vlan.id, 10))
 		v.set("parent", ifc.vlan.base)
 		if ifc.vlan.protocol == "802.1ad" {
@@ -212,6 +231,7 @@ func (ifc *iface) sections(pl *layout) []*section {
 		secs = append(secs, v)
 	}
 	secs = append(secs, ifc.writeIfaceOpts(conn)...)
+	secs = append(secs, ifc.kindSections()...)
 	if ifc.desc != nil {
 		u := newSection("user")
 		u.set("nmstate.interface.description", *ifc.desc)
@@ -313,7 +333,7 @@ func (ip *ipConf) method(v6 bool, addrs []string, routes []sanitizedRoute) strin
 // go to the first IP-enabled interface, even one without addresses).
 func checkMethods(profiles []*iface, routes []sanitizedRoute, dns placement, dnsPath string) error {
 	for _, ifc := range profiles {
-		if ifc.controller != nil {
+		if ifc.noIP() {
 			continue
 		}
 		for _, v6 := range []bool{false, true} {

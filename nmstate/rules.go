@@ -185,7 +185,7 @@ func (st *state) ruleIface(r *rule, v6 bool, byName map[string]*iface, routes []
 		if !ok || ifc.state == "absent" || ifc.autoAdded {
 			return "", invalid(join(r.path, "iif"), "The interface %s required by route rule does not exists", r.iif)
 		}
-		if ifc.controller != nil || !ifc.ipEnabled(v6) {
+		if ifc.noIP() || !ifc.ipEnabled(v6) {
 			return "", unsupported(join(r.path, "iif"), "the rule would be stored on %s, whose %s section is disabled or absent", r.iif, map[bool]string{false: "ipv4", true: "ipv6"}[v6])
 		}
 		return r.iif, nil
@@ -193,7 +193,7 @@ func (st *state) ruleIface(r *rule, v6 bool, byName map[string]*iface, routes []
 	table := r.tableID()
 	var cands []string
 	for _, ifc := range st.candidates() {
-		if ifc.controller != nil || !ifc.ipEnabled(v6) {
+		if ifc.noIP() || !ifc.ipEnabled(v6) {
 			continue
 		}
 		has, serves := false, false
@@ -219,7 +219,7 @@ func (st *state) ruleIface(r *rule, v6 bool, byName map[string]*iface, routes []
 		return "", unsupported(r.path, "the rule's table %d is served by %s: nmstate picks one of them at random (a HashSet walk); give it iif, or a table only one interface has routes in", table, strings.Join(cands, ", "))
 	}
 	for _, ifc := range st.candidates() {
-		if ifc.controller == nil && ifc.ipEnabled(v6) && ifc.typ != "loopback" {
+		if !ifc.noIP() && ifc.ipEnabled(v6) && ifc.typ != "loopback" {
 			return ifc.name, nil
 		}
 	}

@@ -76,6 +76,13 @@ func (st *state) resolve() (map[string]*iface, error) {
 		byName[ifc.name] = ifc
 	}
 	defined := len(st.ifaces)
+	for _, ifc := range st.ifaces {
+		if ifc.state != "absent" {
+			if err := ifc.checkPortsConfig(); err != nil {
+				return nil, err
+			}
+		}
+	}
 	for _, ctrl := range st.ifaces[:defined] {
 		var ports []string
 		var path string
@@ -86,10 +93,14 @@ func (st *state) resolve() (map[string]*iface, error) {
 			ports, path = ctrl.bond.ports, ctrl.bond.portsPath
 		case ctrl.br != nil:
 			ports, path = ctrl.br.ports, ctrl.br.portsPath
+		case ctrl.vrf != nil:
+			ports, path = ctrl.vrf.ports, ctrl.vrf.portsPath
 		}
 		for i, name := range ports {
 			p := index(path, i)
 			if ctrl.br != nil {
+				p = join(p, "name")
+			} else if ctrl.bond != nil && ctrl.bond.portsPath == ctrl.bond.portsConfigPath {
 				p = join(p, "name")
 			}
 			if err := checkName(p, name); err != nil {
@@ -106,13 +117,16 @@ func (st *state) resolve() (map[string]*iface, error) {
 				return nil, unsupported(p, "interface %q lists itself as a port", name)
 			case port.state == "absent":
 				return nil, unsupported(p, "port %q is marked absent", name)
-			case port.typ == "bond" || port.typ == "linux-bridge":
-				return nil, unsupported(p, "port %q is itself a controller; nested controllers are outside the supported subset", name)
+			case port.typ == "linux-bridge" || port.typ == "vrf" || (port.typ == "bond" && ctrl.typ != "linux-bridge"):
+				return nil, unsupported(p, "port %q is itself a controller; of nested controllers only a bond in a linux-bridge is supported", name)
 			case port.controller != nil:
 				return nil, unsupported(p, "port %q is already a port of %q", name, port.controller.name)
 			}
 			port.controller = ctrl
 		}
+	}
+	if err := st.addGenerated(byName, defined); err != nil {
+		return nil, err
 	}
 	for _, ifc := range st.ifaces[:defined] {
 		if ifc.state == "absent" {
@@ -169,7 +183,7 @@ func (ifc *iface) check() error {
 	if ifc.ipv6 != nil && ifc.ipv6.enabled && ifc.mtu != nil && *ifc.mtu < minIPv6MTU {
 		return invalid(join(ifc.path, "mtu"), "MTU should be >= %d when IPv6 is enabled on interface %s, but got mtu: %d", minIPv6MTU, ifc.name, *ifc.mtu)
 	}
-	if ifc.controller != nil {
+	if ifc.noIP() {
 		for _, ip := range []*ipConf{ifc.ipv4, ifc.ipv6} {
 			if ip != nil && ip.enabled {
 				p := join(ip.path, "enabled")
@@ -183,12 +197,27 @@ func (ifc *iface) check() error {
 		}
 	}
 	switch ifc.typ {
+	case "linux-bridge":
+		if br := ifc.br; br != nil && br.pvidPath != "" && br.pvid != 1 && !br.filtering() {
+			return invalid(br.pvidPath, "Linux bridge %s has vlan-default-pvid different than 1 but VLAN filtering is not enabled.", ifc.name)
+		}
 	case "bond":
 		return ifc.checkBond()
 	case "vlan":
 		return ifc.checkVlan()
 	}
 	return nil
+}
+
+// filtering: NetworkManager's vlan-filtering, on when a port has a vlan
+// block.
+func (br *bridgeConf) filtering() bool {
+	for _, p := range br.portConf {
+		if p.hasVLAN {
+			return true
+		}
+	}
+	return false
 }
 
 func (ifc *iface) checkBond() error {
@@ -203,8 +232,8 @@ func (ifc *iface) checkBond() error {
 	if b.miimon > 0 && b.arpIntvl > 0 {
 		return invalid(b.optsPath, "Bond miimon and arp interval are not compatible options.")
 	}
-	if b.arpIntvl > 0 {
-		return unsupported(join(b.optsPath, "arp_interval"), "NetworkManager needs arp_ip_target with arp_interval, and arp_ip_target is outside the supported subset")
+	if _, ok := b.options["arp_ip_target"]; b.arpIntvl > 0 && !ok {
+		return unsupported(join(b.optsPath, "arp_interval"), "NetworkManager needs arp_ip_target with arp_interval")
 	}
 	// NetworkManager's bond setting verification, which nmstate leaves to
 	// NetworkManager: refusing here keeps every rendered file loadable.
@@ -304,4 +333,43 @@ func (ifc *iface) checkParent(byName map[string]*iface) error {
 		return invalid(p, "Interface %s cannot be in up state as its parent %s has been marked as absent", ifc.name, parent.name)
 	}
 	return unsupported(p, "a down VLAN over the absent %s, which nmstate would mark absent as well", parent.name)
+}
+
+// noIP: ports of a bond or bridge carry no IP sections (a VRF port keeps
+// its own).
+func (ifc *iface) noIP() bool {
+	return ifc.controller != nil && ifc.controller.typ != "vrf"
+}
+
+// addGenerated adds what gen_conf derives from the defined interfaces: the
+// peer profile of a veth (IP disabled) and copy-mac-from's address.
+func (st *state) addGenerated(byName map[string]*iface, defined int) error {
+	for _, ifc := range st.ifaces[:defined] {
+		if ifc.state == "absent" {
+			continue
+		}
+		if ifc.typ == "veth" && ifc.vethPeer != "" {
+			p := join(ifc.path, "veth.peer")
+			if err := checkName(p, ifc.vethPeer); err != nil {
+				return err
+			}
+			if _, ok := byName[ifc.vethPeer]; ok {
+				return unsupported(p, "a veth peer defined in the same state is outside the supported subset")
+			}
+			peer := &iface{path: p, name: ifc.vethPeer, typ: "veth", state: "up", vethPeer: ifc.name,
+				ipv4: &ipConf{}, ipv6: &ipConf{}, generated: true}
+			byName[peer.name] = peer
+			st.ifaces = append(st.ifaces, peer)
+		} else if ifc.typ == "veth" {
+			return invalid(ifc.path, "veth interface %s needs veth.peer", ifc.name)
+		}
+		if ifc.copyMAC != "" {
+			src, ok := byName[ifc.copyMAC]
+			if !ok || src.mac == "" {
+				return invalid(ifc.copyMACPath, "Failed to find mac address of interface %s for copy-mac-from of iface %s", ifc.copyMAC, ifc.name)
+			}
+			ifc.mac = src.mac
+		}
+	}
+	return nil
 }
