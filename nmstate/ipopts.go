@@ -24,6 +24,9 @@ type ipOpts struct {
 var ipOptKeys = []string{"auto-dns", "auto-routes", "auto-gateway", "auto-route-table-id", "auto-route-metric",
 	"dhcp-client-id", "dhcp-duid", "addr-gen-mode", "dhcp-send-hostname", "dhcp-custom-hostname", "token"}
 
+// ipv6OnlyKeys are refused under ipv4 as nmstate refuses them.
+var ipv6OnlyKeys = []string{"dhcp-duid", "token", "addr-gen-mode"}
+
 // nmClientIDs and nmDUIDs are the words NetworkManager takes for
 // ipv4.dhcp-client-id / ipv6.dhcp-duid besides hex bytes; nmstate passes
 // any text through, NetworkManager refuses the rest ("invalid DUID").

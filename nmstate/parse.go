@@ -397,7 +397,12 @@ func parseIface(path string, n *yaml.Node) (*iface, error) {
 }
 
 func parseIP(path string, n *yaml.Node, v6 bool) (*ipConf, error) {
-	known := append([]string{"enabled", "dhcp", "address"}, ipOptKeys...)
+	known := []string{"enabled", "dhcp", "address"}
+	for _, k := range ipOptKeys {
+		if !slices.Contains(map[bool][]string{false: ipv6OnlyKeys, true: {"dhcp-client-id"}}[v6], k) {
+			known = append(known, k)
+		}
+	}
 	other := otherIPKeys
 	if v6 {
 		known = append(known, "autoconf")

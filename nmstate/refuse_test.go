@@ -11,7 +11,7 @@ type refusal struct {
 	in     string
 	path   string
 	kind   string
-	reason string // a part of nmstate's message (NMSTATE.md section 8)
+	reason string // a part of nmstate's message (docs/nmstate.md, Refusals)
 }
 
 func checkRefusal(t *testing.T, c refusal) {
@@ -37,8 +37,8 @@ func checkRefusal(t *testing.T, c refusal) {
 
 const eth0v4 = "interfaces:\n- {name: eth0, type: ethernet, state: up, ipv4: {enabled: true, address: [{ip: 192.0.2.2, prefix-length: 24}]}, ipv6: {enabled: false}}\n"
 
-// TestRefusalsOfNmstate has one case (or more) per row of NMSTATE.md
-// section 8, inputs nmstate itself refuses, and the VLAN orphan check read
+// TestRefusalsOfNmstate has one case (or more) per refusal docs/nmstate.md
+// lists under "Refusals" (inputs nmstate itself refuses), and the VLAN orphan check read
 // from nmstate's source (ifaces/inter_ifaces.rs).
 func TestRefusalsOfNmstate(t *testing.T) {
 	const ia, ni, ns = KindInvalidArgument, KindNotImplemented, KindNotSupported
