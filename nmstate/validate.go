@@ -2,7 +2,9 @@ package nmstate
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -143,6 +145,11 @@ func (st *state) resolve() (map[string]*iface, error) {
 }
 
 func (ifc *iface) check() error {
+	if ifc.opts.byMAC && ifc.typ != "ethernet" {
+		// NetworkManager matches only ethernet profiles by MAC; any other
+		// type without interface-name is refused on load.
+		return unsupported(join(ifc.path, "identifier"), "identifier: mac-address on a %s interface: NetworkManager needs interface-name for it", ifc.typ)
+	}
 	if ifc.mtu != nil && *ifc.mtu > maxU32 {
 		return unsupported(join(ifc.path, "mtu"), "mtu %d does not fit NetworkManager's 32-bit mtu", *ifc.mtu)
 	}
@@ -247,10 +254,34 @@ func (ifc *iface) checkBond() error {
 			}
 		}
 	}
-	if _, ok := b.options["lacp_rate"]; ok && b.mode != "802.3ad" {
-		return unsupported(join(b.optsPath, "lacp_rate"), "NetworkManager accepts 'lacp_rate' only with mode 802.3ad")
+	for _, k := range slices.Sorted(maps.Keys(b.options)) {
+		if modes, ok := bondOptionModes[k]; ok && !slices.Contains(modes, b.mode) {
+			return unsupported(join(b.optsPath, k), "NetworkManager accepts '%s' only with mode %s (it drops it otherwise)", k, strings.Join(modes, ", "))
+		}
 	}
 	return nil
+}
+
+// bondOptionModes are the modes NetworkManager keeps a bond option in
+// (libnm's bond option table); with any other mode it drops the option on
+// load, which nmcli --offline shows.
+var bondOptionModes = map[string][]string{
+	"lacp_rate": {"802.3ad"}, "ad_actor_sys_prio": {"802.3ad"}, "ad_actor_system": {"802.3ad"},
+	"ad_select": {"802.3ad"}, "ad_user_port_key": {"802.3ad"},
+	"tlb_dynamic_lb":    {"balance-tlb"},
+	"arp_interval":      {"balance-rr", "active-backup", "balance-xor", "broadcast"},
+	"arp_ip_target":     {"balance-rr", "active-backup", "balance-xor", "broadcast"},
+	"arp_validate":      {"balance-rr", "active-backup", "balance-xor", "broadcast"},
+	"arp_all_targets":   {"balance-rr", "active-backup", "balance-xor", "broadcast"},
+	"arp_missed_max":    {"balance-rr", "active-backup", "balance-xor", "broadcast"},
+	"fail_over_mac":     {"active-backup"},
+	"num_grat_arp":      {"active-backup"},
+	"num_unsol_na":      {"active-backup"},
+	"primary_reselect":  {"active-backup", "balance-tlb", "balance-alb"},
+	"packets_per_slave": {"balance-rr"},
+	"xmit_hash_policy":  {"balance-xor", "802.3ad", "balance-tlb"},
+	"lp_interval":       {"balance-tlb", "balance-alb"},
+	"resend_igmp":       {"balance-rr", "active-backup", "balance-tlb", "balance-alb"},
 }
 
 func (ifc *iface) checkVlan() error {
