@@ -56,6 +56,14 @@ func GenerateKeyfiles(desired []byte) ([]Keyfile, error) {
 	if _, ok := byName["lo"]; !ok && needsLoopback(routes, rules) {
 		profiles = append(profiles, loopback())
 	}
+	ids := map[string]*iface{}
+	for _, ifc := range profiles {
+		if prev, ok := ids[ifc.id()]; ok {
+			// gc would list two profiles under one file name.
+			return nil, unsupported(join(ifc.path, "profile-name"), "profile %q of %s is also the profile of %s", ifc.id(), ifc.name, prev.name)
+		}
+		ids[ifc.id()] = ifc
+	}
 	pl := &layout{routes: routes, dns: dns, rules: rules}
 	dnsPath := ""
 	if st.dns != nil {
