@@ -13,7 +13,7 @@ import (
 // Bond options (ifaces/bond.rs, settings/bond.rs): written under their
 // kernel names; enums by name even when given by number.
 var (
-	bondU32Options  = []string{"miimon", "updelay", "downdelay", "arp_interval", "min_links", "resend_igmp", "num_grat_arp", "num_unsol_na", "packets_per_slave", "ad_actor_sys_prio", "ad_user_port_key", "lp_interval", "peer_notif_delay", "arp_missed_max"}
+	bondU32Options  = []string{"miimon", "updelay", "downdelay", "arp_interval", "min_links", "resend_igmp", "num_grat_arp", "num_unsol_na", "packets_per_slave", "ad_actor_sys_prio", "ad_user_port_key", "lp_interval", "peer_notif_delay"}
 	bondBoolOptions = []string{"tlb_dynamic_lb", "use_carrier"}
 	bondEnumOptions = map[string][]string{
 		"xmit_hash_policy":  {"layer2", "layer3+4", "layer2+3", "encap2+3", "encap3+4", "vlan+srcmac"},
@@ -25,8 +25,9 @@ var (
 		"ad_select":         {"stable", "bandwidth", "count"},
 		"all_slaves_active": {"dropped", "delivered"}, // written as its number
 	}
-	bondTextOptions  = []string{"primary", "ad_actor_system", "arp_ip_target"}
-	otherBondOptions = []string{"balance-slb", "ns_ip6_target"}
+	bondTextOptions = []string{"primary", "ad_actor_system", "arp_ip_target"}
+	// arp_missed_max: NetworkManager 1.42 drops it on load.
+	otherBondOptions = []string{"balance-slb", "ns_ip6_target", "arp_missed_max"}
 )
 
 // bondOptionKeys is every option parseBondOption reads.
@@ -51,10 +52,6 @@ func parseBondOption(b *bondConf, o field) error {
 			b.miimon = v
 		case "arp_interval":
 			b.arpIntvl = v
-		case "arp_missed_max":
-			if v == 2 {
-				return nil // nmstate leaves the kernel default out
-			}
 		}
 		b.options[o.key] = uitoa(v)
 	case slices.Contains(bondBoolOptions, o.key):

@@ -105,7 +105,7 @@ func genState(data []byte) string {
 				fmt.Fprintf(&b, "    options: {%s}\n", c.pick("miimon: 100", "miimon: 100, updelay: 200", "primary: eth1", "lacp_rate: fast", "xmit_hash_policy: layer2+3", "arp_interval: 100", "downdelay: 100",
 					"miimon: 100, primary_reselect: better", "fail_over_mac: 2", "arp_interval: 500, arp_ip_target: '192.0.2.1,192.0.2.2', arp_validate: all, arp_all_targets: any",
 					"ad_select: count, min_links: 1", "all_slaves_active: delivered", "resend_igmp: 2, num_grat_arp: 3", "tlb_dynamic_lb: false", "ad_actor_system: '02:00:00:00:00:0a', ad_actor_sys_prio: 10",
-					"packets_per_slave: 4", "use_carrier: true", "arp_missed_max: 3", "lp_interval: 2, peer_notif_delay: 100"))
+					"packets_per_slave: 4", "use_carrier: true", "lp_interval: 2, peer_notif_delay: 100"))
 			}
 			if c.n(3) == 0 {
 				b.WriteString("    ports-config: [{name: eth1, queue-id: 3}, {name: eth2, priority: 5}]\n")

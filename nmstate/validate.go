@@ -273,7 +273,6 @@ var bondOptionModes = map[string][]string{
 	"arp_ip_target":     {"balance-rr", "active-backup", "balance-xor", "broadcast"},
 	"arp_validate":      {"balance-rr", "active-backup", "balance-xor", "broadcast"},
 	"arp_all_targets":   {"balance-rr", "active-backup", "balance-xor", "broadcast"},
-	"arp_missed_max":    {"balance-rr", "active-backup", "balance-xor", "broadcast"},
 	"fail_over_mac":     {"active-backup"},
 	"num_grat_arp":      {"active-backup"},
 	"num_unsol_na":      {"active-backup"},
