@@ -170,11 +170,12 @@ func checkSearch(path, s string) error {
 }
 
 // candidates are the desired, non-absent interfaces in document order;
-// auto-added ports have no IP and never qualify.
+// auto-added ports and generated veth peers have no IP and never qualify,
+// and nmstate skips the loopback for DNS and rules.
 func (st *state) candidates() []*iface {
 	var out []*iface
 	for _, ifc := range st.ifaces {
-		if ifc.state != "absent" && !ifc.autoAdded {
+		if ifc.state != "absent" && !ifc.autoAdded && !ifc.generated && ifc.typ != "loopback" {
 			out = append(out, ifc)
 		}
 	}

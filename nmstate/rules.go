@@ -91,8 +91,8 @@ func parseRule(path string, n *yaml.Node) (*rule, error) {
 }
 
 // placeRules renders route-rules.config and picks the profile section
-// each rule goes to (nm/route_rule.rs in gen_conf mode, docs/nmstate.md
-// "Route rules"). needLo reports that a generated lo profile carries some.
+// each rule goes to (docs/nmstate.md, route-rules row of the subset table);
+// a rule placed on "lo" makes the caller add gen_conf's lo profile.
 func (st *state) placeRules(byName map[string]*iface, routes []sanitizedRoute) ([]placedRule, error) {
 	var maxPrio uint64 = 29999
 	for _, r := range st.rules {
@@ -219,7 +219,7 @@ func (st *state) ruleIface(r *rule, v6 bool, byName map[string]*iface, routes []
 		return "", unsupported(r.path, "the rule's table %d is served by %s: nmstate picks one of them at random (a HashSet walk); give it iif, or a table only one interface has routes in", table, strings.Join(cands, ", "))
 	}
 	for _, ifc := range st.candidates() {
-		if !ifc.noIP() && ifc.ipEnabled(v6) && ifc.typ != "loopback" {
+		if !ifc.noIP() && ifc.ipEnabled(v6) {
 			return ifc.name, nil
 		}
 	}
