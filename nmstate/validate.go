@@ -204,6 +204,18 @@ func (ifc *iface) check() error {
 		}
 	}
 	switch ifc.typ {
+	case "loopback":
+		// gen_conf merges the loopback with its synthetic current state;
+		// only a desired lo that already holds those addresses is certain
+		// to come out as written.
+		for _, want := range []struct {
+			ip *ipConf
+			a  string
+		}{{ifc.ipv4, "127.0.0.1/8"}, {ifc.ipv6, "::1/128"}} {
+			if want.ip == nil || !slices.Contains(want.ip.addrStrings(), want.a) {
+				return unsupported(ifc.path, "a loopback whose ipv4 and ipv6 do not list 127.0.0.1/8 and ::1/128 (nmstate merges it with lo's current addresses)")
+			}
+		}
 	case "linux-bridge":
 		if br := ifc.br; br != nil && br.pvidPath != "" && br.pvid != 1 && !br.filtering() {
 			return invalid(br.pvidPath, "Linux bridge %s has vlan-default-pvid different than 1 but VLAN filtering is not enabled.", ifc.name)
