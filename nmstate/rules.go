@@ -191,7 +191,7 @@ func (st *state) ruleIface(r *rule, v6 bool, byName map[string]*iface, routes []
 		return r.iif, nil
 	}
 	table := r.tableID()
-	var cands []string
+	var cands, unsure []string
 	for _, ifc := range st.candidates() {
 		if ifc.noIP() || !ifc.ipEnabled(v6) {
 			continue
@@ -205,8 +205,14 @@ func (st *state) ruleIface(r *rule, v6 bool, byName map[string]*iface, routes []
 				}
 			}
 		}
-		if at := ifc.ipConf(v6).opts.autoTable; table == mainTable && (at == nil || *at == mainTable) {
+		// An interface counts as its auto-route-table-id's table (254
+		// when not given), whatever its routes.
+		at := ifc.ipConf(v6).opts.autoTable
+		if (at == nil && table == mainTable) || (at != nil && *at == table) {
 			serves = true
+			if !has && at != nil && table != mainTable {
+				unsure = append(unsure, ifc.name)
+			}
 		}
 		if has && serves {
 			cands = append(cands, ifc.name)
@@ -217,6 +223,10 @@ func (st *state) ruleIface(r *rule, v6 bool, byName map[string]*iface, routes []
 		return cands[0], nil
 	case len(cands) > 1:
 		return "", unsupported(r.path, "the rule's table %d is served by %s: nmstate picks one of them at random (a HashSet walk); give it iif, or a table only one interface has routes in", table, strings.Join(cands, ", "))
+	case len(unsure) > 0:
+		// No vector shows where gc puts such a rule: refuse rather than
+		// guess.
+		return "", unsupported(r.path, "the rule's table %d is the auto-route-table-id of %s, which has no routes: where gc places this rule is not verified; give it iif", table, strings.Join(unsure, ", "))
 	}
 	for _, ifc := range st.candidates() {
 		if !ifc.noIP() && ifc.ipEnabled(v6) {
