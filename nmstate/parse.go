@@ -149,7 +149,7 @@ var (
 		"controller", "ovs-db", "802.1x",
 		"dispatch", "sriov", "bridge", "link-aggregation", "vlan", "mac-vlan",
 		"mac-vtap", "ipvlan", "macsec", "hsr", "team", "loopback", "libreswan", "patch", "dpdk"}
-	otherIPKeys    = []string{"allow-extra-address", "mptcp-flags"}
+	otherIPKeys    = []string{"allow-extra-address"}
 	supportedTypes = []string{"ethernet", "bond", "linux-bridge", "vlan", "dummy", "loopback", "vrf", "vxlan", "veth", "infiniband"}
 	otherTypes     = []string{"ovs-bridge", "ovs-interface", "team", "mac-vlan", "mac-vtap",
 		"macsec", "ipsec", "hsr", "ipvlan", "xfrm", "unknown", "other", "tun"}
