@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nodereg/nodereg/nmstate"
@@ -19,7 +17,7 @@ import (
 type Plan struct {
 	Configurator string
 	Digested     []byte    // nil for none
-	Keyfiles     []Keyfile // sorted by name
+	Keyfiles     []Keyfile // in the generator's order (gc's listing order), see docs/nmstate.md
 	Applicator   []byte    // yip file, nil for none
 	// Generator is what produced the keyfiles (Generator* constants);
 	// for nmstate it also picks the live apply: nmstatectl's checkpoint
@@ -115,7 +113,6 @@ func (a *Applier) PlanKeyfiles(ctx context.Context, r *Rendered) (*Plan, error) 
 	if !p.nmstatectlLive() {
 		p.Live = a.keyfileCommands(tools.Nmcli, p.Keyfiles)
 	}
-	slices.SortFunc(p.Keyfiles, func(x, y Keyfile) int { return strings.Compare(x.Name, y.Name) })
 	var err error
 	if p.Applicator, err = buildApplicator(p.paths.KeyfileDir, p.Keyfiles); err != nil {
 		return nil, fmt.Errorf("plan network (%s): %w", r.Configurator, err)

@@ -10,7 +10,7 @@ import (
 
 // TestLenientGolden rewrites golden inputs the way nmstate's lenient
 // deserialisers accept (booleans as words or numbers, integers as strings,
-// bond mode as a number, JSON instead of YAML) and expects NMSTATE.md's
+// bond mode as a number, JSON instead of YAML) and expects the vectors'
 // unchanged output.
 func TestLenientGolden(t *testing.T) {
 	for _, c := range []struct {
@@ -98,7 +98,7 @@ func lacks(t *testing.T, text, sec string, prefixes ...string) {
 	}
 }
 
-// TestDocumentedRules checks single statements of NMSTATE.md sections 4-7
+// TestDocumentedRules checks single statements of docs/nmstate.md (subset table)
 // that the vectors do not cover.
 func TestDocumentedRules(t *testing.T) {
 	t.Run("enabled defaults to false", func(t *testing.T) {
@@ -210,7 +210,7 @@ func TestDocumentedRules(t *testing.T) {
 		}
 	})
 	t.Run("integers read as yaml-rust and Rust read them", func(t *testing.T) {
-		// Not from NMSTATE.md: yaml-rust reads 01500 as decimal and 0o as
+		// Not from the vectors: yaml-rust reads 01500 as decimal and 0o as
 		// octal (yaml.v3 alone would read 01500 as octal); nmstate reads
 		// "+1500" with Rust's parse, which takes a leading plus.
 		for in, want := range map[string]string{"01500": "mtu=1500", "0o2734": "mtu=1500", "'+1500'": "mtu=1500", "0x5dc": "mtu=1500"} {
@@ -221,7 +221,7 @@ func TestDocumentedRules(t *testing.T) {
 		}
 	})
 	t.Run("scalars read as serde_yaml 0.8 reads them", func(t *testing.T) {
-		// Not from NMSTATE.md: serde_yaml's visit_untagged_str. A plain
+		// Not from the vectors: serde_yaml's visit_untagged_str. A plain
 		// number is not a name, 0b is binary; NULL, True and an empty
 		// value differ between serde_yaml 0.8 and 0.9 and are refused
 		// unless quoted.
@@ -256,7 +256,7 @@ func TestDocumentedRules(t *testing.T) {
 	})
 }
 
-// TestUUIDCheckValues: NMSTATE.md section 3's check values.
+// TestUUIDCheckValues: uuids gen_conf wrote (testdata/golden, testdata/vectors).
 func TestUUIDCheckValues(t *testing.T) {
 	for in, want := range map[string]string{
 		"ethernet://eth0":    "dfd202f5-562f-5f07-8f2a-a7717756fb70",
@@ -274,7 +274,7 @@ func TestUUIDCheckValues(t *testing.T) {
 	}
 }
 
-// TestDNSPlacement: NMSTATE.md section 6.
+// TestDNSPlacement: docs/nmstate.md, dns-resolver row of the subset table.
 func TestDNSPlacement(t *testing.T) {
 	t.Run("static interface preferred over an earlier DHCP one", func(t *testing.T) {
 		kfs, err := GenerateKeyfiles([]byte("interfaces:\n- {name: eth0, ipv4: {enabled: true, dhcp: true}}\n- {name: eth1, ipv4: {enabled: true, address: [{ip: 192.0.2.2, prefix-length: 24}]}}\ndns-resolver:\n  config: {server: [192.0.2.53]}"))

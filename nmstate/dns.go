@@ -2,6 +2,8 @@ package nmstate
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -14,7 +16,29 @@ const (
 type dnsKeys struct {
 	servers  []string
 	search   []string
+	options  []string
 	priority int
+}
+
+// dnsOptions are the resolv.conf options nmstate takes (dns.rs); those in
+// dnsValueOptions take ":n".
+var (
+	dnsOptions = []string{"debug", "edns0", "inet6", "ip6-bytestring", "ip6-dotint", "no-aaaa", "no-check-names",
+		"no-ip6-dotint", "no-reload", "no-tld-query", "rotate", "single-request", "single-request-reopen", "trust-ad", "use-vc"}
+	dnsValueOptions = []string{"ndots", "timeout", "attempts"}
+)
+
+func checkDNSOption(path, o string) error {
+	name, val, hasVal := strings.Cut(o, ":")
+	ok := !hasVal && slices.Contains(dnsOptions, o)
+	if hasVal && slices.Contains(dnsValueOptions, name) {
+		n, err := strconv.ParseUint(val, 10, 8)
+		ok = err == nil && val[0] != '+' && n <= 255
+	}
+	if !ok {
+		return invalid(path, "Unsupported DNS option %s, only support these without value: %s and these with values: ndots:n, timeout:n, attempts", o, strings.Join(dnsOptions, ", "))
+	}
+	return nil
 }
 
 // placement maps interface name -> family (false v4, true v6) -> keys.
@@ -51,14 +75,14 @@ func (st *state) placeDNS() (placement, error) {
 		}
 	}
 	if len(servers) == 0 {
-		if len(d.search) == 0 {
+		if len(d.search) == 0 && len(d.options) == 0 {
 			return out, nil
 		}
 		name, v6, ok := st.searchOnlyIface()
 		if !ok {
 			return nil, invalid(join(d.path, "search"), "Failed to find suitable(IP enabled) interface for DNS searches '%s'", strings.Join(d.search, " "))
 		}
-		out.set(name, v6, &dnsKeys{search: d.search, priority: dnsPriorityPreferred})
+		out.set(name, v6, &dnsKeys{search: d.search, options: d.options, priority: dnsPriorityPreferred})
 		return out, nil
 	}
 	if len(servers) > 2 && mixed(servers) {
@@ -88,7 +112,7 @@ func (st *state) placeDNS() (placement, error) {
 		}
 		k := &dnsKeys{servers: fam.servers, priority: dnsPriorityOther}
 		if fam.v6 == preferV6 {
-			k.search, k.priority = d.search, dnsPriorityPreferred
+			k.search, k.options, k.priority = d.search, d.options, dnsPriorityPreferred
 		}
 		out.set(name, fam.v6, k)
 	}
@@ -146,11 +170,12 @@ func checkSearch(path, s string) error {
 }
 
 // candidates are the desired, non-absent interfaces in document order;
-// auto-added ports have no IP and never qualify.
+// auto-added ports and generated veth peers have no IP and never qualify,
+// and nmstate skips the loopback for DNS and rules.
 func (st *state) candidates() []*iface {
 	var out []*iface
 	for _, ifc := range st.ifaces {
-		if ifc.state != "absent" && !ifc.autoAdded {
+		if ifc.state != "absent" && !ifc.autoAdded && !ifc.generated && ifc.typ != "loopback" {
 			out = append(out, ifc)
 		}
 	}
@@ -162,7 +187,7 @@ func (st *state) candidates() []*iface {
 // valid one (static with an address, or dynamic).
 func (st *state) dnsIface(v6 bool) (string, bool) {
 	for _, ifc := range st.candidates() {
-		if ifc.ipConf(v6).isStatic(v6) {
+		if ip := ifc.ipConf(v6); ip.isStatic(v6) || (ip.isAuto(v6) && ip.opts.autoDNS != nil && !*ip.opts.autoDNS) {
 			return ifc.name, true
 		}
 	}

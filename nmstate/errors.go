@@ -27,11 +27,19 @@ type Error struct {
 	Reason string
 }
 
+// unsupportedHint tells the operator where an Unsupported input can go:
+// nmstate itself may take it (docs/nmstate.md, "Outside the subset").
+const unsupportedHint = " (outside the built-in translator's subset, see docs/nmstate.md; nmstatectl gc may accept it: install nmstatectl and use --nmstate=nmstatectl)"
+
 func (e *Error) Error() string {
-	if e.Path == "" {
-		return fmt.Sprintf("nmstate: %s: %s", e.Kind, e.Reason)
+	hint := ""
+	if e.Kind == KindUnsupported {
+		hint = unsupportedHint
 	}
-	return fmt.Sprintf("nmstate: %s: %s: %s", e.Path, e.Kind, e.Reason)
+	if e.Path == "" {
+		return fmt.Sprintf("nmstate: %s: %s%s", e.Kind, e.Reason, hint)
+	}
+	return fmt.Sprintf("nmstate: %s: %s: %s%s", e.Path, e.Kind, e.Reason, hint)
 }
 
 // Unwrap lets errors.Is(err, ErrUnsupported) pick out the refusals that

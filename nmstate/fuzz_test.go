@@ -26,6 +26,16 @@ func FuzzGenerateKeyfiles(f *testing.F) {
 	f.Add([]byte(eth0v4 + "routes:\n  config:\n  - {destination: 0.0.0.0/0, next-hop-interface: eth0, weight: 3}\ndns-resolver:\n  config: {server: [192.0.2.53], search: [a.example]}"))
 	f.Add([]byte("interfaces:\n- {name: bond0, type: bond, link-aggregation: {mode: 4, options: {miimon: 100, lacp_rate: 1}, port: [eth1, eth2]}}"))
 	f.Add([]byte{0x31, 0x02, 0x07, 0x00, 0xff, 0x10, 0x33})
+	// Every gen_conf vector seeds the corpus, so the fuzzer starts from
+	// inputs that reach every key of the subset.
+	vecs, _ := filepath.Glob("testdata/vectors/*/input.yaml")
+	for _, in := range vecs {
+		b, err := os.ReadFile(in)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		checkRenderOrRefuse(t, data)
 		checkRenderOrRefuse(t, []byte(genState(data)))

@@ -74,6 +74,7 @@ func genState(data []byte) string {
 		if c.n(4) == 0 {
 			fmt.Fprintf(&b, "  description: '%s'\n", c.pick("uplink port", "", "Main-NIC", "a=b [x] ;#"))
 		}
+		genIfaceOpts(c, &b, name)
 		for _, fam := range []string{"ipv4", "ipv6"} {
 			if c.n(4) == 0 {
 				continue
@@ -85,6 +86,7 @@ func genState(data []byte) string {
 			if fam == "ipv6" && c.n(4) == 0 {
 				fmt.Fprintf(&b, "    autoconf: %s\n", genBool[c.n(len(genBool))])
 			}
+			genIPOpts(c, &b, fam)
 			if n := c.n(4); n > 0 {
 				b.WriteString("    address:\n")
 				for j := 0; j < n; j++ {
@@ -100,19 +102,34 @@ func genState(data []byte) string {
 		case "bond":
 			fmt.Fprintf(&b, "  link-aggregation:\n    mode: %s\n", c.pick("active-backup", "balance-rr", "802.3ad", "balance-xor", "4", "balance-alb", "broadcast"))
 			if c.maybe() {
-				fmt.Fprintf(&b, "    options: {%s}\n", c.pick("miimon: 100", "miimon: 100, updelay: 200", "primary: eth1", "lacp_rate: fast", "xmit_hash_policy: layer2+3", "arp_interval: 100", "downdelay: 100"))
+				fmt.Fprintf(&b, "    options: {%s}\n", c.pick("miimon: 100", "miimon: 100, updelay: 200", "primary: eth1", "lacp_rate: fast", "xmit_hash_policy: layer2+3", "arp_interval: 100", "downdelay: 100",
+					"miimon: 100, primary_reselect: better", "fail_over_mac: 2", "arp_interval: 500, arp_ip_target: '192.0.2.1,192.0.2.2', arp_validate: all, arp_all_targets: any",
+					"ad_select: count, min_links: 1", "all_slaves_active: delivered", "resend_igmp: 2, num_grat_arp: 3", "tlb_dynamic_lb: false", "ad_actor_system: '02:00:00:00:00:0a', ad_actor_sys_prio: 10",
+					"packets_per_slave: 4", "use_carrier: true", "lp_interval: 2, peer_notif_delay: 100"))
+			}
+			if c.n(3) == 0 {
+				b.WriteString("    ports-config: [{name: eth1, queue-id: 3}, {name: eth2, priority: 5}]\n")
+				if c.maybe() {
+					break
+				}
 			}
 			fmt.Fprintf(&b, "    port: [%s]\n", c.pick("", "eth1", "eth1, eth2", "eth2"))
 		case "linux-bridge":
 			b.WriteString("  bridge:\n")
 			if c.maybe() {
-				fmt.Fprintf(&b, "    options: {stp: {enabled: %s}}\n", genBool[c.n(len(genBool))])
+				fmt.Fprintf(&b, "    options: {stp: {enabled: %s%s}%s}\n", genBool[c.n(len(genBool))],
+					c.pick("", ", forward-delay: 10, hello-time: 3", ", max-age: 25, priority: 4096"),
+					c.pick("", ", mac-ageing-time: 600", ", group-fwd-mask: 8", ", hash-max: 1024, multicast-snooping: false", ", multicast-router: 2, multicast-querier: true",
+						", vlan-protocol: 802.1ad", ", vlan-default-pvid: 10", ", multicast-query-interval: 12000, multicast-startup-query-count: 3"))
 			}
 			if c.maybe() {
-				fmt.Fprintf(&b, "    port: [%s]\n", c.pick("", "{name: eth1}", "{name: eth2}, {name: eth1}"))
+				fmt.Fprintf(&b, "    %s: [%s]\n", c.pick("port", "ports"), c.pick("", "{name: eth1}", "{name: eth2}, {name: eth1}", "{name: eth1, stp-priority: 40, stp-path-cost: 200, stp-hairpin-mode: true}",
+					"{name: eth1, vlan: {mode: access, tag: 30}}", "{name: eth1, vlan: {mode: trunk, enable-native: true, tag: 10, trunk-tags: [{id: 101}, {id-range: {min: 200, max: 299}}]}}",
+					"{name: bond0}"))
 			}
 		case "vlan":
-			fmt.Fprintf(&b, "  vlan: {base-iface: %s, id: %s}\n", c.pick("eth0", "eth1", "bond0"), c.pick("0", "1", "100", "4094", "'7'"))
+			fmt.Fprintf(&b, "  vlan: {base-iface: %s, id: %s%s}\n", c.pick("eth0", "eth1", "bond0"), c.pick("0", "1", "100", "4094", "'7'"),
+				c.pick("", ", reorder-headers: false", ", loose-binding: true", ", registration-protocol: mvrp", ", protocol: 802.1ad", ", registration-protocol: gvrp"))
 		}
 	}
 	if c.maybe() {
@@ -138,12 +155,27 @@ func genState(data []byte) string {
 			if c.n(4) == 0 {
 				fmt.Fprintf(&b, "    weight: %s\n", c.pick("1", "256", "10"))
 			}
+			if c.n(4) == 0 {
+				fmt.Fprintf(&b, "    %s\n", c.pick("cwnd: 20", "source: 192.0.2.10", "source: '2001:db8::10'"))
+			}
+		}
+		if c.n(4) == 0 {
+			fmt.Fprintf(&b, "  - {destination: '%s', route-type: %s}\n", c.pick("198.51.100.192/28", "2001:db8:9::/48"), c.pick("blackhole", "prohibit", "unreachable"))
+		}
+	}
+	if c.n(3) == 0 {
+		b.WriteString("route-rules:\n  config:\n")
+		for j, n := 0, 1+c.n(3); j < n; j++ {
+			fmt.Fprintf(&b, "  - {%s%s%s}\n", c.pick("ip-from: 192.0.2.0/24", "ip-to: '2001:db8:7::/48'", "family: ipv4, fwmark: 32, fwmask: 240", "ip-to: 198.51.100.130/26, ip-from: 192.0.2.7", "family: ipv6"),
+				c.pick("", ", priority: 3000", ", priority: 31000"),
+				c.pick("", ", route-table: 100", ", action: blackhole", ", route-table: 254, suppress-prefix-length: 0", ", iif: "+ifNames[c.n(len(ifNames))]))
 		}
 	}
 	if c.maybe() {
-		fmt.Fprintf(&b, "dns-resolver:\n  config:\n    server: [%s]\n    search: [%s]\n",
+		fmt.Fprintf(&b, "dns-resolver:\n  config:\n    server: [%s]\n    search: [%s]\n    options: [%s]\n",
 			c.pick("", "192.0.2.53", "'2001:db8::53'", "192.0.2.53, '2001:db8::53'", "'2001:db8::53', 192.0.2.53, 192.0.2.54"),
-			c.pick("", "example.com", "example.com, example.org"))
+			c.pick("", "example.com", "example.com, example.org"),
+			c.pick("", "", "rotate", "'ndots:2', 'timeout:1', 'attempts:3'", "edns0, trust-ad", "edns1"))
 	}
 	return b.String()
 }
@@ -155,4 +187,64 @@ func slicesIndex(l []string, s string) int {
 		}
 	}
 	return -1
+}
+
+// genIfaceOpts adds the interface-level options of docs/nmstate.md.
+func genIfaceOpts(c *choices, b *strings.Builder, name string) {
+	if c.n(6) == 0 {
+		fmt.Fprintf(b, "  profile-name: %s\n", c.pick("uplink", name+"-p", "a b", "x/y"))
+	}
+	if c.n(6) == 0 {
+		fmt.Fprintf(b, "  identifier: %s\n", c.pick("mac-address", "name"))
+	}
+	if c.n(6) == 0 {
+		fmt.Fprintf(b, "  wait-ip: %s\n", c.pick("any", "ipv4", "ipv6", "ipv4+ipv6"))
+	}
+	if c.n(8) == 0 {
+		fmt.Fprintf(b, "  lldp: {enabled: %s}\n", c.pick("true", "false"))
+	}
+	if c.n(8) == 0 {
+		fmt.Fprintf(b, "  accept-all-mac-addresses: %s\n", c.pick("true", "false"))
+	}
+	if c.n(8) == 0 {
+		fmt.Fprintf(b, "  ethernet: {%s}\n", c.pick("auto-negotiation: false, speed: 10000, duplex: full", "auto-negotiation: true", "sr-iov: {total-vfs: 4}", "speed: 1000, duplex: half"))
+	}
+	if c.n(8) == 0 {
+		fmt.Fprintf(b, "  ethtool: {%s}\n", c.pick("pause: {autoneg: false, rx: true, tx: false}", "ring: {rx: 4096, tx: 4096}", "ring: {rx-jumbo: 1024, rx-mini: 256}"))
+	}
+	if c.n(10) == 0 {
+		fmt.Fprintf(b, "  mptcp: {address-flags: [%s]}\n", c.pick("", "subflow, backup", "signal", "fullmesh"))
+	}
+}
+
+// genIPOpts adds DHCP/autoconf and addressing options to an ipv4/ipv6 block.
+func genIPOpts(c *choices, b *strings.Builder, fam string) {
+	for range c.n(4) {
+		switch c.n(9) {
+		case 0:
+			fmt.Fprintf(b, "    auto-dns: %s\n", genBool[c.n(len(genBool))])
+		case 1:
+			fmt.Fprintf(b, "    auto-routes: %s\n", genBool[c.n(len(genBool))])
+		case 2:
+			fmt.Fprintf(b, "    auto-gateway: %s\n", genBool[c.n(len(genBool))])
+		case 3:
+			fmt.Fprintf(b, "    auto-route-table-id: %s\n", c.pick("150", "254", "0"))
+		case 4:
+			fmt.Fprintf(b, "    auto-route-metric: %s\n", c.pick("250", "0"))
+		case 5:
+			fmt.Fprintf(b, "    dhcp-send-hostname: %s\n", genBool[c.n(len(genBool))])
+		case 6:
+			fmt.Fprintf(b, "    dhcp-custom-hostname: %s\n", c.pick("edge-07.example.net", "edge07"))
+		case 7:
+			if fam == "ipv4" {
+				fmt.Fprintf(b, "    dhcp-client-id: %s\n", c.pick("ll", "iaid+duid", "none", "'01:52:54:00:c0:ff:ee'", "stable"))
+			} else {
+				fmt.Fprintf(b, "    dhcp-duid: %s\n", c.pick("ll", "llt", "'00:03:00:01:52:54:00:c0:ff:ee'", "stable-uuid", "uuid"))
+			}
+		case 8:
+			if fam == "ipv6" {
+				fmt.Fprintf(b, "    %s\n", c.pick("addr-gen-mode: stable-privacy", "addr-gen-mode: eui64", "token: '::a1:b2:c3:d4'"))
+			}
+		}
+	}
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // readExpected parses the "=== <file name>" ... "=== END" blocks in which
-// NMSTATE.md prints nmstate's output (markers are not part of the files).
+// the vectors print nmstate's output (markers are not part of the files).
 func readExpected(t *testing.T, path string) []Keyfile {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -47,7 +47,7 @@ func goldenCases(t *testing.T) []string {
 	return ins
 }
 
-// TestGolden: NMSTATE.md's vectors V1-V5 and its two summarised runs,
+// TestGolden: the first seven gen_conf vectors (testdata/golden),
 // byte for byte, file names and order included.
 func TestGolden(t *testing.T) {
 	for _, in := range goldenCases(t) {

@@ -21,7 +21,8 @@ func (s *section) set(k, v string) { s.keys[k] = v }
 
 // sectionOrder is the order nmstate writes the sections this translator
 // produces (nm_dbus/gen_conf/conn.rs).
-var sectionOrder = []string{"connection", "bond", "bond-port", "bridge", "bridge-port", "ipv4", "ipv6", "ethernet", "vlan", "user"}
+var sectionOrder = []string{"connection", "bond", "bond-port", "bridge", "bridge-port", "ipv4", "ipv6", "ethernet",
+	"vlan", "vxlan", "sriov", "vrf", "veth", "user", "ethtool", "infiniband"}
 
 func render(secs []*section) []byte {
 	slices.SortStableFunc(secs, func(a, b *section) int {

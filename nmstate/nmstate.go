@@ -43,12 +43,28 @@ func GenerateKeyfiles(desired []byte) ([]Keyfile, error) {
 	if err != nil {
 		return nil, err
 	}
+	rules, err := st.placeRules(byName, routes)
+	if err != nil {
+		return nil, err
+	}
 	var profiles []*iface
 	for _, ifc := range st.ifaces {
 		if ifc.state != "absent" {
 			profiles = append(profiles, ifc)
 		}
 	}
+	if _, ok := byName["lo"]; !ok && needsLoopback(routes, rules) {
+		profiles = append(profiles, loopback())
+	}
+	ids := map[string]*iface{}
+	for _, ifc := range profiles {
+		if prev, ok := ids[ifc.id()]; ok {
+			// gc would list two profiles under one file name.
+			return nil, unsupported(join(ifc.path, "profile-name"), "profile %q of %s is also the profile of %s", ifc.id(), ifc.name, prev.name)
+		}
+		ids[ifc.id()] = ifc
+	}
+	pl := &layout{routes: routes, dns: dns, rules: rules}
 	dnsPath := ""
 	if st.dns != nil {
 		dnsPath = st.dns.path
@@ -56,13 +72,14 @@ func GenerateKeyfiles(desired []byte) ([]Keyfile, error) {
 	if err := checkMethods(profiles, routes, dns, dnsPath); err != nil {
 		return nil, err
 	}
-	// By name, then (stably) controllers and free interfaces before the
-	// ports nmstate gave an up-priority of 1 (profile.rs).
+	// By name, byte-wise, then (stably) by nmstate's up-priority
+	// (docs/nmstate.md, "Listing order").
+	prio := upPriorities(profiles, byName)
 	slices.SortFunc(profiles, func(a, b *iface) int { return strings.Compare(a.name, b.name) })
-	slices.SortStableFunc(profiles, func(a, b *iface) int { return cmp.Compare(a.upPriority(), b.upPriority()) })
+	slices.SortStableFunc(profiles, func(a, b *iface) int { return cmp.Compare(prio[a], prio[b]) })
 	out := make([]Keyfile, 0, len(profiles))
 	for _, ifc := range profiles {
-		out = append(out, Keyfile{Name: ifc.name + ".nmconnection", Content: render(ifc.sections(routes, dns))})
+		out = append(out, Keyfile{Name: ifc.id() + ".nmconnection", Content: render(ifc.sections(pl))})
 	}
 	return out, nil
 }
@@ -81,37 +98,113 @@ func GC(desired []byte) ([][2]string, error) {
 	return out, nil
 }
 
-func (ifc *iface) upPriority() int {
-	if ifc.controller != nil && !ifc.autoAdded && ifc.state == "up" {
-		return 1
+// upPriorities is nmstate's up-priority (ifaces/inter_ifaces_controller.rs,
+// as the order-* vectors show it): 0 for a free interface; the controller's
+// priority + 1 for an up port defined in the file (an auto-added port keeps
+// 0); the parent's priority + 1 for an up child (VLAN) whose parent is in
+// the desired state, whatever the parent's own state.
+func upPriorities(profiles []*iface, byName map[string]*iface) map[*iface]int {
+	out := map[*iface]int{}
+	var prio func(ifc *iface, depth int) int
+	prio = func(ifc *iface, depth int) int {
+		if p, ok := out[ifc]; ok {
+			return p
+		}
+		p := 0
+		if depth <= MaxInterfaces && ifc.state == "up" {
+			switch up := ifc.upper(byName); {
+			case up == nil:
+			case ifc.controller != nil && ifc.autoAdded:
+			default:
+				p = prio(up, depth+1) + 1
+			}
+		}
+		out[ifc] = p
+		return p
 	}
-	return 0
+	for _, ifc := range profiles {
+		prio(ifc, 0)
+	}
+	return out
 }
 
-var nmTypes = map[string]string{"ethernet": "802-3-ethernet", "bond": "bond", "linux-bridge": "bridge", "vlan": "vlan", "dummy": "dummy"}
+// upper is the interface this one is brought up after: its controller, or
+// the parent of a VLAN when that parent is in the desired state.
+func (ifc *iface) upper(byName map[string]*iface) *iface {
+	if ifc.controller != nil {
+		return ifc.controller
+	}
+	if name := ifc.parentName(); name != "" {
+		if p, ok := byName[name]; ok && p.state != "absent" && p != ifc {
+			return p
+		}
+	}
+	return nil
+}
 
-func (ifc *iface) sections(routes []sanitizedRoute, dns placement) []*section {
+var nmTypes = map[string]string{"ethernet": "802-3-ethernet", "bond": "bond", "linux-bridge": "bridge", "vlan": "vlan", "dummy": "dummy", "loopback": "loopback",
+	"vrf": "vrf", "vxlan": "vxlan", "veth": "veth", "infiniband": "infiniband"}
+
+// layout is what gen_conf placed on the profiles: routes, DNS and rules.
+type layout struct {
+	routes []sanitizedRoute
+	dns    placement
+	rules  []placedRule
+}
+
+func needsLoopback(routes []sanitizedRoute, rules []placedRule) bool {
+	for _, r := range routes {
+		if r.iface == "lo" {
+			return true
+		}
+	}
+	for _, r := range rules {
+		if r.iface == "lo" {
+			return true
+		}
+	}
+	return false
+}
+
+func (ifc *iface) sections(pl *layout) []*section {
 	conn := newSection("connection")
-	conn.set("id", ifc.name)
-	conn.set("uuid", UUIDv5(namespaceURL, ifc.typ+"://"+ifc.name))
+	conn.set("id", ifc.id())
+	conn.set("uuid", UUIDv5(namespaceURL, cmpOr(ifc.uuidType, ifc.typ)+"://"+ifc.name))
 	conn.set("type", nmTypes[ifc.typ])
-	conn.set("interface-name", ifc.name)
+	if !ifc.opts.byMAC {
+		conn.set("interface-name", ifc.name)
+	}
 	conn.set("autoconnect", strconv.FormatBool(ifc.state != "down"))
 	conn.set("autoconnect-slaves", "-1")
-	if ifc.typ == "bond" || ifc.typ == "linux-bridge" {
+	if ifc.typ == "bond" || ifc.typ == "linux-bridge" || ifc.typ == "vrf" {
 		conn.set("autoconnect-slaves", "1")
 	}
 	secs := []*section{conn}
 	if c := ifc.controller; c != nil {
 		conn.set("master", c.name)
-		if c.typ == "bond" {
+		if c.typ == "vrf" {
+			conn.set("slave-type", "vrf")
+			secs = append(secs, ifc.ipSection(false, pl), ifc.ipSection(true, pl))
+		} else if c.typ == "bond" {
 			conn.set("slave-type", "bond")
+			if bp := ifc.bondPortSection(); bp != nil {
+				secs = append(secs, bp)
+			}
 		} else {
 			conn.set("slave-type", "bridge")
-			secs = append(secs, newSection("bridge-port"))
+			bp := newSection("bridge-port")
+			for _, p := range c.br.portConf {
+				if p.name == ifc.name {
+					for k, v := range p.settings {
+						bp.set(k, v)
+					}
+					bp.set("vlans", p.vlans)
+				}
+			}
+			secs = append(secs, bp)
 		}
 	} else {
-		secs = append(secs, ifc.ipSection(false, routes, dns), ifc.ipSection(true, routes, dns))
+		secs = append(secs, ifc.ipSection(false, pl), ifc.ipSection(true, pl))
 	}
 	switch ifc.typ {
 	case "bond":
@@ -123,18 +216,21 @@ func (ifc *iface) sections(routes []sanitizedRoute, dns placement) []*section {
 		secs = append(secs, b)
 	case "linux-bridge":
 		b := newSection("bridge")
-		if ifc.br != nil {
-			if ifc.br.stp != nil {
-				b.set("stp", strconv.FormatBool(*ifc.br.stp))
+		if br := ifc.br; br != nil {
+			if br.stp != nil {
+				b.set("stp", strconv.FormatBool(*br.stp))
 			}
-			if ifc.br.portsGiven {
-				b.set("vlan-filtering", "false")
+			for k, v := range br.options {
+				b.set(k, v)
+			}
+			if br.portsGiven {
+				b.set("vlan-filtering", strconv.FormatBool(br.filtering()))
 			}
 		}
 		secs = append(secs, b)
 	case "vlan":
 		v := newSection("vlan")
-		v.set("flags", "1")
+		v.set("flags", uitoa(ifc.vlan.flags))
 		v.set("id", strconv.FormatUint(ifc.vlan.id, 10))
 		v.set("parent", ifc.vlan.base)
 		if ifc.vlan.protocol == "802.1ad" {
@@ -142,14 +238,8 @@ func (ifc *iface) sections(routes []sanitizedRoute, dns placement) []*section {
 		}
 		secs = append(secs, v)
 	}
-	if ifc.mac != "" || ifc.mtu != nil {
-		e := newSection("ethernet")
-		e.set("cloned-mac-address", strings.ToUpper(ifc.mac))
-		if ifc.mtu != nil {
-			e.set("mtu", strconv.FormatUint(*ifc.mtu, 10))
-		}
-		secs = append(secs, e)
-	}
+	secs = append(secs, ifc.writeIfaceOpts(conn)...)
+	secs = append(secs, ifc.kindSections()...)
 	if ifc.desc != nil {
 		u := newSection("user")
 		u.set("nmstate.interface.description", *ifc.desc)
@@ -160,13 +250,17 @@ func (ifc *iface) sections(routes []sanitizedRoute, dns placement) []*section {
 
 const forever = "2147483647" // i32::MAX, nmstate's "no timeout"
 
-func (ifc *iface) ipSection(v6 bool, routes []sanitizedRoute, dns placement) *section {
+func (ifc *iface) ipSection(v6 bool, pl *layout) *section {
+	routes, dns := pl.routes, pl.dns
 	name := "ipv4"
 	if v6 {
 		name = "ipv6"
 	}
 	s := newSection(name)
 	s.set("dhcp-timeout", forever)
+	if w, ok := waitIP[ifc.opts.waitIP]; ok {
+		s.set("may-fail", w[map[bool]int{false: 0, true: 1}[v6]])
+	}
 	ip := ifc.ipConf(v6)
 	if ip == nil {
 		s.set("method", "disabled")
@@ -174,6 +268,9 @@ func (ifc *iface) ipSection(v6 bool, routes []sanitizedRoute, dns placement) *se
 	}
 	if v6 {
 		s.set("addr-gen-mode", "0")
+		if ip.opts.addrGenMode == "stable-privacy" {
+			s.set("addr-gen-mode", "1")
+		}
 	}
 	mine := ifc.routesOf(v6, routes)
 	addrs := ip.addrStrings()
@@ -187,21 +284,19 @@ func (ifc *iface) ipSection(v6 bool, routes []sanitizedRoute, dns placement) *se
 		s.set("route"+strconv.Itoa(i)+"_options", r.opts)
 	}
 	if method == "auto" || method == "dhcp" {
-		s.set("dhcp-send-hostname", "true")
-		s.set("ignore-auto-dns", "false")
-		s.set("ignore-auto-routes", "false")
-		s.set("never-default", "false")
-		if v6 {
-			s.set("dhcp-duid", "ll")
-			s.set("dhcp-iaid", "mac")
-			s.set("ra-timeout", forever)
-		} else {
-			s.set("dhcp-client-id", "mac")
+		ip.writeAuto(s, v6)
+	}
+	n := 0
+	for _, r := range pl.rules {
+		if r.iface == ifc.name && r.v6 == v6 {
+			s.set("routing-rule"+strconv.Itoa(n), r.text)
+			n++
 		}
 	}
 	if k := dns.get(ifc.name, v6); k != nil {
 		s.set("dns", strings.Join(k.servers, ";"))
 		s.set("dns-search", strings.Join(k.search, ";"))
+		s.set("dns-options", strings.Join(k.options, ";"))
 		s.set("dns-priority", strconv.Itoa(k.priority))
 	}
 	return s
@@ -246,7 +341,7 @@ func (ip *ipConf) method(v6 bool, addrs []string, routes []sanitizedRoute) strin
 // go to the first IP-enabled interface, even one without addresses).
 func checkMethods(profiles []*iface, routes []sanitizedRoute, dns placement, dnsPath string) error {
 	for _, ifc := range profiles {
-		if ifc.controller != nil {
+		if ifc.noIP() {
 			continue
 		}
 		for _, v6 := range []bool{false, true} {

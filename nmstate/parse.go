@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 )
@@ -32,6 +33,7 @@ const (
 type state struct {
 	ifaces []*iface
 	routes []*route
+	rules  []*rule
 	dns    *dnsConfig // nil: no dns-resolver.config
 }
 
@@ -49,7 +51,18 @@ type iface struct {
 	br    *bridgeConf
 	vlan  *vlanConf
 
+	opts  ifaceOpts
+	vrf   *vrfConf
+	vxlan *vxlanConf
+	ib    *ibConf
+
+	vethPeer    string
+	uuidType    string // nmstate's type in the uuid when it differs from typ
+	copyMAC     string
+	copyMACPath string
+
 	autoAdded  bool   // named only in a port list
+	generated  bool   // a veth peer gen_conf adds
 	controller *iface // set for bond and bridge ports
 }
 
@@ -59,6 +72,7 @@ type ipConf struct {
 	dhcp     bool
 	autoconf bool
 	addrs    []ipAddr
+	opts     ipOpts
 }
 
 type ipAddr struct {
@@ -76,13 +90,20 @@ type bondConf struct {
 	optsPath  string
 	ports     []string
 	portsPath string
+
+	portsConfig     []bondPort
+	portsConfigPath string
 }
 
 type bridgeConf struct {
 	path       string
 	stp        *bool
+	options    map[string]string // [bridge] key -> value, besides stp
+	pvid       uint64
+	pvidPath   string
 	portsGiven bool
 	ports      []string
+	portConf   []bridgePort
 	portsPath  string
 }
 
@@ -92,6 +113,7 @@ type vlanConf struct {
 	hasBase  bool
 	id       uint64
 	protocol string
+	flags    uint64 // NetworkManager's vlan.flags bitmask
 }
 
 type route struct {
@@ -106,6 +128,9 @@ type route struct {
 	metric   *int64
 	table    *uint64
 	weight   *uint64
+	typ      string // route-type
+	cwnd     *uint64
+	source   string
 }
 
 type dnsConfig struct {
@@ -113,21 +138,21 @@ type dnsConfig struct {
 	servers  []string
 	srvPaths []string
 	search   []string
+	options  []string
 }
 
 // nmstate keys we know but do not translate: named so a refusal says
 // "outside the subset" rather than "unknown field".
 var (
-	otherTopKeys   = []string{"route-rules", "hostname", "ovs-db", "ovn", "dispatch", "description"}
-	otherIfaceKeys = []string{"profile-name", "driver", "identifier", "permanent-mac-address", "min-mtu", "max-mtu",
-		"wait-ip", "mptcp", "controller", "accept-all-mac-addresses", "copy-mac-from", "ovs-db", "802.1x", "lldp",
-		"ethtool", "dispatch", "ethernet", "veth", "sriov", "bridge", "link-aggregation", "vlan", "vxlan", "macvlan",
-		"macvtap", "vrf", "infiniband", "ipvlan", "macsec", "hsr", "team", "loopback"}
-	otherIPKeys = []string{"dhcp-client-id", "dhcp-duid", "auto-dns", "auto-gateway", "auto-routes",
-		"auto-route-table-id", "auto-route-metric", "addr-gen-mode", "allow-extra-address", "token",
-		"dhcp-send-hostname", "dhcp-custom-hostname"}
-	otherTypes = []string{"ovs-bridge", "ovs-interface", "vxlan", "team", "infiniband", "mac-vlan", "mac-vtap",
-		"macsec", "vrf", "veth", "ipsec", "hsr", "ipvlan", "xfrm", "loopback", "unknown", "other", "tun"}
+	otherTopKeys   = []string{"hostname", "ovs-db", "ovn", "dispatch", "description"}
+	otherIfaceKeys = []string{"driver", "permanent-mac-address", "min-mtu", "max-mtu",
+		"controller", "ovs-db", "802.1x",
+		"dispatch", "sriov", "bridge", "link-aggregation", "vlan", "mac-vlan",
+		"mac-vtap", "ipvlan", "macsec", "hsr", "team", "loopback", "libreswan", "patch", "dpdk"}
+	otherIPKeys    = []string{"allow-extra-address"}
+	supportedTypes = []string{"ethernet", "bond", "linux-bridge", "vlan", "dummy", "loopback", "vrf", "vxlan", "veth", "infiniband"}
+	otherTypes     = []string{"ovs-bridge", "ovs-interface", "team", "mac-vlan", "mac-vtap",
+		"macsec", "ipsec", "hsr", "ipvlan", "xfrm", "unknown", "other", "tun"}
 )
 
 // parse reads the desired state. It checks shapes and syntax (what nmstate's
@@ -154,7 +179,7 @@ func parse(desired []byte) (*state, error) {
 	if len(doc.Content) == 0 {
 		return st, nil
 	}
-	top, err := mapping("", doc.Content[0], []string{"interfaces", "routes", "dns-resolver"}, otherTopKeys)
+	top, err := mapping("", doc.Content[0], []string{"interfaces", "routes", "route-rules", "dns-resolver"}, otherTopKeys)
 	if err != nil {
 		return nil, err
 	}
@@ -190,6 +215,24 @@ func parse(desired []byte) (*state, error) {
 					st.routes = append(st.routes, r)
 				}
 			}
+		case "route-rules":
+			fs, err := mapping(f.path, f.val, []string{"config"}, nil)
+			if err != nil {
+				return nil, err
+			}
+			for _, c := range fs {
+				items, err := sequence(c.path, c.val, MaxRouteRules)
+				if err != nil {
+					return nil, err
+				}
+				for i, it := range items {
+					r, err := parseRule(index(c.path, i), it)
+					if err != nil {
+						return nil, err
+					}
+					st.rules = append(st.rules, r)
+				}
+			}
 		case "dns-resolver":
 			fs, err := mapping(f.path, f.val, []string{"config"}, []string{"running"})
 			if err != nil {
@@ -205,8 +248,8 @@ func parse(desired []byte) (*state, error) {
 	return st, nil
 }
 
-var ifaceKeys = []string{"name", "type", "state", "mtu", "mac-address", "description", "ipv4", "ipv6",
-	"link-aggregation", "bridge", "vlan"}
+var ifaceKeys = append([]string{"name", "type", "state", "mtu", "mac-address", "description", "ipv4", "ipv6",
+	"link-aggregation", "bridge", "vlan", "vrf", "vxlan", "veth", "infiniband", "copy-mac-from"}, ifaceOptKeys...)
 
 func parseIface(path string, n *yaml.Node) (*iface, error) {
 	if err := checkNode(path, n); err != nil {
@@ -214,6 +257,13 @@ func parseIface(path string, n *yaml.Node) (*iface, error) {
 	}
 	if n.Kind != yaml.MappingNode {
 		return nil, invalid(path, "invalid type: expected a mapping")
+	}
+	// A type outside the subset is refused at its key before its own keys
+	// (mac-vlan:, libreswan:, patch: ...) are read.
+	if tf, err := someFields(path, n, "type"); err == nil && len(tf) == 1 && tf[0].val.Kind == yaml.ScalarNode {
+		if t := tf[0].val.Value; slices.Contains(otherTypes, t) {
+			return nil, unsupported(tf[0].path, "interface type %q is outside the supported subset (%s)", t, strings.Join(supportedTypes, ", "))
+		}
 	}
 	var fs []field
 	var err error
@@ -242,10 +292,8 @@ func parseIface(path string, n *yaml.Node) (*iface, error) {
 				return nil, err
 			}
 			switch {
-			case slices.Contains([]string{"ethernet", "bond", "linux-bridge", "vlan", "dummy"}, t):
+			case slices.Contains(supportedTypes, t):
 				ifc.typ = t
-			case slices.Contains(otherTypes, t):
-				return nil, unsupported(f.path, "interface type %q is outside the supported subset (ethernet, bond, linux-bridge, vlan, dummy)", t)
 			default:
 				return nil, unsupported(f.path, "unknown interface type %q", t)
 			}
@@ -309,6 +357,33 @@ func parseIface(path string, n *yaml.Node) (*iface, error) {
 			if ifc.br, err = parseBridge(f.path, f.val); err != nil {
 				return nil, err
 			}
+		case "profile-name", "identifier", "wait-ip", "lldp", "accept-all-mac-addresses", "ethernet", "ethtool", "mptcp":
+			if err := parseIfaceOpt(ifc, f); err != nil {
+				return nil, err
+			}
+		case "vrf", "vxlan", "veth", "infiniband":
+			if ifc.typ != f.key {
+				return nil, unsupported(f.path, "%s is only read for type %s", f.key, f.key)
+			}
+			switch f.key {
+			case "vrf":
+				ifc.vrf, err = parseVrf(f.path, f.val)
+			case "vxlan":
+				ifc.vxlan, err = parseVxlan(f.path, f.val)
+			case "veth":
+				ifc.vethPeer, err = parseVeth(f.path, f.val)
+				ifc.uuidType = "ethernet"
+			case "infiniband":
+				ifc.ib, err = parseInfiniband(f.path, f.val)
+			}
+			if err != nil {
+				return nil, err
+			}
+		case "copy-mac-from":
+			if ifc.copyMAC, err = str(f.path, f.val, maxTextLen, true); err != nil {
+				return nil, err
+			}
+			ifc.copyMACPath = f.path
 		case "vlan":
 			if ifc.typ != "vlan" {
 				return nil, unsupported(f.path, "vlan is only read for type vlan")
@@ -323,14 +398,26 @@ func parseIface(path string, n *yaml.Node) (*iface, error) {
 
 func parseIP(path string, n *yaml.Node, v6 bool) (*ipConf, error) {
 	known := []string{"enabled", "dhcp", "address"}
+	for _, k := range ipOptKeys {
+		if !slices.Contains(map[bool][]string{false: ipv6OnlyKeys, true: {"dhcp-client-id"}}[v6], k) {
+			known = append(known, k)
+		}
+	}
 	other := otherIPKeys
 	if v6 {
 		known = append(known, "autoconf")
 	} else if !isNull(n) && n.Kind == yaml.MappingNode {
 		for i := 0; i < len(n.Content); i += 2 {
 			switch n.Content[i].Value {
-			case "autoconf", "dhcp-duid":
+			case "autoconf", "dhcp-duid", "token", "addr-gen-mode":
 				return nil, invalid(join(path, n.Content[i].Value), "Invalid YAML string: interfaces: %s is not allowed for IPv4", n.Content[i].Value)
+			}
+		}
+	}
+	if v6 && !isNull(n) && n.Kind == yaml.MappingNode {
+		for i := 0; i < len(n.Content); i += 2 {
+			if n.Content[i].Value == "dhcp-client-id" {
+				return nil, invalid(join(path, "dhcp-client-id"), "Invalid YAML string: interfaces: dhcp-client-id is not allowed for IPv6")
 			}
 		}
 	}
@@ -359,6 +446,8 @@ func parseIP(path string, n *yaml.Node, v6 bool) (*ipConf, error) {
 				}
 				ip.addrs = append(ip.addrs, a)
 			}
+		default:
+			err = parseIPOpt(ip, f)
 		}
 		if err != nil {
 			return nil, err
@@ -435,20 +524,8 @@ var bondModes = map[string]string{
 	"balance-alb": "balance-alb", "6": "balance-alb",
 }
 
-var (
-	bondOptionKeys   = []string{"miimon", "updelay", "downdelay", "arp_interval", "primary", "xmit_hash_policy", "lacp_rate"}
-	otherBondOptions = []string{"ad_actor_sys_prio", "ad_actor_system", "ad_select", "ad_user_port_key",
-		"all_slaves_active", "arp_all_targets", "arp_ip_target", "arp_validate", "fail_over_mac", "lp_interval",
-		"min_links", "num_grat_arp", "num_unsol_na", "packets_per_slave", "primary_reselect", "resend_igmp",
-		"tlb_dynamic_lb", "use_carrier", "arp_missed_max", "balance-slb", "peer_notif_delay", "ns_ip6_target"}
-	xmitHashPolicies = map[string]string{"layer2": "layer2", "0": "layer2", "layer3+4": "layer3+4", "1": "layer3+4",
-		"layer2+3": "layer2+3", "2": "layer2+3", "encap2+3": "encap2+3", "3": "encap2+3",
-		"encap3+4": "encap3+4", "4": "encap3+4", "vlan+srcmac": "vlan+srcmac", "5": "vlan+srcmac"}
-	lacpRates = map[string]string{"slow": "slow", "0": "slow", "fast": "fast", "1": "fast"}
-)
-
 func parseBond(path string, n *yaml.Node) (*bondConf, error) {
-	fs, err := mapping(path, n, []string{"mode", "options", "port", "ports"}, []string{"ports-config"})
+	fs, err := mapping(path, n, []string{"mode", "options", "port", "ports", "ports-config"}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -476,39 +553,8 @@ func parseBond(path string, n *yaml.Node) (*bondConf, error) {
 				return nil, err
 			}
 			for _, o := range opts {
-				switch o.key {
-				case "miimon", "updelay", "downdelay", "arp_interval":
-					v, err := unsigned(o.path, o.val, maxU32)
-					if err != nil {
-						return nil, err
-					}
-					b.options[o.key] = uitoa(v)
-					switch o.key {
-					case "miimon":
-						b.miimon = v
-					case "arp_interval":
-						b.arpIntvl = v
-					}
-				case "primary":
-					s, err := str(o.path, o.val, maxTextLen, true)
-					if err != nil {
-						return nil, err
-					}
-					b.options[o.key] = s
-				case "xmit_hash_policy", "lacp_rate":
-					s, err := numberOrString(o.path, o.val)
-					if err != nil {
-						return nil, err
-					}
-					table := xmitHashPolicies
-					if o.key == "lacp_rate" {
-						table = lacpRates
-					}
-					v, ok := table[s]
-					if !ok {
-						return nil, invalid(o.path, "unknown variant `%s`", s)
-					}
-					b.options[o.key] = v
+				if err := parseBondOption(b, o); err != nil {
+					return nil, err
 				}
 			}
 		case "port", "ports":
@@ -517,43 +563,28 @@ func parseBond(path string, n *yaml.Node) (*bondConf, error) {
 				return nil, invalid(f.path, "duplicate field `port`")
 			}
 			hasPorts = true
-			if b.ports, err = portNames(f.path, f.val, false); err != nil {
+			if b.ports, err = portNames(f.path, f.val); err != nil {
 				return nil, err
 			}
 			b.portsPath = f.path
+		case "ports-config":
+			if err := parsePortsConfig(b, f); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return b, nil
 }
 
-// portNames reads a bond port list (names) or a bridge port list
-// ({name: ...} objects).
-func portNames(path string, n *yaml.Node, objects bool) ([]string, error) {
+// portNames reads a bond port list (names).
+func portNames(path string, n *yaml.Node) ([]string, error) {
 	items, err := sequence(path, n, MaxPorts)
 	if err != nil {
 		return nil, err
 	}
 	var names []string
 	for i, it := range items {
-		p := index(path, i)
-		if objects {
-			fs, err := mapping(p, it, []string{"name"}, []string{"stp-hairpin-mode", "stp-path-cost", "stp-priority", "vlan"})
-			if err != nil {
-				return nil, err
-			}
-			name := ""
-			for _, f := range fs {
-				if name, err = str(f.path, f.val, maxTextLen, true); err != nil {
-					return nil, err
-				}
-			}
-			if name == "" && len(fs) == 0 {
-				return nil, invalid(p, "missing field `name`")
-			}
-			names = append(names, name)
-			continue
-		}
-		name, err := str(p, it, maxTextLen, true)
+		name, err := str(index(path, i), it, maxTextLen, true)
 		if err != nil {
 			return nil, err
 		}
@@ -563,41 +594,35 @@ func portNames(path string, n *yaml.Node, objects bool) ([]string, error) {
 }
 
 func parseBridge(path string, n *yaml.Node) (*bridgeConf, error) {
-	fs, err := mapping(path, n, []string{"options", "port"}, []string{"ports"})
+	fs, err := mapping(path, n, []string{"options", "port", "ports"}, nil)
 	if err != nil {
 		return nil, err
 	}
-	br := &bridgeConf{path: path}
+	br := &bridgeConf{path: path, options: map[string]string{}}
 	for _, f := range fs {
 		switch f.key {
 		case "options":
-			opts, err := mapping(f.path, f.val, []string{"stp"}, []string{"gc-timer", "group-addr", "group-forward-mask",
-				"group-fwd-mask", "hash-elasticity", "hash-max", "hello-timer", "mac-ageing-time", "multicast-last-member-count",
-				"multicast-last-member-interval", "multicast-membership-interval", "multicast-querier",
-				"multicast-querier-interval", "multicast-query-interval", "multicast-query-response-interval",
-				"multicast-query-use-ifaddr", "multicast-router", "multicast-snooping", "multicast-startup-query-count",
-				"multicast-startup-query-interval", "tcn-timer", "topology-change-timer", "vlan-protocol", "vlan-default-pvid"})
+			if err := parseBridgeOptions(br, f); err != nil {
+				return nil, err
+			}
+		case "port", "ports":
+			// serde's alias, as for bonds.
+			if br.portsGiven {
+				return nil, invalid(f.path, "duplicate field `port`")
+			}
+			br.portsGiven = true
+			br.portsPath = f.path
+			items, err := sequence(f.path, f.val, MaxPorts)
 			if err != nil {
 				return nil, err
 			}
-			for _, o := range opts {
-				stp, err := mapping(o.path, o.val, []string{"enabled"}, []string{"forward-delay", "hello-time", "max-age", "priority"})
+			for i, it := range items {
+				bp, err := parseBridgePort(index(f.path, i), it)
 				if err != nil {
 					return nil, err
 				}
-				for _, s := range stp {
-					v, err := boolean(s.path, s.val)
-					if err != nil {
-						return nil, err
-					}
-					br.stp = &v
-				}
-			}
-		case "port":
-			br.portsGiven = true
-			br.portsPath = f.path
-			if br.ports, err = portNames(f.path, f.val, true); err != nil {
-				return nil, err
+				br.ports = append(br.ports, bp.name)
+				br.portConf = append(br.portConf, bp)
 			}
 		}
 	}
@@ -605,11 +630,13 @@ func parseBridge(path string, n *yaml.Node) (*bridgeConf, error) {
 }
 
 func parseVlan(path string, n *yaml.Node) (*vlanConf, error) {
-	fs, err := mapping(path, n, []string{"base-iface", "id", "protocol"}, []string{"registration-protocol", "reorder-headers", "loose-binding"})
+	fs, err := mapping(path, n, []string{"base-iface", "id", "protocol", "registration-protocol", "reorder-headers", "loose-binding"}, nil)
 	if err != nil {
 		return nil, err
 	}
-	v := &vlanConf{path: path}
+	// vlan.flags: reorder-headers 1 (on unless false), gvrp 2,
+	// loose-binding 4, mvrp 8 (settings/vlan.rs).
+	v := &vlanConf{path: path, flags: 1}
 	hasID := false
 	for _, f := range fs {
 		switch f.key {
@@ -632,6 +659,30 @@ func parseVlan(path string, n *yaml.Node) (*vlanConf, error) {
 				return nil, invalid(f.path, "unknown variant `%s`, expected `802.1q` or `802.1ad`", s)
 			}
 			v.protocol = s
+		case "reorder-headers", "loose-binding":
+			b, err := boolean(f.path, f.val)
+			if err != nil {
+				return nil, err
+			}
+			bit := map[string]uint64{"reorder-headers": 1, "loose-binding": 4}[f.key]
+			v.flags &^= bit
+			if b {
+				v.flags |= bit
+			}
+		case "registration-protocol":
+			s, err := str(f.path, f.val, maxTextLen, true)
+			if err != nil {
+				return nil, err
+			}
+			switch s {
+			case "gvrp":
+				v.flags |= 2
+			case "mvrp":
+				v.flags |= 8
+			case "none":
+			default:
+				return nil, invalid(f.path, "unknown variant `%s`, expected one of `gvrp`, `mvrp`, `none`", s)
+			}
 		}
 	}
 	if !hasID {
@@ -644,8 +695,8 @@ func parseRoute(path string, n *yaml.Node) (*route, error) {
 	if isNull(n) {
 		return nil, invalid(path, "invalid type: expected a mapping")
 	}
-	fs, err := mapping(path, n, []string{"state", "destination", "next-hop-interface", "next-hop-address", "metric", "table-id", "weight"},
-		[]string{"route-type", "cwnd", "source"})
+	fs, err := mapping(path, n, []string{"state", "destination", "next-hop-interface", "next-hop-address", "metric", "table-id", "weight",
+		"route-type", "cwnd", "source"}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -682,6 +733,20 @@ func parseRoute(path string, n *yaml.Node) (*route, error) {
 			var v uint64
 			v, err = unsigned(f.path, f.val, 1<<16-1)
 			r.weight = &v
+		case "cwnd":
+			var v uint64
+			v, err = unsigned(f.path, f.val, maxU32)
+			r.cwnd = &v
+		case "source":
+			r.source, err = str(f.path, f.val, maxTextLen, false)
+		case "route-type":
+			if r.typ, err = str(f.path, f.val, maxTextLen, false); err == nil {
+				switch r.typ {
+				case "blackhole", "prohibit", "unreachable":
+				default:
+					err = invalid(f.path, "unknown variant `%s`, expected one of `blackhole`, `prohibit`, `unreachable`", r.typ)
+				}
+			}
 		}
 		if err != nil {
 			return nil, err
@@ -718,7 +783,10 @@ func parseDNS(path string, n *yaml.Node) (*dnsConfig, error) {
 			case "search":
 				d.search = append(d.search, s)
 			case "options":
-				return nil, unsupported(p, "dns-resolver options are outside the supported subset")
+				if err := checkDNSOption(p, s); err != nil {
+					return nil, err
+				}
+				d.options = append(d.options, s)
 			}
 		}
 	}

@@ -11,7 +11,7 @@ type refusal struct {
 	in     string
 	path   string
 	kind   string
-	reason string // a part of nmstate's message (NMSTATE.md section 8)
+	reason string // a part of nmstate's message (docs/nmstate.md, Refusals)
 }
 
 func checkRefusal(t *testing.T, c refusal) {
@@ -37,8 +37,8 @@ func checkRefusal(t *testing.T, c refusal) {
 
 const eth0v4 = "interfaces:\n- {name: eth0, type: ethernet, state: up, ipv4: {enabled: true, address: [{ip: 192.0.2.2, prefix-length: 24}]}, ipv6: {enabled: false}}\n"
 
-// TestRefusalsOfNmstate has one case (or more) per row of NMSTATE.md
-// section 8, inputs nmstate itself refuses, and the VLAN orphan check read
+// TestRefusalsOfNmstate has one case (or more) per refusal docs/nmstate.md
+// lists under "Refusals" (inputs nmstate itself refuses), and the VLAN orphan check read
 // from nmstate's source (ifaces/inter_ifaces.rs).
 func TestRefusalsOfNmstate(t *testing.T) {
 	const ia, ni, ns = KindInvalidArgument, KindNotImplemented, KindNotSupported
@@ -122,6 +122,12 @@ func TestRefusalsOfNmstate(t *testing.T) {
 			"dns-resolver.config.server", ni, "Placing IPv4/IPv6 nameserver in the middle"},
 		{"non-IP DNS server", eth0v4 + "dns-resolver:\n  config: {server: [dns.example.com]}",
 			"dns-resolver.config.server[0]", ia, "Invalid DNS server string dns.example.com"},
+		{"unknown DNS option", eth0v4 + "dns-resolver:\n  config: {server: [192.0.2.53], options: [edns1]}",
+			"dns-resolver.config.options[0]", ia, "Unsupported DNS option edns1"},
+		{"rule without family or address", eth0v4 + "route-rules:\n  config:\n  - {fwmark: 1, route-table: 100}",
+			"route-rules.config[0]", ia, "Neither ip-from, ip-to nor family is defined"},
+		{"rule iif not in the file", eth0v4 + "route-rules:\n  config:\n  - {ip-to: 198.51.100.0/24, iif: eth9, route-table: 100}",
+			"route-rules.config[0].iif", ia, "required by route rule does not exists"},
 	} {
 		t.Run(c.name, func(t *testing.T) { checkRefusal(t, c) })
 	}
@@ -136,18 +142,28 @@ func TestRefusalsOutsideSubset(t *testing.T) {
 		{"other interface type", "interfaces:\n- {name: ovs0, type: ovs-bridge}", "interfaces[0].type", un, "outside the supported subset"},
 		{"unknown interface type", "interfaces:\n- {name: x0, type: foo}", "interfaces[0].type", un, "unknown interface type"},
 		{"state ignore", "interfaces:\n- {name: eth0, state: ignore}", "interfaces[0].state", un, "outside the supported subset"},
-		{"known nmstate key outside the subset", "interfaces:\n- {name: eth0, ethtool: {}}", "interfaces[0].ethtool", un, "outside the supported subset"},
-		{"DHCP option outside the subset", "interfaces:\n- {name: eth0, ipv4: {enabled: true, dhcp: true, auto-dns: false}}", "interfaces[0].ipv4.auto-dns", un, "outside the supported subset"},
-		{"route rules", "route-rules: {config: []}", "route-rules", un, "outside the supported subset"},
-		{"route source", eth0v4 + "routes:\n  config:\n  - {destination: 0.0.0.0/0, next-hop-interface: eth0, source: 192.0.2.2}", "routes.config[0].source", un, "outside the supported subset"},
-		{"dns options", eth0v4 + "dns-resolver:\n  config: {server: [192.0.2.53], options: [rotate]}", "dns-resolver.config.options[0]", un, "outside the supported subset"},
+		{"known nmstate key outside the subset", "interfaces:\n- {name: eth0, 802.1x: {}}", "interfaces[0].802.1x", un, "outside the supported subset"},
+		{"ethtool features", "interfaces:\n- {name: eth0, ethtool: {feature: {rx-gro: true}}}", "interfaces[0].ethtool.feature", un, "outside the supported subset"},
+		{"mac-vlan before its keys", "interfaces:\n- {name: mv0, type: mac-vlan, mac-vlan: {base-iface: eth0, mode: bridge}}", "interfaces[0].type", un, "outside the supported subset"},
+		{"ovs-interface with patch", "interfaces:\n- {name: p0, type: ovs-interface, patch: {peer: p1}}", "interfaces[0].type", un, "outside the supported subset"},
+		{"ovs-interface with dpdk", "interfaces:\n- {name: d0, type: ovs-interface, dpdk: {devargs: x}}", "interfaces[0].type", un, "outside the supported subset"},
+		{"ipsec", "interfaces:\n- {name: hosta_conn, type: ipsec, libreswan: {right: 192.0.2.1}}", "interfaces[0].type", un, "outside the supported subset"},
+		{"libreswan on ethernet", "interfaces:\n- {name: eth0, libreswan: {}}", "interfaces[0].libreswan", un, "outside the supported subset"},
+		{"IP option outside the subset", "interfaces:\n- {name: eth0, ipv4: {enabled: true, dhcp: true, allow-extra-address: true}}", "interfaces[0].ipv4.allow-extra-address", un, "outside the supported subset"},
+		{"DUID NetworkManager refuses", "interfaces:\n- {name: eth0, ipv6: {enabled: true, dhcp: true, autoconf: true, dhcp-duid: uuid}}", "interfaces[0].ipv6.dhcp-duid", un, "NetworkManager refuses"},
+		{"main-table rule with two routed interfaces", eth0v4 + "- {name: eth1, ipv4: {enabled: true, address: [{ip: 198.51.100.2, prefix-length: 24}]}}\nroutes:\n  config:\n  - {destination: 0.0.0.0/0, next-hop-interface: eth0}\n  - {destination: 203.0.113.0/24, next-hop-interface: eth1}\nroute-rules:\n  config:\n  - {ip-from: 192.0.2.0/24}", "route-rules.config[0]", un, "at random"},
+		{"route source of the other family", eth0v4 + "routes:\n  config:\n  - {destination: 0.0.0.0/0, next-hop-interface: eth0, source: '2001:db8::2'}", "routes.config[0].source", un, "address family"},
+		{"two profiles under one name", "interfaces:\n- {name: eth0, profile-name: uplink}\n- {name: eth1, profile-name: uplink}", "interfaces[1].profile-name", un, "also the profile of eth0"},
+		{"loopback without its addresses", "interfaces:\n- {name: lo, type: loopback, ipv4: {enabled: true, address: [{ip: 198.51.100.1, prefix-length: 32}]}}", "interfaces[0]", un, "127.0.0.1/8"},
+		{"rule for a DHCP table without routes", "interfaces:\n- {name: eth0, ipv4: {enabled: true, dhcp: true, auto-route-table-id: 150}}\nroute-rules:\n  config:\n  - {ip-from: 192.0.2.0/24, route-table: 150}", "route-rules.config[0]", un, "not verified"},
+		{"profile-name with a slash", "interfaces:\n- {name: eth0, profile-name: a/b}", "interfaces[0].profile-name", un, "keyfile name"},
 		{"scoped DNS server", eth0v4 + "dns-resolver:\n  config: {server: ['fe80::1%eth0']}", "dns-resolver.config.server[0]", un, "link-local DNS servers"},
 		{"bad search domain", eth0v4 + "dns-resolver:\n  config: {server: [192.0.2.53], search: ['a;b']}", "dns-resolver.config.search[0]", un, "search domain"},
-		{"bond option outside the subset", "interfaces:\n- {name: bond0, type: bond, link-aggregation: {mode: 1, options: {fail_over_mac: active}}}", "interfaces[0].link-aggregation.options.fail_over_mac", un, "outside the supported subset"},
-		{"bond ports-config", "interfaces:\n- {name: bond0, type: bond, link-aggregation: {mode: 1, ports-config: []}}", "interfaces[0].link-aggregation.ports-config", un, "outside the supported subset"},
-		{"bridge port vlan", "interfaces:\n- {name: br0, type: linux-bridge, bridge: {port: [{name: eth1, vlan: {}}]}}", "interfaces[0].bridge.port[0].vlan", un, "outside the supported subset"},
+		{"bond option outside the subset", "interfaces:\n- {name: bond0, type: bond, link-aggregation: {mode: 1, options: {ns_ip6_target: '2001:db8::1'}}}", "interfaces[0].link-aggregation.options.ns_ip6_target", un, "outside the supported subset"},
+		{"bond ports-config naming other ports", "interfaces:\n- {name: bond0, type: bond, link-aggregation: {mode: 1, port: [eth1, eth2], ports-config: [{name: eth1, priority: 2}]}}", "interfaces[0].link-aggregation.ports-config", KindInvalidArgument, "conflict with the port names"},
+		{"bridge port vlan without tags", "interfaces:\n- {name: br0, type: linux-bridge, bridge: {port: [{name: eth1, vlan: {}}]}}", "interfaces[0].bridge.port[0].vlan", un, "only an access port with a tag"},
 		{"link-aggregation on ethernet", "interfaces:\n- {name: eth0, link-aggregation: {mode: 1}}", "interfaces[0].link-aggregation", un, "only read for type bond"},
-		{"nested controller", "interfaces:\n- {name: br0, type: linux-bridge, bridge: {port: [{name: bond0}]}}\n- {name: bond0, type: bond, link-aggregation: {mode: 1}}", "interfaces[0].bridge.port[0].name", un, "nested controllers"},
+		{"bridge in a bond", "interfaces:\n- {name: bond0, type: bond, link-aggregation: {mode: 1, port: [br0]}}\n- {name: br0, type: linux-bridge}", "interfaces[0].link-aggregation.port[0]", un, "only a bond in a linux-bridge"},
 		{"port of two controllers", "interfaces:\n- {name: bond0, type: bond, link-aggregation: {mode: 1, port: [eth1]}}\n- {name: bond1, type: bond, link-aggregation: {mode: 1, port: [eth1]}}", "interfaces[1].link-aggregation.port[0]", un, "already a port of"},
 		{"absent port", "interfaces:\n- {name: bond0, type: bond, link-aggregation: {mode: 1, port: [eth1]}}\n- {name: eth1, state: absent}", "interfaces[0].link-aggregation.port[0]", un, "marked absent"},
 		{"duplicate interface", "interfaces:\n- {name: eth0}\n- {name: eth0, type: dummy}", "interfaces[1].name", un, "already defined"},

@@ -25,8 +25,19 @@ type sanitizedRoute struct {
 	dest   string
 	via    string
 	weight uint64
+	source string
+	cwnd   uint64
 	metric uint64 // written value
 	opts   string // route<i>_options value
+}
+
+// writtenTable is the table the route is written with (0 and missing are
+// the main table).
+func (sr sanitizedRoute) writtenTable() uint64 {
+	if sr.table == 0 {
+		return mainTable
+	}
+	return sr.table
 }
 
 // routes checks the routes.config entries in nmstate's order (validate,
@@ -34,6 +45,15 @@ type sanitizedRoute struct {
 // non-absent ones sorted and de-duplicated as nmstate does.
 func (st *state) sanitizeRoutes(byName map[string]*iface) ([]sanitizedRoute, error) {
 	for _, r := range st.routes {
+		if !r.absent && r.typ != "" {
+			if r.hasIface {
+				return nil, unsupported(join(r.path, "next-hop-interface"), "a route-type route with a next-hop-interface is outside the supported subset (nmstate stores typed routes on lo)")
+			}
+			r.iface, r.hasIface = "lo", true
+			if r.hasVia {
+				return nil, unsupported(join(r.path, "next-hop-address"), "a route-type route with a next-hop-address is outside the supported subset")
+			}
+		}
 		if !r.absent && !r.hasIface {
 			return nil, &Error{Path: join(r.path, "next-hop-interface"), Kind: KindNotImplemented,
 				Reason: "Route with empty next hop interface is not supported"}
@@ -90,7 +110,9 @@ func compareRoutes(a, b sanitizedRoute) int {
 		strings.Compare(a.iface, b.iface),
 		strings.Compare(a.dest, b.dest),
 		strings.Compare(a.via, b.via),
+		strings.Compare(a.source, b.source),
 		cmp.Compare(a.weight, b.weight),
+		cmp.Compare(a.cwnd, b.cwnd),
 	)
 }
 
@@ -178,6 +200,24 @@ func sanitizeRoute(r *route) (sanitizedRoute, error) {
 	if r.weight != nil {
 		sr.opts += ",weight=" + strconv.FormatUint(*r.weight, 10)
 	}
+	if r.typ != "" {
+		sr.opts += ",type=" + r.typ
+	}
+	if r.cwnd != nil {
+		sr.cwnd = *r.cwnd
+		sr.opts += ",cwnd=" + uitoa(*r.cwnd) + ",lock-cwnd=true"
+	}
+	if r.source != "" {
+		src, err := parseIPAddr(r.source)
+		if err != nil {
+			return sr, invalid(join(r.path, "source"), "Invalid IP address %q", r.source)
+		}
+		if src.Is6() != sr.v6 || src.Is4In6() {
+			return sr, unsupported(join(r.path, "source"), "source %s is not of the destination's address family", src)
+		}
+		sr.source = src.String()
+		sr.opts += ",src=" + sr.source
+	}
 	return sr, nil
 }
 
@@ -214,7 +254,7 @@ func sanitizeNetwork(path, s string) (netip.Prefix, error) {
 // in the desired state is not refused (its route is dropped later).
 func checkRouteIface(r *route, sr sanitizedRoute, byName map[string]*iface) error {
 	p := join(r.path, "next-hop-interface")
-	if r.iface == "lo" {
+	if r.iface == "lo" && r.typ == "" {
 		return unsupported(p, "routes via the loopback interface are outside the supported subset")
 	}
 	ifc, ok := byName[r.iface]

@@ -2,7 +2,9 @@ package nmstate
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"strings"
 )
 
@@ -20,9 +22,7 @@ func checkName(path, name string) error {
 			return unsupported(path, "interface name %q holds %q, which kernel interface names or keyfiles cannot carry", name, c)
 		}
 	}
-	if name == "lo" {
-		return unsupported(path, "the loopback interface is outside the supported subset")
-	}
+
 	return nil
 }
 
@@ -72,9 +72,19 @@ func (st *state) resolve() (map[string]*iface, error) {
 		if prev, ok := byName[ifc.name]; ok {
 			return nil, unsupported(join(ifc.path, "name"), "interface %q is already defined at %s", ifc.name, prev.path)
 		}
+		if (ifc.name == "lo") != (ifc.typ == "loopback") && ifc.state != "absent" {
+			return nil, unsupported(join(ifc.path, "name"), "only the interface lo, and only as type loopback, is supported for the loopback")
+		}
 		byName[ifc.name] = ifc
 	}
 	defined := len(st.ifaces)
+	for _, ifc := range st.ifaces {
+		if ifc.state != "absent" {
+			if err := ifc.checkPortsConfig(); err != nil {
+				return nil, err
+			}
+		}
+	}
 	for _, ctrl := range st.ifaces[:defined] {
 		var ports []string
 		var path string
@@ -85,10 +95,14 @@ func (st *state) resolve() (map[string]*iface, error) {
 			ports, path = ctrl.bond.ports, ctrl.bond.portsPath
 		case ctrl.br != nil:
 			ports, path = ctrl.br.ports, ctrl.br.portsPath
+		case ctrl.vrf != nil:
+			ports, path = ctrl.vrf.ports, ctrl.vrf.portsPath
 		}
 		for i, name := range ports {
 			p := index(path, i)
 			if ctrl.br != nil {
+				p = join(p, "name")
+			} else if ctrl.bond != nil && ctrl.bond.portsPath == ctrl.bond.portsConfigPath {
 				p = join(p, "name")
 			}
 			if err := checkName(p, name); err != nil {
@@ -105,13 +119,16 @@ func (st *state) resolve() (map[string]*iface, error) {
 				return nil, unsupported(p, "interface %q lists itself as a port", name)
 			case port.state == "absent":
 				return nil, unsupported(p, "port %q is marked absent", name)
-			case port.typ == "bond" || port.typ == "linux-bridge":
-				return nil, unsupported(p, "port %q is itself a controller; nested controllers are outside the supported subset", name)
+			case port.typ == "linux-bridge" || port.typ == "vrf" || (port.typ == "bond" && ctrl.typ != "linux-bridge"):
+				return nil, unsupported(p, "port %q is itself a controller; of nested controllers only a bond in a linux-bridge is supported", name)
 			case port.controller != nil:
 				return nil, unsupported(p, "port %q is already a port of %q", name, port.controller.name)
 			}
 			port.controller = ctrl
 		}
+	}
+	if err := st.addGenerated(byName, defined); err != nil {
+		return nil, err
 	}
 	for _, ifc := range st.ifaces[:defined] {
 		if ifc.state == "absent" {
@@ -128,6 +145,11 @@ func (st *state) resolve() (map[string]*iface, error) {
 }
 
 func (ifc *iface) check() error {
+	if ifc.opts.byMAC && ifc.typ != "ethernet" {
+		// NetworkManager matches only ethernet profiles by MAC; any other
+		// type without interface-name is refused on load.
+		return unsupported(join(ifc.path, "identifier"), "identifier: mac-address on a %s interface: NetworkManager needs interface-name for it", ifc.typ)
+	}
 	if ifc.mtu != nil && *ifc.mtu > maxU32 {
 		return unsupported(join(ifc.path, "mtu"), "mtu %d does not fit NetworkManager's 32-bit mtu", *ifc.mtu)
 	}
@@ -168,7 +190,7 @@ func (ifc *iface) check() error {
 	if ifc.ipv6 != nil && ifc.ipv6.enabled && ifc.mtu != nil && *ifc.mtu < minIPv6MTU {
 		return invalid(join(ifc.path, "mtu"), "MTU should be >= %d when IPv6 is enabled on interface %s, but got mtu: %d", minIPv6MTU, ifc.name, *ifc.mtu)
 	}
-	if ifc.controller != nil {
+	if ifc.noIP() {
 		for _, ip := range []*ipConf{ifc.ipv4, ifc.ipv6} {
 			if ip != nil && ip.enabled {
 				p := join(ip.path, "enabled")
@@ -182,12 +204,39 @@ func (ifc *iface) check() error {
 		}
 	}
 	switch ifc.typ {
+	case "loopback":
+		// gen_conf merges the loopback with its synthetic current state;
+		// only a desired lo that already holds those addresses is certain
+		// to come out as written.
+		for _, want := range []struct {
+			ip *ipConf
+			a  string
+		}{{ifc.ipv4, "127.0.0.1/8"}, {ifc.ipv6, "::1/128"}} {
+			if want.ip == nil || !slices.Contains(want.ip.addrStrings(), want.a) {
+				return unsupported(ifc.path, "a loopback whose ipv4 and ipv6 do not list 127.0.0.1/8 and ::1/128 (nmstate merges it with lo's current addresses)")
+			}
+		}
+	case "linux-bridge":
+		if br := ifc.br; br != nil && br.pvidPath != "" && br.pvid != 1 && !br.filtering() {
+			return invalid(br.pvidPath, "Linux bridge %s has vlan-default-pvid different than 1 but VLAN filtering is not enabled.", ifc.name)
+		}
 	case "bond":
 		return ifc.checkBond()
 	case "vlan":
 		return ifc.checkVlan()
 	}
 	return nil
+}
+
+// filtering: NetworkManager's vlan-filtering, on when a port has a vlan
+// block.
+func (br *bridgeConf) filtering() bool {
+	for _, p := range br.portConf {
+		if p.hasVLAN {
+			return true
+		}
+	}
+	return false
 }
 
 func (ifc *iface) checkBond() error {
@@ -202,8 +251,8 @@ func (ifc *iface) checkBond() error {
 	if b.miimon > 0 && b.arpIntvl > 0 {
 		return invalid(b.optsPath, "Bond miimon and arp interval are not compatible options.")
 	}
-	if b.arpIntvl > 0 {
-		return unsupported(join(b.optsPath, "arp_interval"), "NetworkManager needs arp_ip_target with arp_interval, and arp_ip_target is outside the supported subset")
+	if _, ok := b.options["arp_ip_target"]; b.arpIntvl > 0 && !ok {
+		return unsupported(join(b.optsPath, "arp_interval"), "NetworkManager needs arp_ip_target with arp_interval")
 	}
 	// NetworkManager's bond setting verification, which nmstate leaves to
 	// NetworkManager: refusing here keeps every rendered file loadable.
@@ -217,10 +266,33 @@ func (ifc *iface) checkBond() error {
 			}
 		}
 	}
-	if _, ok := b.options["lacp_rate"]; ok && b.mode != "802.3ad" {
-		return unsupported(join(b.optsPath, "lacp_rate"), "NetworkManager accepts 'lacp_rate' only with mode 802.3ad")
+	for _, k := range slices.Sorted(maps.Keys(b.options)) {
+		if modes, ok := bondOptionModes[k]; ok && !slices.Contains(modes, b.mode) {
+			return unsupported(join(b.optsPath, k), "NetworkManager accepts '%s' only with mode %s (it drops it otherwise)", k, strings.Join(modes, ", "))
+		}
 	}
 	return nil
+}
+
+// bondOptionModes are the modes NetworkManager keeps a bond option in
+// (libnm's bond option table); with any other mode it drops the option on
+// load, which nmcli --offline shows.
+var bondOptionModes = map[string][]string{
+	"lacp_rate": {"802.3ad"}, "ad_actor_sys_prio": {"802.3ad"}, "ad_actor_system": {"802.3ad"},
+	"ad_select": {"802.3ad"}, "ad_user_port_key": {"802.3ad"},
+	"tlb_dynamic_lb":    {"balance-tlb"},
+	"arp_interval":      {"balance-rr", "active-backup", "balance-xor", "broadcast"},
+	"arp_ip_target":     {"balance-rr", "active-backup", "balance-xor", "broadcast"},
+	"arp_validate":      {"balance-rr", "active-backup", "balance-xor", "broadcast"},
+	"arp_all_targets":   {"balance-rr", "active-backup", "balance-xor", "broadcast"},
+	"fail_over_mac":     {"active-backup"},
+	"num_grat_arp":      {"active-backup"},
+	"num_unsol_na":      {"active-backup"},
+	"primary_reselect":  {"active-backup", "balance-tlb", "balance-alb"},
+	"packets_per_slave": {"balance-rr"},
+	"xmit_hash_policy":  {"balance-xor", "802.3ad", "balance-tlb"},
+	"lp_interval":       {"balance-tlb", "balance-alb"},
+	"resend_igmp":       {"balance-rr", "active-backup", "balance-tlb", "balance-alb"},
 }
 
 func (ifc *iface) checkVlan() error {
@@ -303,4 +375,43 @@ func (ifc *iface) checkParent(byName map[string]*iface) error {
 		return invalid(p, "Interface %s cannot be in up state as its parent %s has been marked as absent", ifc.name, parent.name)
 	}
 	return unsupported(p, "a down VLAN over the absent %s, which nmstate would mark absent as well", parent.name)
+}
+
+// noIP: ports of a bond or bridge carry no IP sections (a VRF port keeps
+// its own).
+func (ifc *iface) noIP() bool {
+	return ifc.controller != nil && ifc.controller.typ != "vrf"
+}
+
+// addGenerated adds what gen_conf derives from the defined interfaces: the
+// peer profile of a veth (IP disabled) and copy-mac-from's address.
+func (st *state) addGenerated(byName map[string]*iface, defined int) error {
+	for _, ifc := range st.ifaces[:defined] {
+		if ifc.state == "absent" {
+			continue
+		}
+		if ifc.typ == "veth" && ifc.vethPeer != "" {
+			p := join(ifc.path, "veth.peer")
+			if err := checkName(p, ifc.vethPeer); err != nil {
+				return err
+			}
+			if _, ok := byName[ifc.vethPeer]; ok {
+				return unsupported(p, "a veth peer defined in the same state is outside the supported subset")
+			}
+			peer := &iface{path: p, name: ifc.vethPeer, typ: "veth", state: "up", vethPeer: ifc.name,
+				ipv4: &ipConf{}, ipv6: &ipConf{}, generated: true}
+			byName[peer.name] = peer
+			st.ifaces = append(st.ifaces, peer)
+		} else if ifc.typ == "veth" {
+			return invalid(ifc.path, "veth interface %s needs veth.peer", ifc.name)
+		}
+		if ifc.copyMAC != "" {
+			src, ok := byName[ifc.copyMAC]
+			if !ok || src.mac == "" {
+				return invalid(ifc.copyMACPath, "Failed to find mac address of interface %s for copy-mac-from of iface %s", ifc.copyMAC, ifc.name)
+			}
+			ifc.mac = src.mac
+		}
+	}
+	return nil
 }
