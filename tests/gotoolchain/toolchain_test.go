@@ -105,7 +105,9 @@ func tools(t *testing.T, extra map[string]string) string {
 		"dirname", "uname", "cat"} {
 		p, err := exec.LookPath(n)
 		if err != nil {
-			t.Fatalf("the script needs %s, not found on this host: %v", n, err)
+			// As the swtpm tests do without swtpm: a visible skip naming
+			// the package (.ci/run installs curl and unzip).
+			t.Skipf("%s not installed (apt-get install curl unzip): the script's no-go path needs it", n)
 		}
 		must(t, os.Symlink(p, filepath.Join(dir, n)))
 	}
