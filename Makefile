@@ -53,9 +53,10 @@ test-slow: ## go test ./... and the ten slowest tests (wall time each)
 	@$(GO) run ./tests/slowest <$(BIN)/test-slow.json
 
 # The packages whose tests change with the tag: tpm (the simulator),
-# tpmauth (verifies the simulator's EK) and e2e (emulated registrations).
-# The rest compile the same tests either way and already ran in test-unit.
-EMULATED_PKGS := ./tpm/... ./server/tpmauth/ ./tests/e2e/
+# tpmauth (verifies the simulator's EK), e2e (emulated registrations) and
+# examples (examples/node/emulated-tpm.yaml registers with the emulated
+# agent). The rest compile the same tests either way and ran in test-unit.
+EMULATED_PKGS := ./tpm/... ./server/tpmauth/ ./tests/e2e/ ./tests/examples/
 test-emulated: ## tests that need the emulated TPM (build tag emulatedtpm, cgo)
 	CGO_ENABLED=1 $(GOTEST) -timeout 20m -tags emulatedtpm $(EMULATED_PKGS)
 

@@ -153,11 +153,12 @@ func adminURL(t *testing.T, rs *node.Regserver) string {
 // nodes: each node config, the registration it names (by its token) and
 // the network example that registration's first machine gets.
 var nodes = map[string]string{
-	"tpm.yaml":        "nmstate-single-nic.yaml",
-	"mac.yaml":        "nmstate-single-nic.yaml",
-	"sys-uuid.yaml":   "nmconnections.yaml",
-	"bond-vlan.yaml":  "nmstate-bond-vlan.yaml",
-	"dual-stack.yaml": "nmstate-dual-stack.yaml",
+	"tpm.yaml":          "nmstate-single-nic.yaml",
+	"emulated-tpm.yaml": "nmstate-single-nic.yaml",
+	"mac.yaml":          "nmstate-single-nic.yaml",
+	"sys-uuid.yaml":     "nmconnections.yaml",
+	"bond-vlan.yaml":    "nmstate-bond-vlan.yaml",
+	"dual-stack.yaml":   "nmstate-dual-stack.yaml",
 }
 
 // machine is a scratch root of the q35 VM inventory fixture (the demo's),
@@ -218,10 +219,22 @@ func TestEveryNodeConfigRegisters(t *testing.T) {
 			rs := startRegserver(t, cfg)
 			args := []string{"--root", machine(t, f), "--dry-run", "--nmstate", "builtin",
 				"--registration-url", registrationURL(t, f, rs), "--deadline", "30s", "--network-timeout", "30s"}
-			if name == "tpm.yaml" {
+			agent := testbin.Build(t, "./cmd/agent")
+			switch {
+			case name == "tpm.yaml":
 				args = append(args, "--tpm-device", tpmtest.StartSwtpm(t, false).Device())
+			case name == "emulated-tpm.yaml" && !emulatedBuild:
+				// The default build has no emulated TPM: the example says
+				// so, and so must the agent.
+				r := run(t, agent, args...)
+				if r.code != 78 || !strings.Contains(r.stderr, "TPM emulation not compiled in") {
+					t.Fatalf("default build on emulate-tpm: exit %d, want 78 naming the emulated build\n%s", r.code, r.stderr)
+				}
+				return
+			case name == "emulated-tpm.yaml":
+				agent = testbin.Build(t, "./cmd/agent", "emulatedtpm")
 			}
-			r := run(t, testbin.Build(t, "./cmd/agent"), args...)
+			r := run(t, agent, args...)
 			if r.code != 0 {
 				t.Fatalf("agent --dry-run: exit %d\nstderr: %s\nregserver: %s", r.code, r.stderr, rs.Stderr.String())
 			}
