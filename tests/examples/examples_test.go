@@ -155,10 +155,12 @@ func adminURL(t *testing.T, rs *node.Regserver) string {
 var nodes = map[string]string{
 	"tpm.yaml":          "nmstate-single-nic.yaml",
 	"emulated-tpm.yaml": "nmstate-single-nic.yaml",
-	"mac.yaml":          "nmstate-single-nic.yaml",
-	"sys-uuid.yaml":     "nmconnections.yaml",
-	"bond-vlan.yaml":    "nmstate-bond-vlan.yaml",
-	"dual-stack.yaml":   "nmstate-dual-stack.yaml",
+	// reaches the server on loopback, so its bootstrap network stays down
+	"bootstrap-static.yaml": "nmstate-single-nic.yaml",
+	"mac.yaml":              "nmstate-single-nic.yaml",
+	"sys-uuid.yaml":         "nmconnections.yaml",
+	"bond-vlan.yaml":        "nmstate-bond-vlan.yaml",
+	"dual-stack.yaml":       "nmstate-dual-stack.yaml",
 }
 
 // machine is a scratch root of the q35 VM inventory fixture (the demo's),
@@ -202,7 +204,8 @@ func registrationURL(t *testing.T, config string, rs *node.Regserver) string {
 // Every node config registers with regserver on examples/regserver.yaml
 // (a fresh server each, so the machine is its pools' first) and gets
 // exactly what its network example renders to: same addresses, keyfiles,
-// applicator and digest. The config files draw no unknown-key warning.
+// applicator and digest, in one piece. The config files draw no
+// unknown-key warning.
 func TestEveryNodeConfigRegisters(t *testing.T) {
 	cfg := filepath.Join(testbin.ModuleRoot(), "examples", "regserver.yaml")
 	for _, f := range examples(t, "node/*.yaml") {
@@ -241,10 +244,29 @@ func TestEveryNodeConfigRegisters(t *testing.T) {
 			if strings.Contains(r.stderr, "unknown key") {
 				t.Errorf("the example has a key the agent does not read:\n%s", r.stderr)
 			}
-			if !strings.HasPrefix(r.stdout, want.stdout) {
+			if name == "bootstrap-static.yaml" && !strings.HasPrefix(r.stdout, "# bootstrap network: not needed (the registration server is reachable") {
+				t.Errorf("a reachable server, yet the dry run does not say the bootstrap network is not needed:\n%s", r.stdout)
+			}
+			if !strings.Contains(r.stdout, want.stdout) {
 				t.Errorf("the registration's config is not examples/network/%s:\n--- dry run\n%s\n--- render\n%s", net, r.stdout, want.stdout)
 			}
 		})
+	}
+}
+
+// The bootstrap example, on the VM fixture (whose eth0 MAC is the table's
+// first entry): render --bootstrap picks that entry's address and puts it
+// in the runtime keyfile, probing and writing nothing.
+func TestBootstrapExampleRenders(t *testing.T) {
+	root := machine(t, filepath.Join(testbin.ModuleRoot(), "examples", "node", "bootstrap-static.yaml"))
+	r := run(t, testbin.Build(t, "./cmd/agent"), "render", "--bootstrap", "--root", root)
+	if r.code != 0 {
+		t.Fatalf("render --bootstrap: exit %d\n%s", r.code, r.stderr)
+	}
+	for _, want := range []string{"{boot-ip}: first try 10.231.0.21 from static[0] (mac 52:54:00:12:34:56)", "\naddress1=10.231.0.21/24,10.231.0.1\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("render --bootstrap lacks %q:\n%s", want, r.stdout)
+		}
 	}
 }
 
