@@ -1,7 +1,11 @@
 # nodereg — on-node registration agent and reference registration server.
 # `make help` lists the targets.
 
-GO        ?= go
+# The Go go.mod names: the go on PATH when it is new enough, else the one
+# .ci/go-toolchain.sh fetches through the Go module proxy (Debian 12's go
+# 1.19 predates GOTOOLCHAIN). Looked up only by the recipes that use it.
+GO_BIN     = $(shell ./.ci/go-toolchain.sh)
+GO        ?= $(if $(GO_BIN),$(GO_BIN)/go,$(error no Go for go.mod: see the go-toolchain line above))
 BIN       := bin
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.1.0-dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
@@ -9,7 +13,9 @@ LDFLAGS   := -s -w -X main.version=$(VERSION)
 STATIC    := CGO_ENABLED=0
 # -p 4: twice the packages of the default on two cores, as most of the
 # suite's time is spent waiting on deadlines and child processes.
-GOTEST    ?= $(GO) test -count=1 -p 4
+# GOTEST_WRAP: tests/stages.sh runs go test through tests/gotest, which
+# records the skipped tests and their reasons for make test's summary.
+GOTEST    ?= $(GOTEST_WRAP) $(GO) test -count=1 -p 4
 
 .PHONY: help build build-emulated test test-unit test-race test-slow test-emulated test-fuzz test-boot demo bench lint clean
 
@@ -47,9 +53,10 @@ test-slow: ## go test ./... and the ten slowest tests (wall time each)
 	@$(GO) run ./tests/slowest <$(BIN)/test-slow.json
 
 # The packages whose tests change with the tag: tpm (the simulator),
-# tpmauth (verifies the simulator's EK) and e2e (emulated registrations).
-# The rest compile the same tests either way and already ran in test-unit.
-EMULATED_PKGS := ./tpm/... ./server/tpmauth/ ./tests/e2e/
+# tpmauth (verifies the simulator's EK), e2e (emulated registrations) and
+# examples (examples/node/emulated-tpm.yaml registers with the emulated
+# agent). The rest compile the same tests either way and ran in test-unit.
+EMULATED_PKGS := ./tpm/... ./server/tpmauth/ ./tests/e2e/ ./tests/examples/
 test-emulated: ## tests that need the emulated TPM (build tag emulatedtpm, cgo)
 	CGO_ENABLED=1 $(GOTEST) -timeout 20m -tags emulatedtpm $(EMULATED_PKGS)
 

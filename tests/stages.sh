@@ -2,9 +2,12 @@
 # Runs make targets as the stages of `make test`, each with its output in
 # bin/stage-<target>.log, printed when the stage ends, and its wall time.
 # Every stage runs even when an earlier one failed; the exit status is 1 if
-# any failed. The closing lines are a table of stages, durations and results.
+# any failed. The closing lines are a table of stages, durations and results,
+# then every skipped test with its reason: the stages' go test runs go
+# through tests/gotest (GOTEST_WRAP), which writes bin/skips-<target>.txt.
 #
-# Usage: tests/stages.sh STAGE...   where a STAGE is a target or several
+# Usage: tests/stages.sh --skips    prints the skip list of the last run again
+#        tests/stages.sh STAGE...   where a STAGE is a target or several
 # joined by '+', run at the same time (e.g. test-fuzz+test-boot: the fuzz
 # targets use the CPU while the boot simulation mostly waits on timers).
 set -u
@@ -12,7 +15,30 @@ cd "$(dirname "$0")/.."
 mkdir -p bin
 : "${MAKE:=make}"
 summary=bin/stage-summary.txt
+
+# skipped: the skips, one line each: "[stage] package Test: reason". A test
+# skipped in two stages (test-unit and test-race run many of the same)
+# shows twice.
+skipped() {
+	skips=$(for f in bin/skips-*.txt; do
+		[ -f "$f" ] || continue
+		t=${f#bin/skips-}
+		sed "s|^|[${t%.txt}] |" "$f"
+	done | LC_ALL=C sort)
+	echo
+	if [ -z "$skips" ]; then
+		echo "=== make test: no test skipped"
+	else
+		echo "=== make test: $(echo "$skips" | wc -l) skipped tests, with their reasons"
+		echo "$skips" | sed 's/^/  /'
+	fi
+}
+if [ "${1:-}" = --skips ]; then
+	skipped
+	exit 0
+fi
 : >"$summary"
+rm -f bin/skips-*.txt
 failed=0
 
 # stage TARGET: runs one target, its output to its log; appends
@@ -21,7 +47,9 @@ stage() {
 	log=bin/stage-$1.log
 	mkdir -p bin
 	start=$(date +%s)
-	"$MAKE" --no-print-directory "$1" >"$log" 2>&1
+	rm -f "bin/skips-$1.txt"
+	"$MAKE" --no-print-directory "$1" \
+		GOTEST_WRAP='$(GO) run ./tests/gotest -skips bin/skips-'"$1"'.txt --' >"$log" 2>&1
 	rc=$?
 	end=$(date +%s)
 	echo "=== stage $1: $((end - start))s, exit $rc"
@@ -63,4 +91,5 @@ while read -r target secs rc; do
 done <"$summary"
 if [ $failed = 0 ]; then res=ok; else res=FAIL; fi
 printf '  %-14s %4ss  %s\n' total "$((all_end - all_start))" "$res"
+skipped
 exit $failed
