@@ -73,7 +73,9 @@ func (c *clock) Add(d time.Duration) {
 
 func newServer(t testing.TB, cfg *regconfig.Config, st *store.Store, mod func(*Options)) *Server {
 	t.Helper()
-	o := Options{Config: cfg, Store: st, NetworkWait: -1}
+	// Tests register many machines from one (absent) client address: the
+	// rate limit has tests of its own.
+	o := Options{Config: cfg, Store: st, NetworkWait: -1, NewInventoriesPerMinute: -1}
 	if mod != nil {
 		mod(&o)
 	}
@@ -572,11 +574,15 @@ pools:
 	}
 }
 
-// adminServe runs r through the admin API as a client on loopback sends it.
+// adminServe runs r through the admin API as a client on loopback sends it,
+// with the admin token.
 func adminServe(s *Server, w http.ResponseWriter, r *http.Request) {
 	r.Host = "127.0.0.1:9090"
-	s.Admin(AdminOptions{}).ServeHTTP(w, r)
+	r.Header.Set("Authorization", "Bearer "+testAdminToken)
+	s.Admin(AdminOptions{Token: testAdminToken}).ServeHTTP(w, r)
 }
+
+const testAdminToken = "test-admin-token"
 
 func TestAdminAPIApart(t *testing.T) {
 	s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.200"), memStore(t), nil)

@@ -144,7 +144,7 @@ func TestWebsocketPlainRegistration(t *testing.T) {
 		t.Fatalf("agent's MsgConfig 0x%02x without the announcement:\n%s", typ, p)
 	}
 
-	// Second connection: the explicit ask (DESIGN.md).
+	// Second connection: the explicit ask (docs/regserver.md, Network config replies).
 	c = dialAgent(t, url, "4c4c4544-0042-3010-8058-b4c04f4e4e32")
 	c.send(0x0C, "")
 	typ, p = c.read()
@@ -212,7 +212,7 @@ config:
 	}
 }
 
-// The captured upstream client sequence (PROTOCOL.md 4.2) against a server
+// The captured upstream client sequence (docs/protocol.md, the registration conversation) against a server
 // whose allocation delay outlasts the session: MsgError, never a MsgConfig
 // without the network section; with a delay inside the session, the
 // MsgConfig carries the address.

@@ -57,7 +57,7 @@ func startServer(tb testing.TB, storePath string) *httptest.Server {
 	node.Must(tb, err)
 	// The admin API beside the registrations, for the checks only.
 	mux := http.NewServeMux()
-	mux.Handle("/admin/", srv.Admin(server.AdminOptions{}))
+	mux.Handle("/admin/", srv.Admin(server.AdminOptions{Insecure: true}))
 	mux.Handle("/", srv)
 	hs := httptest.NewServer(mux)
 	tb.Cleanup(func() { hs.Close(); st.Close() })
