@@ -48,6 +48,7 @@ func (s *syncBuffer) String() string {
 // started is a regserver run in this process.
 type started struct {
 	base, admin string
+	token       string // the generated admin token
 	stderr      *syncBuffer
 	stop        func() int
 }
@@ -89,8 +90,28 @@ func startRun(t *testing.T, args ...string) *started {
 		}
 		*re.dst = m[1]
 	}
+	// Without --admin-token-file a token is generated and its file named.
+	line, err := br.ReadString('\n')
+	if m := regexp.MustCompile(`^admin token in (/\S+)\n$`).FindStringSubmatch(line); err == nil && m != nil {
+		b, err := os.ReadFile(m[1])
+		if err != nil {
+			t.Fatalf("admin token file: %v", err)
+		}
+		st.token = strings.TrimSpace(string(b))
+	}
 	go io.Copy(io.Discard, br)
 	return st
+}
+
+// adminGet calls the admin API with the generated token.
+func (st *started) adminGet(t *testing.T, client *http.Client, path string) (*http.Response, error) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, st.admin+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+st.token)
+	return client.Do(req)
 }
 
 func TestRunServesAndStops(t *testing.T) {
@@ -113,7 +134,7 @@ func TestRunServesAndStops(t *testing.T) {
 	if resp, err := http.Get(m[1] + "/admin/pools"); err != nil || resp.StatusCode == 200 {
 		t.Fatalf("admin API on the registration listener: %v %v", resp, err)
 	}
-	resp, err = http.Get(rs.admin + "/admin/pools")
+	resp, err = rs.adminGet(t, http.DefaultClient, "/admin/pools")
 	if err != nil {
 		t.Fatal(err)
 	}

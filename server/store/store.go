@@ -56,6 +56,9 @@ type Store struct {
 	commitMu sync.Mutex
 	// Imported names the JSON file a legacy store was moved to at Open.
 	Imported string
+	// CheckPartial: the consistency check at Open ran out of time before
+	// it read the whole file.
+	CheckPartial bool
 }
 
 // Open opens the database at path, creating it when missing. An empty path
@@ -76,13 +79,25 @@ func Open(path string) (*Store, error) {
 			return nil, fmt.Errorf("store %s: %w", path, err)
 		}
 		s.Imported = imported
-		if s.back, err = openBolt(path, false); err != nil {
+		_, statErr := os.Stat(path)
+		back, err := openBolt(path, false)
+		if err != nil {
 			return nil, fmt.Errorf("store %s: %w", path, err)
+		}
+		s.back = back
+		if statErr == nil {
+			if s.CheckPartial, err = back.verify(path); err != nil {
+				back.close()
+				return nil, fmt.Errorf("store %s: %w", path, err)
+			}
 		}
 	}
 	st, err := load(s.back)
 	if err != nil {
 		s.back.close()
+		if !errors.Is(err, ErrDamaged) {
+			err = fmt.Errorf("%w: %w", ErrDamaged, err)
+		}
 		return nil, fmt.Errorf("store %s: %w", path, err)
 	}
 	s.state = st
