@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nodereg/nodereg/internal/vectors"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/server/regconfig"
 	"github.com/nodereg/nodereg/server/store"
@@ -536,11 +536,11 @@ func TestRouting(t *testing.T) {
 	}
 }
 
+// exampleConfig is the config regserver ships with.
+var exampleConfig = filepath.Join(vectors.ModuleRoot(), "cmd", "regserver", "example.yaml")
+
 func TestExampleConfigServes(t *testing.T) {
-	if _, err := os.Stat("../cmd/regserver/example.yaml"); err != nil {
-		t.Skip("example config not present")
-	}
-	cfg, err := regconfig.Load("../cmd/regserver/example.yaml")
+	cfg, err := regconfig.Load(exampleConfig)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,13 +3,13 @@ package server
 import (
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
 
+	"github.com/nodereg/nodereg/internal/vectors"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/server/store"
 	"github.com/nodereg/nodereg/server/tpmauth"
@@ -78,12 +78,9 @@ func (c *rawClient) expect(typ byte, payload string) {
 	}
 }
 
+// vector is one of upstream's wire captures (tests/vectors), as sent.
 func vector(t *testing.T, name string) string {
-	b, err := os.ReadFile("../../shared/vectors/" + name)
-	if err != nil {
-		t.Skipf("shared vectors not present: %v", err)
-	}
-	return strings.TrimSpace(string(b)) + "\n"
+	return strings.TrimSpace(string(vectors.Read(t, name))) + "\n"
 }
 
 func TestWebsocketPlainRegistration(t *testing.T) {
