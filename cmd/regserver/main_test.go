@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -91,8 +92,12 @@ func startRun(t *testing.T, args ...string) *started {
 		*re.dst = m[1]
 	}
 	// Without --admin-token-file a token is generated and its file named.
-	line, err := br.ReadString('\n')
-	if m := regexp.MustCompile(`^admin token in (/\S+)\n$`).FindStringSubmatch(line); err == nil && m != nil {
+	if !slices.Contains(args, "--admin-token-file") && !slices.Contains(args, "--admin-insecure") {
+		line, err := br.ReadString('\n')
+		m := regexp.MustCompile(`^admin token in (/\S+)\n$`).FindStringSubmatch(line)
+		if err != nil || m == nil {
+			t.Fatalf("token line %q, %v", line, err)
+		}
 		b, err := os.ReadFile(m[1])
 		if err != nil {
 			t.Fatalf("admin token file: %v", err)
