@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/server/store"
 )
 
@@ -128,7 +129,7 @@ func (s *Server) adminPools(w http.ResponseWriter) {
 			switch {
 			case c.Address != "":
 				used[c.Pool]++
-			case c.Reason == "PoolExhausted":
+			case c.Reason == protocol.ReasonPoolExhausted:
 				waiting[c.Pool]++
 			}
 		}
@@ -146,7 +147,7 @@ func (s *Server) adminPools(w http.ResponseWriter) {
 			v.Free = v.Total - v.Used
 		}
 		if v.Waiting > 0 {
-			v.Reason = "PoolExhausted"
+			v.Reason = protocol.ReasonPoolExhausted
 		}
 		out = append(out, v)
 	}

@@ -34,8 +34,8 @@ const (
 // Reasons of the MsgErrors these limits answer with; the message names
 // the client, the limit and when to try again.
 const (
-	ReasonRateLimited    = "RateLimited"
-	ReasonTooManyPending = "TooManyPendingInventories"
+	ReasonRateLimited    = protocol.ReasonRateLimited
+	ReasonTooManyPending = protocol.ReasonTooManyPending
 )
 
 // maxBuckets bounds the rate limiter's memory; full buckets (idle clients)
