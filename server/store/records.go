@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+
+	"github.com/nodereg/nodereg/protocol"
 )
 
 // op is one record to write (value nil: delete).
@@ -109,6 +111,13 @@ func load(back backend) (*State, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	// Claims that found their pool full wait in creation order, also after
+	// a reload: a newer claim must not overtake them.
+	for _, c := range st.Claims {
+		if c.Address == "" && c.Reason == protocol.ReasonPoolExhausted {
+			st.Enqueue(c)
+		}
 	}
 	return st, nil
 }

@@ -32,7 +32,7 @@ func TestKillDuringAllocations(t *testing.T) {
 	token := filepath.Join(dir, "admin-token")
 	node.Must(t, os.WriteFile(token, []byte(adminToken), 0o600))
 	// One client address plays every machine: the per-client limits are
-	// off here (tests/faults floods them on purpose).
+	// off here (server/clients_test.go floods them on purpose).
 	start := func() *node.Regserver {
 		return node.StartRegserver(t, nil, bin, "--config", cfg, "--store", storePath, "--listen", "127.0.0.1:0", "--admin-listen", ":0",
 			"--admin-token-file", token, "--no-tpm", "--max-client-sessions", "0", "--new-inventories-per-minute", "0", "--max-pending-inventories", "0")

@@ -54,7 +54,7 @@ func startServer(tb testing.TB, storePath string) *httptest.Server {
 	st, err := store.Open(storePath)
 	node.Must(tb, err)
 	// One client address plays every machine here: the per-client limits
-	// are off (tests/faults floods them on purpose).
+	// are off (server/clients_test.go floods them on purpose).
 	srv, err := server.New(server.Options{Config: cfg, Store: st, SessionDeadline: time.Minute,
 		MaxClientSessions: -1, NewInventoriesPerMinute: -1, MaxPendingInventories: -1})
 	node.Must(tb, err)
