@@ -113,7 +113,7 @@ func openStore(path string, log *logrus.Entry) (*store.Store, error) {
 	}
 	st, err := store.Open(path)
 	if errors.Is(err, store.ErrDamaged) {
-		return nil, configErr("opening store: %v. The file %s is damaged: regserver does not serve from it. Restore it from a backup, or save what it still holds with `regserver store export --store %s > state.json`, move the damaged file aside and start with --store state.json (a JSON store is imported)", err, path, path)
+		return nil, configErr("opening store: %v. regserver does not serve from a damaged store: restore %s from a backup, or save what it still holds with `regserver store export --store %s > state.json`, move the damaged file aside and start with --store state.json (a JSON store is imported)", err, path, path)
 	}
 	if err != nil {
 		return nil, configErr("opening store: %v", err)

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -48,7 +49,7 @@ type boltBackend struct{ db *bolt.DB }
 // layout version, and, for an existing file, its consistency (verify).
 func openBolt(path string, readOnly bool) (*boltBackend, error) {
 	var db *bolt.DB
-	err := guard("opening", func() error {
+	err := guard("bbolt failed opening it", func() error {
 		var err error
 		db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout, ReadOnly: readOnly, InitialMmapSize: initialMmapSize})
 		return err
@@ -56,8 +57,13 @@ func openBolt(path string, readOnly bool) (*boltBackend, error) {
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("opening: the file is locked by another process (a running regserver?)")
 	}
-	if err != nil && !errors.Is(err, ErrDamaged) && (errors.Is(err, bolterrors.ErrInvalid) || errors.Is(err, bolterrors.ErrChecksum) || errors.Is(err, bolterrors.ErrVersionMismatch)) {
-		err = fmt.Errorf("%w: %v", ErrDamaged, err)
+	// Whatever else bbolt refuses an existing file for (bad meta pages, a
+	// file shorter than its pages) is damage, not a lack of permission.
+	if err != nil && !errors.Is(err, ErrDamaged) && !errors.Is(err, fs.ErrPermission) && !errors.Is(err, fs.ErrNotExist) {
+		err = fmt.Errorf("%w: bbolt refused it: %v", ErrDamaged, err)
+	}
+	if errors.Is(err, ErrDamaged) {
+		return nil, err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("opening: %w", err)

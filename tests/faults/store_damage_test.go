@@ -225,8 +225,8 @@ func checkDamagedRun(t *testing.T, bin, cfg, path, token string) string {
 	if r.base == "" {
 		code := r.exitCode(t)
 		msg := r.stderr.String()
-		if code != 78 || crashRE.MatchString(msg) || !strings.Contains(msg, path) {
-			t.Errorf("%s: exit %d, want 78 naming the file, no panic:\n%s", path, code, msg)
+		if code != 78 || crashRE.MatchString(msg) || !strings.Contains(msg, path) || !strings.Contains(msg, "is damaged") {
+			t.Errorf("%s: exit %d, want 78 naming the file as damaged, no panic:\n%s", path, code, msg)
 		}
 		return "exit 78"
 	}
