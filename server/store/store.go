@@ -59,6 +59,9 @@ type Store struct {
 	// CheckPartial: the consistency check at Open ran out of time before
 	// it read the whole file.
 	CheckPartial bool
+	// broken is set (under mu) when memory and database may have parted:
+	// a commit failed and the state could not be read back.
+	broken error
 }
 
 // Open opens the database at path, creating it when missing. An empty path
@@ -160,6 +163,12 @@ type ticket struct {
 // changed is kept for callers' clarity and not needed.
 func (s *Store) Update(fn func(*State) (changed bool, err error)) error {
 	s.mu.Lock()
+	if s.broken != nil {
+		// Memory may hold changes the database never took: nothing more
+		// is acted on until a restart reads the file again.
+		defer s.mu.Unlock()
+		return s.broken
+	}
 	_, ferr := fn(s.state)
 	if !s.state.dirty() {
 		wait := s.last
@@ -213,6 +222,7 @@ func (s *Store) commitQueue() {
 			s.state = st
 		} else {
 			err = errors.Join(err, fmt.Errorf("store %s: reloading after a failed commit: %w", s.path, lerr))
+			s.broken = fmt.Errorf("store %s: no change is accepted after a failed commit the state could not be reloaded from (restart regserver): %w", s.path, err)
 		}
 		s.mu.Unlock()
 	}
@@ -232,7 +242,9 @@ func (s *Store) reloadAfter(cause error) error {
 	defer s.mu.Unlock()
 	st, err := load(s.back)
 	if err != nil {
-		return errors.Join(cause, err)
+		err = errors.Join(cause, err)
+		s.broken = fmt.Errorf("store %s: no change is accepted after the state could not be reloaded (restart regserver): %w", s.path, err)
+		return err
 	}
 	s.state = st
 	return cause
