@@ -241,6 +241,10 @@ const (
 	ReasonPoolExhausted       = "PoolExhausted"
 	ReasonAllocationFailed    = "AllocationFailed"
 	ReasonInventoryNotFound   = "InventoryNotFound"
+	// A new machine refused by regserver's per-client limits; both carry
+	// RetryAfterSeconds and are worth another attempt then.
+	ReasonRateLimited    = "RateLimited"
+	ReasonTooManyPending = "TooManyPendingInventories"
 )
 
 func (e *ErrorReply) Error() string {

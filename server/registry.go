@@ -1,11 +1,11 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"html"
 	"maps"
 	"math"
-	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -19,34 +19,23 @@ import (
 // LabelPrefix is upstream's default label and annotation prefix.
 const LabelPrefix = "elemental.cattle.io/"
 
-// defaultMachineName is upstream's name when a registration sets none.
+// defaultMachineName is upstream's name when a registration sets none, and
+// its fallback when the registration's template names data the machine did
+// not send (a machine without SMBIOS, elemental-register --no-smbios).
 const defaultMachineName = "m-${Random/UUID}"
 
 // registerInventory creates or refreshes the inventory for s in st, the
-// way the operator handles MsgGet (PROTOCOL.md 4.6). Failures are
-// *protocol.ErrorReply so the client sees them as MsgError.
-func (srv *Server) registerInventory(st *store.State, reg *regconfig.Registration, s *protocol.ServerSession, now time.Time) (*store.Inventory, error) {
+// way the operator handles MsgGet (docs/protocol.md, the registration
+// conversation). Failures are *protocol.ErrorReply so the client sees
+// them as MsgError; they come before anything is recorded.
+func (srv *Server) registerInventory(st *store.State, reg *regconfig.Registration, s *protocol.ServerSession, client string, now time.Time) (*store.Inventory, error) {
 	data := labeltmpl.Data(s.SMBIOS, s.SystemData)
 	inv := st.Inventories[s.Identity.Hash]
 	if inv == nil {
-		tmpl := reg.MachineName
-		if tmpl == "" {
-			tmpl = defaultMachineName
+		var err error
+		if inv, err = srv.newInventory(st, reg, s.Identity.Hash, data, client, now); err != nil {
+			return nil, err
 		}
-		raw, err := labeltmpl.Render(tmpl, data, srv.rnd)
-		if err != nil {
-			return nil, &protocol.ErrorReply{Message: fmt.Sprintf("MachineInventory creation failed: machineName: %v", err)}
-		}
-		name := labeltmpl.SanitizeName(raw)
-		if name == "" {
-			return nil, &protocol.ErrorReply{Message: fmt.Sprintf("MachineInventory creation failed: machineName %q renders to an empty name", tmpl)}
-		}
-		for _, other := range st.Inventories {
-			if other.Name == name {
-				return nil, &protocol.ErrorReply{Message: fmt.Sprintf("MachineInventory creation failed: name %q is taken by machine hash %s", name, other.Hash)}
-			}
-		}
-		inv = &store.Inventory{Name: name, Hash: s.Identity.Hash, CreatedAt: now}
 	}
 	if _, err := st.SetHardware(inv.Hash, s.SMBIOS, s.SystemData, srv.maxHW); err != nil {
 		return nil, &protocol.ErrorReply{Message: fmt.Sprintf("MachineInventory update failed: %v", err)}
@@ -54,39 +43,8 @@ func (srv *Server) registerInventory(st *store.State, reg *regconfig.Registratio
 	inv.AuthKind = s.Identity.Kind
 	inv.Registration = reg.Name
 	inv.UpdatedAt = now
-
-	labels := map[string]string{}
-	for k, tmpl := range reg.MachineInventoryLabels {
-		v, err := labeltmpl.Render(tmpl, data, srv.rnd)
-		if err != nil {
-			// Upstream skips labels that fail to render.
-			srv.log.WithField("inventory", inv.Name).Warnf("label %s skipped: %v", k, err)
-			continue
-		}
-		labels[k] = labeltmpl.SanitizeLabelValue(v)
-	}
-	for k, tmpl := range s.Labels {
-		v, err := labeltmpl.Render(tmpl, data, srv.rnd)
-		if err != nil {
-			srv.log.WithField("inventory", inv.Name).Warnf("client label %s skipped: %v", k, err)
-			continue
-		}
-		labels[LabelPrefix+k] = labeltmpl.SanitizeLabelValue(v)
-	}
-	inv.Labels = labels
-
-	ann := maps.Clone(reg.MachineInventoryAnnotations)
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	for k, v := range s.Annotations {
-		ann[LabelPrefix+sanitizeAnnotation(k)] = sanitizeAnnotation(v)
-	}
-	if r := reg.Config.Elemental.Reset; r != nil && r.Enabled {
-		ann[LabelPrefix+"resettable"] = "true"
-	}
-	inv.Annotations = ann
-
+	inv.Labels = srv.mergeLabels(inv, reg, s.Labels, data)
+	inv.Annotations = annotations(reg, s.Annotations)
 	inv.Network = nil
 	if n := reg.Network; n != nil && n.Configurator != protocol.ConfiguratorNone {
 		inv.Network = &store.NetworkTemplate{
@@ -98,6 +56,94 @@ func (srv *Server) registerInventory(st *store.State, reg *regconfig.Registratio
 	st.PutInventory(inv)
 	srv.syncClaims(st, inv, now)
 	return inv, nil
+}
+
+// newInventory names a new machine's inventory after the registration's
+// template, once the client's limits allow one more.
+func (srv *Server) newInventory(st *store.State, reg *regconfig.Registration, hash string, data map[string]any, client string, now time.Time) (*store.Inventory, error) {
+	var pools map[string]string
+	if reg.Network != nil && reg.Network.Configurator != protocol.ConfiguratorNone {
+		pools = reg.Network.IPAddresses
+	}
+	if er := srv.admitInventory(st, reg, client, pools, now); er != nil {
+		return nil, er
+	}
+	tmpl := reg.MachineName
+	if tmpl == "" {
+		tmpl = defaultMachineName
+	}
+	raw, err := labeltmpl.Render(tmpl, data, srv.rnd)
+	if errors.Is(err, labeltmpl.ErrNoValue) {
+		// As upstream: a name template the machine's data cannot fill
+		// falls back to a generated name rather than failing.
+		fallback, ferr := labeltmpl.Render(defaultMachineName, nil, srv.rnd)
+		if ferr != nil {
+			return nil, &protocol.ErrorReply{Message: fmt.Sprintf("MachineInventory creation failed: machineName: %v", ferr)}
+		}
+		srv.log.WithField("machine", hash).Warnf("machineName %q: %v; named %s instead", tmpl, err, fallback)
+		raw, err = fallback, nil
+	}
+	if err != nil {
+		return nil, &protocol.ErrorReply{Message: fmt.Sprintf("MachineInventory creation failed: machineName: %v", err)}
+	}
+	name := labeltmpl.SanitizeName(raw)
+	if name == "" {
+		return nil, &protocol.ErrorReply{Message: fmt.Sprintf("MachineInventory creation failed: machineName %q renders to an empty name", tmpl)}
+	}
+	if other := st.ByName(name); other != nil {
+		return nil, &protocol.ErrorReply{Message: fmt.Sprintf("MachineInventory creation failed: name %q is taken by machine hash %s", name, other.Hash)}
+	}
+	return &store.Inventory{Name: name, Hash: hash, CreatedAt: now}, nil
+}
+
+// mergeLabels merges a registration's labels into the inventory's key by
+// key, as upstream does: a label is added or replaced, never removed
+// because a later registration did not render or send it, and a label
+// from a Random template keeps its first value.
+func (srv *Server) mergeLabels(inv *store.Inventory, reg *regconfig.Registration, client map[string]string, data map[string]any) map[string]string {
+	labels := maps.Clone(inv.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	render := func(k, tmpl, what string) (string, bool) {
+		v, err := labeltmpl.Render(tmpl, data, srv.rnd)
+		if err != nil {
+			// Upstream skips labels that fail to render.
+			srv.log.WithField("inventory", inv.Name).Warnf("%s %s skipped: %v", what, k, err)
+			return "", false
+		}
+		return labeltmpl.SanitizeLabelValue(v), true
+	}
+	for _, k := range slices.Sorted(maps.Keys(reg.MachineInventoryLabels)) {
+		tmpl := reg.MachineInventoryLabels[k]
+		if labels[k] != "" && labeltmpl.IsRandom(tmpl) {
+			continue
+		}
+		if v, ok := render(k, tmpl, "label"); ok {
+			labels[k] = v
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(client)) {
+		if v, ok := render(k, client[k], "client label"); ok {
+			labels[LabelPrefix+k] = v
+		}
+	}
+	return labels
+}
+
+// annotations are the registration's plus the machine's, prefixed.
+func annotations(reg *regconfig.Registration, sent map[string]string) map[string]string {
+	ann := maps.Clone(reg.MachineInventoryAnnotations)
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	for k, v := range sent {
+		ann[LabelPrefix+sanitizeAnnotation(k)] = sanitizeAnnotation(v)
+	}
+	if r := reg.Config.Elemental.Reset; r != nil && r.Enabled {
+		ann[LabelPrefix+"resettable"] = "true"
+	}
+	return ann
 }
 
 // sanitizeAnnotation mirrors upstream: CR and LF removed, HTML-escaped.
@@ -116,10 +162,7 @@ func (srv *Server) syncClaims(st *store.State, inv *store.Inventory, now time.Ti
 		want = inv.Network.IPAddresses
 	}
 	have := map[string]bool{}
-	for _, c := range slices.Clone(st.Claims) {
-		if c.Inventory != inv.Hash {
-			continue
-		}
+	for _, c := range slices.Clone(st.ClaimsOf(inv.Hash)) {
 		if pool, ok := want[c.IPName]; !ok || pool != c.Pool || have[c.IPName] {
 			st.RemoveClaim(c)
 			continue
@@ -141,72 +184,6 @@ func (srv *Server) syncClaims(st *store.State, inv *store.Inventory, now time.Ti
 	}
 }
 
-// reconcile gives due claims their addresses, in claim creation order,
-// lowest free address first (REFERENCE.md 4.7). It reports whether any
-// claim changed. Claims already holding an address keep it, so the same
-// machine keeps its address across registrations and restarts.
-//
-// Addresses in use are looked up in one registry for the whole server, not
-// per pool: a pool renamed or reshaped between restarts still finds the
-// addresses its old claims hold, so no address is ever held by two claims.
-func (srv *Server) reconcile(st *store.State, now time.Time) bool {
-	var held map[netip.Addr]*store.Claim
-	changed := false
-	set := func(c *store.Claim, reason, msg string) {
-		if c.Reason != reason || c.Message != msg {
-			c.Reason, c.Message = reason, msg
-			st.TouchClaim(c)
-			changed = true
-		}
-	}
-	for _, c := range st.Claims {
-		if c.Address != "" {
-			continue
-		}
-		pool := srv.cfg.Pools[c.Pool]
-		switch {
-		case pool == nil:
-			set(c, protocol.ReasonAllocationFailed, fmt.Sprintf("claim %s: pool %q is not declared", c.Name, c.Pool))
-		case now.Before(c.NotBefore):
-			set(c, protocol.ReasonWaitingForIPAddress, "Waiting to claim IPAddress "+c.Name)
-		default:
-			if held == nil {
-				held = addressRegistry(st)
-			}
-			a, err := pool.Allocate(func(a netip.Addr) bool { return held[a] != nil })
-			if err != nil {
-				set(c, protocol.ReasonPoolExhausted, fmt.Sprintf("pool %q has no free address for claim %s", c.Pool, c.Name))
-				continue
-			}
-			held[a] = c
-			c.Address, c.Prefix = a.String(), pool.Prefix
-			c.Gateway = ""
-			if pool.Gateway.IsValid() {
-				c.Gateway = pool.Gateway.String()
-			}
-			c.Reason, c.Message = "", ""
-			st.TouchClaim(c)
-			changed = true
-		}
-	}
-	return changed
-}
-
-// addressRegistry maps every address a claim holds, whatever its pool, to
-// that claim.
-func addressRegistry(st *store.State) map[netip.Addr]*store.Claim {
-	held := make(map[netip.Addr]*store.Claim, len(st.Claims))
-	for _, c := range st.Claims {
-		if c.Address == "" {
-			continue
-		}
-		if a, err := netip.ParseAddr(c.Address); err == nil {
-			held[a.Unmap()] = c
-		}
-	}
-	return held
-}
-
 // netStatus is an inventory's network config once every claim holds an
 // address; otherwise the first claim that does not, as an ErrorReply.
 func (srv *Server) netStatus(st *store.State, inv *store.Inventory, now time.Time) (*protocol.NetworkConfig, *protocol.ErrorReply, time.Time) {
@@ -214,10 +191,7 @@ func (srv *Server) netStatus(st *store.State, inv *store.Inventory, now time.Tim
 		return &protocol.NetworkConfig{Configurator: protocol.ConfiguratorNone}, nil, time.Time{}
 	}
 	ips := map[string]string{}
-	for _, c := range st.Claims {
-		if c.Inventory != inv.Hash {
-			continue
-		}
+	for _, c := range st.ClaimsOf(inv.Hash) {
 		if c.Address == "" {
 			er := &protocol.ErrorReply{Reason: c.Reason, Message: c.Message}
 			if c.Reason == protocol.ReasonWaitingForIPAddress {
@@ -236,11 +210,22 @@ func (srv *Server) netStatus(st *store.State, inv *store.Inventory, now time.Tim
 	}, nil, time.Time{}
 }
 
-// releaseInventory deletes an inventory (by name or hash) and its claims.
-func releaseInventory(st *store.State, key string) (*store.Inventory, []*store.Claim) {
+// releaseInventory deletes an inventory (by name or hash) and its claims,
+// and gives the freed addresses to the claims waiting longest.
+func (srv *Server) releaseInventory(st *store.State, key string, now time.Time) (*store.Inventory, []*store.Claim) {
 	inv := find(st, key)
 	if inv == nil {
 		return nil, nil
 	}
-	return inv, st.DeleteInventory(inv.Hash)
+	released := st.DeleteInventory(inv.Hash)
+	srv.serveWaiting(st, now)
+	return inv, released
+}
+
+// find is an inventory by hash or name.
+func find(st *store.State, key string) *store.Inventory {
+	if inv := st.Inventories[key]; inv != nil {
+		return inv
+	}
+	return st.ByName(key)
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -26,9 +25,10 @@ import (
 // explicitly waits for pending addresses: as elemental-operator, up to the
 // session deadline (which cuts it short), then the session fails so the
 // client retries; a config without its network section would look final
-// to elemental-register (PROTOCOL.md 7.5). nodereg agents announce that they
+// to elemental-register (docs/protocol.md, the network config). nodereg agents announce that they
 // ask again with MsgNetworkConfig and are not held at all, so registration
-// and the wait for addresses stay separate (DESIGN.md).
+// and the wait for addresses stay separate (docs/regserver.md, Network config
+// replies).
 const DefaultNetworkWait = protocol.DefaultSessionDeadline
 
 // networkPoll is how often a waiting MsgGet re-checks claims another
@@ -73,6 +73,14 @@ type Options struct {
 	// SessionSlotWait is how long a registration waits for a session slot
 	// before HTTP 503; 0 means 5 s.
 	SessionSlotWait time.Duration
+	// MaxClientSessions bounds sessions in flight from one client
+	// address, NewInventoriesPerMinute the new inventories one client
+	// address creates per registration and minute, MaxPendingInventories
+	// the inventories waiting for an address; 0 means the default,
+	// negative no limit.
+	MaxClientSessions       int
+	NewInventoriesPerMinute int
+	MaxPendingInventories   int
 	// SessionDeadline and MaxFrame go to protocol.Accept (0: defaults).
 	SessionDeadline time.Duration
 	MaxFrame        int64
@@ -103,6 +111,7 @@ type Server struct {
 	rnd     io.Reader
 	log     *logrus.Entry
 
+	limits *clientLimits
 	// sessions holds a token per registration session in flight.
 	sessions chan struct{}
 	slotWait time.Duration
@@ -139,6 +148,7 @@ func New(o Options) (*Server, error) {
 		o.MaxSessions = DefaultMaxSessions
 	}
 	s.sessions = make(chan struct{}, o.MaxSessions)
+	s.limits = newClientLimits(o)
 	s.slotWait = o.SessionSlotWait
 	if s.slotWait <= 0 {
 		s.slotWait = defaultSessionSlotWait
@@ -158,14 +168,15 @@ func New(o Options) (*Server, error) {
 	// Claims of pools removed from the config, or delays already served,
 	// are settled before the first request.
 	if err := s.store.Update(func(st *store.State) (bool, error) {
-		return s.reconcile(st, s.now()), nil
+		s.reconcileAll(st, s.now())
+		return true, nil
 	}); err != nil {
 		return nil, fmt.Errorf("server: initial reconcile: %w", err)
 	}
 	return s, nil
 }
 
-// ServeHTTP routes /elemental/registration/<token> (PROTOCOL.md 2.2). The
+// ServeHTTP routes /elemental/registration/<token> (docs/regserver.md, Registration URL). The
 // admin API is not served here: see Admin.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	parts := strings.Split(r.URL.Path, "/")
@@ -185,7 +196,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	token := parts[len(parts)-1]
 	reg, ok := s.cfg.ByToken(token)
 	if !ok || len(parts) < 4 {
-		// Upstream echoes the token here (PROTOCOL.md 2.2); a client that
+		// Upstream echoes the token here (docs/regserver.md, Registration URL); a client that
 		// logs the body would print it, so regserver names no token.
 		http.Error(w, "failed to find machine registration with this registration token", http.StatusNotFound)
 		return
@@ -195,6 +206,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.servePlain(w, reg, url)
 		return
 	}
+	client := clientAddr(r.RemoteAddr)
+	if !s.limits.enter(client) {
+		s.log.WithField("client", client).Warn("registration refused: the client has its share of sessions in flight (--max-client-sessions)")
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, fmt.Sprintf("too many registration sessions in flight from %s (limit %d); try again", client, s.limits.maxSessions), http.StatusTooManyRequests)
+		return
+	}
+	defer s.limits.leave(client)
 	if !s.acquireSession(r) {
 		w.Header().Set("Retry-After", "5")
 		http.Error(w, "too many registration sessions in flight; try again", http.StatusServiceUnavailable)
@@ -202,7 +221,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer func() { <-s.sessions }()
 	auth := s.authFor(reg)
-	h := &session{srv: s, reg: reg, url: url,
+	h := &session{srv: s, reg: reg, url: url, client: r.RemoteAddr,
 		explicit: r.Header.Get(protocol.HeaderNetworkConfig) == protocol.NetworkConfigExplicit}
 	s.active.Add(1)
 	defer s.active.Done()
@@ -282,7 +301,7 @@ func (s *Server) registrationURL(r *http.Request) string {
 }
 
 // registrationBlock is the config's registration part as the server
-// rebuilds it (PROTOCOL.md 7.1).
+// rebuilds it (docs/protocol.md, the config reply).
 func (s *Server) registrationBlock(reg *regconfig.Registration, url string) protocol.Registration {
 	rb := reg.Config.Elemental.Registration
 	rb.URL = url
@@ -298,7 +317,7 @@ func (s *Server) registrationBlock(reg *regconfig.Registration, url string) prot
 }
 
 // servePlain answers a non-websocket request with the registration YAML,
-// without authentication, as upstream does (PROTOCOL.md 2.3).
+// without authentication, as upstream does (docs/regserver.md, Registration URL and plain GET).
 func (s *Server) servePlain(w http.ResponseWriter, reg *regconfig.Registration, url string) {
 	doc := struct {
 		Elemental struct {
@@ -315,173 +334,4 @@ func (s *Server) servePlain(w http.ResponseWriter, reg *regconfig.Registration, 
 	}
 	_ = enc.Close()
 	_, _ = w.Write(buf.Bytes())
-}
-
-// session is the SessionHandler of one registration connection.
-type session struct {
-	srv *Server
-	reg *regconfig.Registration
-	url string
-	// explicit: the client announced it asks with MsgNetworkConfig
-	// (protocol.HeaderNetworkConfig), so MsgGet need not wait for it.
-	explicit bool
-}
-
-var errNotFound = &protocol.ErrorReply{Message: "MachineInventory not found", Reason: protocol.ReasonInventoryNotFound}
-
-func (h *session) Update(_ context.Context, s *protocol.ServerSession) error {
-	found := false
-	h.srv.store.View(func(st *store.State) { found = st.Inventories[s.Identity.Hash] != nil })
-	if !found {
-		h.srv.log.WithField("machine", s.Identity.Hash).Warn("update for unknown inventory: the machine needs a fresh registration (--reset)")
-		return errNotFound
-	}
-	return nil
-}
-
-func (h *session) Get(ctx context.Context, s *protocol.ServerSession) (*protocol.ConfigReply, error) {
-	srv := h.srv
-	var (
-		name    string
-		nc      *protocol.NetworkConfig
-		pending *protocol.ErrorReply
-		readyAt time.Time
-	)
-	err := srv.store.Update(func(st *store.State) (bool, error) {
-		now := srv.now()
-		inv, err := srv.registerInventory(st, h.reg, s, now)
-		if err != nil {
-			return false, err
-		}
-		srv.reconcile(st, now)
-		name = inv.Name
-		nc, pending, readyAt = srv.netStatus(st, inv, now)
-		return true, nil
-	})
-	if err != nil {
-		var er *protocol.ErrorReply
-		if errors.As(err, &er) {
-			return nil, er
-		}
-		return nil, fmt.Errorf("MachineInventory update failed: %w", err)
-	}
-	if pending != nil && s.Version >= protocol.Version && !h.explicit {
-		if pending.Reason != protocol.ReasonAllocationFailed {
-			nc, pending = h.waitNetwork(ctx, s.Identity.Hash, pending, readyAt)
-		}
-		if pending != nil {
-			// Never a config without its network section: upstream
-			// clients would take it as final. The session fails, the
-			// client retries, as with elemental-operator.
-			srv.log.WithFields(logrus.Fields{"machine": s.Identity.Hash, "inventory": name, "pending": pending.Error()}).Info("network config not ready; session ends with an error")
-			return nil, &protocol.ErrorReply{Reason: pending.Reason, RetryAfterSeconds: pending.RetryAfterSeconds,
-				Message: "NetworkConfig not ready: " + pending.Message}
-		}
-	}
-
-	cfg := h.reg.Config
-	cfg.Elemental.Registration = srv.registrationBlock(h.reg, h.url)
-	if cfg.Elemental.SystemAgent.URL != "" {
-		cfg.Elemental.SystemAgent.SecretName = name
-	}
-	reply := &protocol.ConfigReply{Config: cfg, ExplicitNetworkConfig: h.explicit}
-	fields := logrus.Fields{"machine": s.Identity.Hash, "inventory": name, "registration": h.reg.Name, "version": s.Version, "update": s.Updated}
-	switch {
-	case pending != nil:
-		fields["pending"] = pending.Error()
-	case nc.IsReal():
-		reply.Network = nc
-		fields["addresses"] = formatIPs(nc.IPAddresses)
-	default:
-		fields["addresses"] = "none"
-	}
-	srv.log.WithFields(fields).Info("registered")
-	return reply, nil
-}
-
-// waitNetwork re-checks the inventory's claims until every one holds an
-// address, a terminal reason shows up, or the bounded wait ends, whichever
-// comes first. It keeps the reply inside the session deadline.
-func (h *session) waitNetwork(ctx context.Context, hash string, pending *protocol.ErrorReply, readyAt time.Time) (*protocol.NetworkConfig, *protocol.ErrorReply) {
-	srv := h.srv
-	end := time.Now().Add(srv.wait)
-	if srv.wait < 0 {
-		end = time.Now()
-	}
-	if d, ok := ctx.Deadline(); ok && d.Before(end) {
-		end = d
-	}
-	var nc *protocol.NetworkConfig
-	for pending != nil && pending.Reason != protocol.ReasonAllocationFailed && pending.Reason != protocol.ReasonInventoryNotFound {
-		// A delayed claim is due at readyAt; a full pool may be freed by
-		// an admin at any time, so it is polled.
-		step := networkPoll
-		if pending.Reason == protocol.ReasonWaitingForIPAddress {
-			step = min(max(readyAt.Sub(srv.now()), 0), networkPoll)
-		}
-		left := time.Until(end)
-		if left <= 0 {
-			return nil, pending
-		}
-		t := time.NewTimer(min(step, left))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, pending
-		case <-t.C:
-		}
-		err := srv.store.Update(func(st *store.State) (bool, error) {
-			now := srv.now()
-			changed := srv.reconcile(st, now)
-			inv := st.Inventories[hash]
-			if inv == nil {
-				// Deleted by an admin while we waited.
-				pending = errNotFound
-				return changed, nil
-			}
-			nc, pending, readyAt = srv.netStatus(st, inv, now)
-			return changed, nil
-		})
-		if err != nil {
-			return nil, &protocol.ErrorReply{Reason: protocol.ReasonAllocationFailed, Message: err.Error()}
-		}
-	}
-	return nc, pending
-}
-
-func (h *session) NetworkConfig(_ context.Context, s *protocol.ServerSession) (*protocol.NetworkConfig, error) {
-	srv := h.srv
-	var (
-		nc      *protocol.NetworkConfig
-		pending *protocol.ErrorReply
-	)
-	err := srv.store.Update(func(st *store.State) (bool, error) {
-		now := srv.now()
-		changed := srv.reconcile(st, now)
-		inv := st.Inventories[s.Identity.Hash]
-		if inv == nil {
-			pending = errNotFound
-			return changed, nil
-		}
-		nc, pending, _ = srv.netStatus(st, inv, now)
-		return changed, nil
-	})
-	if err != nil {
-		return nil, &protocol.ErrorReply{Reason: protocol.ReasonAllocationFailed, Message: err.Error()}
-	}
-	if pending != nil {
-		srv.log.WithFields(logrus.Fields{"machine": s.Identity.Hash, "pending": pending.Error()}).Info("network config not ready")
-		return nil, pending
-	}
-	srv.log.WithFields(logrus.Fields{"machine": s.Identity.Hash, "addresses": formatIPs(nc.IPAddresses)}).Info("network config sent")
-	return nc, nil
-}
-
-func formatIPs(m map[string]string) string {
-	parts := make([]string, 0, len(m))
-	for k, v := range m {
-		parts = append(parts, k+"="+v)
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ",")
 }

@@ -7,143 +7,17 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nodereg/nodereg/internal/vectors"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/server/regconfig"
 	"github.com/nodereg/nodereg/server/store"
 )
-
-// testConfig is the issue's example: pool .150-.200 (or a smaller one),
-// nmstate template with {inventory-ip}.
-func testConfig(t *testing.T, addresses string) *regconfig.Config {
-	t.Helper()
-	doc := `
-registrations:
-- name: demo
-  token: demo-token
-  machineName: m-${System Information/UUID}
-  machineInventoryLabels:
-    manufacturer: ${System Information/Manufacturer}
-    broken: ${System Information/NoSuchKey}
-  machineInventoryAnnotations: {owner: lab}
-  config:
-    elemental:
-      registration: {auth: sys-uuid}
-      install: {device: /dev/vda}
-      reset: {enabled: true}
-    cloud-config:
-      users: [{name: root, passwd: root}]
-  network:
-    configurator: nmstate
-    ipAddresses: {inventory-ip: pool-a}
-    config:
-      interfaces:
-      - name: enp1s0
-        ipv4: {enabled: true, dhcp: false, address: [{ip: "{inventory-ip}", prefix-length: 24}]}
-pools:
-- name: pool-a
-  addresses: [` + addresses + `]
-  prefix: 24
-  gateway: 192.168.122.1
-`
-	c, err := regconfig.Parse([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-func newServer(t testing.TB, cfg *regconfig.Config, st *store.Store, mod func(*Options)) *Server {
-	t.Helper()
-	o := Options{Config: cfg, Store: st, NetworkWait: -1}
-	if mod != nil {
-		mod(&o)
-	}
-	s, err := New(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-func memStore(t testing.TB) *store.Store {
-	st, err := store.Open("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
-}
-
-// fileStore is a database in a temporary directory, closed at the end.
-func fileStore(t testing.TB) *store.Store {
-	st, err := store.Open(filepath.Join(t.TempDir(), "regserver.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	return st
-}
-
-// machine is the session of a PLAIN machine whose SMBIOS UUID is uuid.
-func machine(uuid string) *protocol.ServerSession {
-	return &protocol.ServerSession{
-		Identity: protocol.Identity{Kind: "plain", Hash: protocol.PlainHash(uuid)},
-		Version:  protocol.Version,
-		SMBIOS: map[string]any{"System Information": map[string]any{
-			"UUID": uuid, "Manufacturer": "QEMU", "Product Name": "Standard PC (Q35 + ICH9, 2009)"}},
-		Annotations: map[string]string{"auth": "sys-uuid", "registration-ip": "127.0.0.1"},
-		Labels:      map[string]string{"model": "${System Information/Product Name}"},
-	}
-}
-
-// handler is the session of nodereg's agent, which announced that it asks
-// explicitly (protocol.HeaderNetworkConfig).
-func handler(s *Server) *session {
-	h := upstreamHandler(s)
-	h.explicit = true
-	return h
-}
-
-// upstreamHandler is the session of an unmodified elemental-register.
-func upstreamHandler(s *Server) *session {
-	reg, _ := s.cfg.ByToken("demo-token")
-	return &session{srv: s, reg: reg, url: "http://regserver.test/elemental/registration/demo-token"}
-}
-
-func register(t testing.TB, s *Server, uuid string) *protocol.ConfigReply {
-	t.Helper()
-	r, err := handler(s).Get(context.Background(), machine(uuid))
-	if err != nil {
-		t.Fatalf("Get(%s): %v", uuid, err)
-	}
-	return r
-}
-
-func ip(t testing.TB, r *protocol.ConfigReply) string {
-	t.Helper()
-	if r.Network == nil {
-		t.Fatalf("reply without network config")
-	}
-	return r.Network.IPAddresses["inventory-ip"]
-}
 
 func TestLowestFreeAndSameMachineKeepsAddress(t *testing.T) {
 	s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.200"), memStore(t), nil)
@@ -459,47 +333,6 @@ func TestConcurrentClaimsDistinct(t *testing.T) {
 	})
 }
 
-func TestAdminViews(t *testing.T) {
-	s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.200"), memStore(t), nil)
-	register(t, s, "uuid-a")
-	get := func(path string, into any) int {
-		rec := httptest.NewRecorder()
-		adminServe(s, rec, httptest.NewRequest(http.MethodGet, path, nil))
-		if rec.Code == http.StatusOK {
-			if err := json.Unmarshal(rec.Body.Bytes(), into); err != nil {
-				t.Fatalf("%s: %v", path, err)
-			}
-		}
-		return rec.Code
-	}
-	var invs []InventoryView
-	if code := get("/admin/inventories", &invs); code != 200 || len(invs) != 1 || invs[0].Name != "m-uuid-a" ||
-		len(invs[0].Claims) != 1 || invs[0].Claims[0].Address != "192.168.122.150" || invs[0].Labels["manufacturer"] != "QEMU" {
-		t.Fatalf("inventories = %d %+v", code, invs)
-	}
-	if invs[0].SMBIOS != nil {
-		t.Error("list view carries SMBIOS")
-	}
-	var one InventoryView
-	if code := get("/admin/inventories/m-uuid-a", &one); code != 200 || one.SMBIOS == nil {
-		t.Fatalf("single view = %d %+v", code, one)
-	}
-	var claims []store.Claim
-	if code := get("/admin/claims", &claims); code != 200 || len(claims) != 1 || claims[0].Name != "m-uuid-a-inventory-ip" ||
-		claims[0].Prefix != 24 || claims[0].Gateway != "192.168.122.1" {
-		t.Fatalf("claims = %d %+v", code, claims)
-	}
-	var pools []PoolView
-	if code := get("/admin/pools", &pools); code != 200 || len(pools) != 1 || pools[0].Total != 51 || pools[0].Used != 1 || pools[0].Free != 50 {
-		t.Fatalf("pools = %d %+v", code, pools)
-	}
-	rec := httptest.NewRecorder()
-	adminServe(s, rec, httptest.NewRequest(http.MethodPost, "/admin/claims", nil))
-	if rec.Code != http.StatusMethodNotAllowed {
-		t.Fatalf("POST /admin/claims = %d", rec.Code)
-	}
-}
-
 func TestRouting(t *testing.T) {
 	s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.200"), memStore(t), func(o *Options) { o.CACert = "PEM" })
 	cases := []struct {
@@ -534,11 +367,11 @@ func TestRouting(t *testing.T) {
 	}
 }
 
+// exampleConfig is the config regserver ships with.
+var exampleConfig = filepath.Join(vectors.ModuleRoot(), "cmd", "regserver", "example.yaml")
+
 func TestExampleConfigServes(t *testing.T) {
-	if _, err := os.Stat("../cmd/regserver/example.yaml"); err != nil {
-		t.Skip("example config not present")
-	}
-	cfg, err := regconfig.Load("../cmd/regserver/example.yaml")
+	cfg, err := regconfig.Load(exampleConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -568,53 +401,6 @@ pools:
 	for i := 0; i < b.N; i++ {
 		if _, err := handler(s).Get(context.Background(), machine(fmt.Sprint("m", i))); err != nil {
 			b.Fatal(err)
-		}
-	}
-}
-
-// adminServe runs r through the admin API as a client on loopback sends it.
-func adminServe(s *Server, w http.ResponseWriter, r *http.Request) {
-	r.Host = "127.0.0.1:9090"
-	s.Admin(AdminOptions{}).ServeHTTP(w, r)
-}
-
-func TestAdminAPIApart(t *testing.T) {
-	s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.200"), memStore(t), nil)
-	register(t, s, "uuid-a")
-	// Not on the registration handler.
-	rec := httptest.NewRecorder()
-	s.ServeHTTP(rec, httptest.NewRequest(http.MethodDelete, "/admin/inventories/m-uuid-a", nil))
-	if rec.Code == http.StatusOK {
-		t.Fatal("the registration handler serves the admin API")
-	}
-	admin := s.Admin(AdminOptions{Token: "s3cret"})
-	do := func(host, auth string) int {
-		r := httptest.NewRequest(http.MethodGet, "/admin/claims", nil)
-		r.Host = host
-		if auth != "" {
-			r.Header.Set("Authorization", auth)
-		}
-		rec := httptest.NewRecorder()
-		admin.ServeHTTP(rec, r)
-		return rec.Code
-	}
-	for _, c := range []struct {
-		host, auth string
-		want       int
-	}{
-		{"127.0.0.1:9090", "Bearer s3cret", 200},
-		{"[::1]:9090", "Bearer s3cret", 200},
-		{"localhost:9090", "Bearer s3cret", 200},
-		{"10.0.0.5", "Bearer s3cret", 200},
-		{"127.0.0.1:9090", "", 401},
-		{"127.0.0.1:9090", "Bearer wrong", 401},
-		{"127.0.0.1:9090", "s3cret", 401},
-		// DNS rebinding: the page's own name comes as Host.
-		{"evil.example:9090", "Bearer s3cret", http.StatusMisdirectedRequest},
-		{"localhost.evil.example", "", http.StatusMisdirectedRequest},
-	} {
-		if got := do(c.host, c.auth); got != c.want {
-			t.Errorf("Host %q, Authorization %q: %d, want %d", c.host, c.auth, got, c.want)
 		}
 	}
 }

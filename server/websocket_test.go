@@ -3,13 +3,13 @@ package server
 import (
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
 
+	"github.com/nodereg/nodereg/internal/vectors"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/server/store"
 	"github.com/nodereg/nodereg/server/tpmauth"
@@ -78,12 +78,9 @@ func (c *rawClient) expect(typ byte, payload string) {
 	}
 }
 
+// vector is one of upstream's wire captures (tests/vectors), as sent.
 func vector(t *testing.T, name string) string {
-	b, err := os.ReadFile("../../shared/vectors/" + name)
-	if err != nil {
-		t.Skipf("shared vectors not present: %v", err)
-	}
-	return strings.TrimSpace(string(b)) + "\n"
+	return strings.TrimSpace(string(vectors.Read(t, name))) + "\n"
 }
 
 func TestWebsocketPlainRegistration(t *testing.T) {
@@ -144,7 +141,7 @@ func TestWebsocketPlainRegistration(t *testing.T) {
 		t.Fatalf("agent's MsgConfig 0x%02x without the announcement:\n%s", typ, p)
 	}
 
-	// Second connection: the explicit ask (DESIGN.md).
+	// Second connection: the explicit ask (docs/regserver.md, Network config replies).
 	c = dialAgent(t, url, "4c4c4544-0042-3010-8058-b4c04f4e4e32")
 	c.send(0x0C, "")
 	typ, p = c.read()
@@ -212,7 +209,7 @@ config:
 	}
 }
 
-// The captured upstream client sequence (PROTOCOL.md 4.2) against a server
+// The captured upstream client sequence (docs/protocol.md, the registration conversation) against a server
 // whose allocation delay outlasts the session: MsgError, never a MsgConfig
 // without the network section; with a delay inside the session, the
 // MsgConfig carries the address.

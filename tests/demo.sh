@@ -70,7 +70,8 @@ node "$work/node2" demo-keyfile-token mac
 
 say "what regserver recorded: claims"
 if command -v curl >/dev/null 2>&1; then
-  curl -fsS "$admin/admin/claims"; echo
+  # regserver generated the admin token beside its store (admin token in ...).
+  curl -fsS -H "Authorization: Bearer $(cat "$work/store.db.admin-token")" "$admin/admin/claims"; echo
 else
   echo "(install curl to see $admin/admin/claims)"
 fi

@@ -65,7 +65,7 @@ func TestIdleConnectionsDoNotLockOut(t *testing.T) {
 
 	start := time.Now()
 	client := &http.Client{Timeout: 5 * time.Second}
-	resp, err := client.Get(rs.admin + "/admin/pools")
+	resp, err := rs.adminGet(t, client, "/admin/pools")
 	if err != nil {
 		t.Fatalf("admin API under %d idle connections: %v", idle, err)
 	}

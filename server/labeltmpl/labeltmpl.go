@@ -1,11 +1,13 @@
 // Package labeltmpl renders elemental's `${Family/Path}` templates (machine
 // names, inventory labels) over the data a machine sent: the SMBIOS map and
-// the system-data label map merged, plus the Random family (PROTOCOL.md 4.6).
+// the system-data label map merged, plus the Random family (docs/regserver.md,
+// The config file).
 package labeltmpl
 
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -16,6 +18,22 @@ import (
 )
 
 var varRE = regexp.MustCompile(`\$\{([^{}]*)\}`)
+
+// ErrNoValue is the error of a variable the machine's data has no string
+// value for: upstream then falls back (machine names) or skips (labels),
+// where any other error fails the registration.
+var ErrNoValue = errors.New("no value")
+
+// IsRandom reports whether tmpl uses the Random family: upstream renders
+// such a label once and keeps it at later registrations.
+func IsRandom(tmpl string) bool {
+	for _, m := range varRE.FindAllStringSubmatch(tmpl, -1) {
+		if strings.HasPrefix(strings.TrimSpace(m[1]), "Random/") {
+			return true
+		}
+	}
+	return false
+}
 
 // Data merges top-level keys of the maps in order, later maps winning, as
 // the server merges SMBIOS then system data into one template tree.
@@ -88,16 +106,16 @@ func lookup(path string, data map[string]any, rnd io.Reader) (string, error) {
 	for _, p := range parts {
 		m, ok := cur.(map[string]any)
 		if !ok {
-			return "", fmt.Errorf("%q is not reachable: a parent is not a map", p)
+			return "", fmt.Errorf("%w: %q is not reachable, a parent is not a map", ErrNoValue, p)
 		}
 		cur, ok = m[p]
 		if !ok {
-			return "", fmt.Errorf("no value at %q", p)
+			return "", fmt.Errorf("%w at %q", ErrNoValue, p)
 		}
 	}
 	s, ok := cur.(string)
 	if !ok {
-		return "", fmt.Errorf("value is a %T, not a string", cur)
+		return "", fmt.Errorf("%w: the value is a %T, not a string", ErrNoValue, cur)
 	}
 	return s, nil
 }

@@ -3,20 +3,17 @@ package labeltmpl
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/nodereg/nodereg/internal/vectors"
 )
 
 func vectorSMBIOS(t *testing.T) map[string]any {
 	t.Helper()
-	b, err := os.ReadFile("../../../shared/vectors/upstream-smbios.json")
-	if err != nil {
-		t.Skipf("shared vectors not present: %v", err)
-	}
 	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
+	if err := json.Unmarshal(vectors.Read(t, "upstream-smbios.json"), &m); err != nil {
 		t.Fatal(err)
 	}
 	return m

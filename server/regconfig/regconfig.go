@@ -126,56 +126,70 @@ func Parse(data []byte) (*Config, error) {
 			return nil, fmt.Errorf("%s.token: used by another registration", key)
 		}
 		names[r.Name], tokens[r.Token] = true, true
-		if err := labeltmpl.Check(r.MachineName); err != nil {
-			return nil, fmt.Errorf("%s.machineName: %w", key, err)
-		}
-		if r.MachineName != "" && !strings.Contains(r.MachineName, "${") && labeltmpl.SanitizeName(r.MachineName) == "" {
-			return nil, fmt.Errorf("%s.machineName: %q renders to an empty name", key, r.MachineName)
-		}
-		for _, k := range slices.Sorted(maps.Keys(r.MachineInventoryLabels)) {
-			if k == "" {
-				return nil, fmt.Errorf("%s.machineInventoryLabels: empty key", key)
-			}
-			if err := labeltmpl.Check(r.MachineInventoryLabels[k]); err != nil {
-				return nil, fmt.Errorf("%s.machineInventoryLabels.%s: %w", key, k, err)
-			}
-		}
-		if err := checkHandedOut(key+".config.elemental", &r.Config.Elemental); err != nil {
+		if err := checkRegistration(key, r, c.Pools); err != nil {
 			return nil, err
-		}
-		if r.Network == nil {
-			continue
-		}
-		n := r.Network
-		switch n.Configurator {
-		case "":
-			n.Configurator = protocol.ConfiguratorNone
-		case protocol.ConfiguratorNone, protocol.ConfiguratorNmc, protocol.ConfiguratorNmstate, protocol.ConfiguratorNmconnections:
-		default:
-			return nil, fmt.Errorf("%s.network.configurator: %q is not one of none, nmc, nmstate, nmconnections", key, n.Configurator)
-		}
-		for _, name := range slices.Sorted(maps.Keys(n.IPAddresses)) {
-			pool := n.IPAddresses[name]
-			if name == "" {
-				return nil, fmt.Errorf("%s.network.ipAddresses: empty name", key)
-			}
-			if _, ok := c.Pools[pool]; !ok {
-				return nil, fmt.Errorf("%s.network.ipAddresses.%s: pool %q is not declared", key, name, pool)
-			}
-		}
-		if n.Configurator != protocol.ConfiguratorNone && len(n.Config) == 0 {
-			return nil, fmt.Errorf("%s.network.config: empty while configurator is %s", key, n.Configurator)
-		}
-		for _, ph := range Placeholders(n.Config) {
-			if _, ok := n.IPAddresses[ph]; !ok {
-				// Every agent refuses a config with a placeholder left in it
-				// (exit 78): refuse it here, before any machine gets it.
-				return nil, fmt.Errorf("%s.network.config: placeholder {%s} names no entry of ipAddresses, so it can never render", key, ph)
-			}
 		}
 	}
 	c.Registrations = f.Registrations
 	return c, nil
+}
+
+// checkRegistration checks one registration's templates, handed-out
+// config and network template.
+func checkRegistration(key string, r *Registration, pools map[string]*ipam.Pool) error {
+	if err := labeltmpl.Check(r.MachineName); err != nil {
+		return fmt.Errorf("%s.machineName: %w", key, err)
+	}
+	if r.MachineName != "" && !strings.Contains(r.MachineName, "${") && labeltmpl.SanitizeName(r.MachineName) == "" {
+		return fmt.Errorf("%s.machineName: %q renders to an empty name", key, r.MachineName)
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.MachineInventoryLabels)) {
+		if k == "" {
+			return fmt.Errorf("%s.machineInventoryLabels: empty key", key)
+		}
+		if err := labeltmpl.Check(r.MachineInventoryLabels[k]); err != nil {
+			return fmt.Errorf("%s.machineInventoryLabels.%s: %w", key, k, err)
+		}
+	}
+	if err := checkHandedOut(key+".config.elemental", &r.Config.Elemental); err != nil {
+		return err
+	}
+	if r.Network == nil {
+		return nil
+	}
+	return checkNetwork(key, r.Network, pools)
+}
+
+// checkNetwork checks a registration's network template against the
+// pools; an empty configurator becomes none.
+func checkNetwork(key string, n *store.NetworkTemplate, pools map[string]*ipam.Pool) error {
+	switch n.Configurator {
+	case "":
+		n.Configurator = protocol.ConfiguratorNone
+	case protocol.ConfiguratorNone, protocol.ConfiguratorNmc, protocol.ConfiguratorNmstate, protocol.ConfiguratorNmconnections:
+	default:
+		return fmt.Errorf("%s.network.configurator: %q is not one of none, nmc, nmstate, nmconnections", key, n.Configurator)
+	}
+	for _, name := range slices.Sorted(maps.Keys(n.IPAddresses)) {
+		pool := n.IPAddresses[name]
+		if name == "" {
+			return fmt.Errorf("%s.network.ipAddresses: empty name", key)
+		}
+		if _, ok := pools[pool]; !ok {
+			return fmt.Errorf("%s.network.ipAddresses.%s: pool %q is not declared", key, name, pool)
+		}
+	}
+	if n.Configurator != protocol.ConfiguratorNone && len(n.Config) == 0 {
+		return fmt.Errorf("%s.network.config: empty while configurator is %s", key, n.Configurator)
+	}
+	for _, ph := range Placeholders(n.Config) {
+		if _, ok := n.IPAddresses[ph]; !ok {
+			// Every agent refuses a config with a placeholder left in it
+			// (exit 78): refuse it here, before any machine gets it.
+			return fmt.Errorf("%s.network.config: placeholder {%s} names no entry of ipAddresses, so it can never render", key, ph)
+		}
+	}
+	return nil
 }
 
 // checkOverlaps refuses two pools that could hand out the same address:

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/nodereg/nodereg/internal/atomicfile"
@@ -49,9 +50,12 @@ func (s *Store) Export(w io.Writer) error {
 	return enc.Encode(d)
 }
 
-// OpenReadOnly opens an existing database without taking the writer's
-// lock away from nobody: it fails while a regserver holds the file.
-func OpenReadOnly(path string) (*Store, error) {
+// ExportFile writes the state of the database at path as Export does,
+// reading it without the writer's lock (it fails while a regserver holds
+// the file). A damaged file is exported as far as it reads: every record
+// that cannot be read or decoded is left out and named in problems, and
+// err is nil as long as the file opens at all.
+func ExportFile(path string, w io.Writer) (problems []string, err error) {
 	kind, _, err := sniff(path)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", path, err)
@@ -66,12 +70,53 @@ func OpenReadOnly(path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", path, err)
 	}
-	st, err := load(back)
+	defer back.close()
+	d, problems := salvage(back)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return problems, enc.Encode(d)
+}
+
+// salvage reads what it can, record by record.
+func salvage(back backend) (*Dump, []string) {
+	d := &Dump{Version: jsonFormatVersion, Inventories: map[string]*DumpInventory{}, Claims: []*Claim{}}
+	var problems []string
+	note := func(format string, a ...any) { problems = append(problems, fmt.Sprintf(format, a...)) }
+	err := back.forEach(bucketInventories, func(k, v []byte) error {
+		var inv Inventory
+		if err := json.Unmarshal(v, &inv); err != nil || inv.Hash != string(k) {
+			note("inventory %q: does not decode (%v)", k, err)
+			return nil
+		}
+		d.Inventories[inv.Hash] = &DumpInventory{Inventory: inv}
+		return nil
+	})
 	if err != nil {
-		back.close()
-		return nil, fmt.Errorf("store %s: %w", path, err)
+		note("inventories after the %d read: %v", len(d.Inventories), err)
 	}
-	return &Store{path: path, back: back, state: st}, nil
+	err = back.forEach(bucketClaims, func(k, v []byte) error {
+		c := &Claim{}
+		if err := json.Unmarshal(v, c); err != nil || len(k) != 8 {
+			note("claim %x: does not decode (%v)", k, err)
+			return nil
+		}
+		d.Claims = append(d.Claims, c)
+		return nil
+	})
+	if err != nil {
+		note("claims after the %d read: %v", len(d.Claims), err)
+	}
+	for h, di := range d.Inventories {
+		b, err := back.get(bucketHardware, []byte(h))
+		if err == nil && b != nil {
+			err = json.Unmarshal(b, &di.Hardware)
+		}
+		if err != nil {
+			note("hardware of %s: %v", h, err)
+		}
+	}
+	slices.Sort(problems)
+	return d, problems
 }
 
 // importIfJSON turns a JSON store at path into a database at the same path.

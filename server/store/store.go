@@ -2,7 +2,8 @@
 // in a bbolt database: one bucket per kind (inventories, claims, hardware),
 // one transaction per change, each committed (and synced) before the caller
 // acts on it, so a crash at any point neither loses nor reassigns an
-// address. A change writes only the records it touched.
+// address. A change writes only the records it touched (docs/regserver.md,
+// The store).
 //
 // Inventories and claims are also held in memory, where the registry reads
 // them; hardware data (SMBIOS, system data: most of the bytes) is not, it is
@@ -14,17 +15,11 @@ package store
 
 import (
 	"bytes"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"slices"
 	"sync"
-	"time"
-
-	"github.com/nodereg/nodereg/protocol"
 )
 
 // FormatVersion is the database layout, kept in the meta bucket so a later
@@ -44,282 +39,6 @@ var (
 	keyVersion        = []byte("version")
 )
 
-// State is what the registry works on under the store's lock: inventories
-// and claims, without hardware data. Changes must go through its methods,
-// which remember what to write with the transaction.
-type State struct {
-	// Inventories by identity hash. Read freely; after changing one call
-	// PutInventory.
-	Inventories map[string]*Inventory
-	// Claims in creation order, which is also the order pending claims are
-	// served in (the in-cluster provider reconciles one claim at a time).
-	// Read freely; change through AddClaim, RemoveClaim and TouchClaim.
-	Claims []*Claim
-
-	back    backend
-	nextSeq uint64
-	dirtyIn map[string]bool   // inventory hashes to write or delete
-	dirtyCl map[uint64]*Claim // claims to write (nil: delete)
-	hw      map[string][]byte // hardware records to write (nil: delete)
-}
-
-// Inventory is one registered machine, a MachineInventory in miniature.
-type Inventory struct {
-	Name         string            `json:"name"`
-	Hash         string            `json:"hash"`
-	AuthKind     string            `json:"authKind"`
-	Registration string            `json:"registration"`
-	CreatedAt    time.Time         `json:"createdAt"`
-	UpdatedAt    time.Time         `json:"updatedAt"`
-	Labels       map[string]string `json:"labels,omitempty"`
-	Annotations  map[string]string `json:"annotations,omitempty"`
-	// Network is the registration's template as copied at the last
-	// registration: ipAddresses maps a placeholder name to a pool name.
-	Network *NetworkTemplate `json:"network,omitempty"`
-}
-
-// NetworkTemplate is a network config whose ipAddresses name pools.
-type NetworkTemplate struct {
-	Configurator string                       `json:"configurator,omitempty" yaml:"configurator,omitempty"`
-	IPAddresses  map[string]string            `json:"ipAddresses,omitempty" yaml:"ipAddresses,omitempty"`
-	Config       map[string]protocol.RawValue `json:"config,omitempty" yaml:"config,omitempty"`
-}
-
-// Hardware is what a machine sent about itself.
-type Hardware struct {
-	SMBIOS     map[string]any `json:"smbios,omitempty"`
-	SystemData map[string]any `json:"systemData,omitempty"`
-}
-
-// Claim is one (machine, placeholder name) address claim, an
-// IPAddressClaim and its IPAddress together.
-type Claim struct {
-	// Name is <inventory name>-<placeholder name>, as elemental-operator
-	// names its IPAddressClaims.
-	Name      string    `json:"name"`
-	Inventory string    `json:"inventory"` // identity hash
-	IPName    string    `json:"ipName"`
-	Pool      string    `json:"pool"`
-	CreatedAt time.Time `json:"createdAt"`
-	// NotBefore is when the claim may get its address (allocation delay).
-	NotBefore time.Time `json:"notBefore"`
-	Address   string    `json:"address,omitempty"`
-	Prefix    int       `json:"prefix,omitempty"`
-	Gateway   string    `json:"gateway,omitempty"`
-	// Reason and Message describe a claim without address (CAPI's Ready
-	// condition reasons plus WaitingForIPAddress).
-	Reason  string `json:"reason,omitempty"`
-	Message string `json:"message,omitempty"`
-
-	seq uint64 // database key: creation order
-}
-
-// PutInventory records inv (new or changed) for the transaction.
-func (st *State) PutInventory(inv *Inventory) {
-	st.Inventories[inv.Hash] = inv
-	st.dirtyIn[inv.Hash] = true
-}
-
-// DeleteInventory removes an inventory, its hardware data and its claims,
-// and returns the claims.
-func (st *State) DeleteInventory(hash string) []*Claim {
-	delete(st.Inventories, hash)
-	st.dirtyIn[hash] = true
-	st.hw[hash] = nil
-	var released []*Claim
-	for _, c := range slices.Clone(st.Claims) {
-		if c.Inventory == hash {
-			st.RemoveClaim(c)
-			released = append(released, c)
-		}
-	}
-	return released
-}
-
-// AddClaim appends a new claim.
-func (st *State) AddClaim(c *Claim) {
-	st.nextSeq++
-	c.seq = st.nextSeq
-	st.Claims = append(st.Claims, c)
-	st.dirtyCl[c.seq] = c
-}
-
-// RemoveClaim drops a claim; its address is free with the transaction.
-func (st *State) RemoveClaim(c *Claim) {
-	st.Claims = slices.DeleteFunc(st.Claims, func(x *Claim) bool { return x == c })
-	st.dirtyCl[c.seq] = nil
-}
-
-// TouchClaim records a change to c.
-func (st *State) TouchClaim(c *Claim) { st.dirtyCl[c.seq] = c }
-
-// SetHardware records what a machine sent; a nil map keeps what was stored.
-// It returns the size of the stored record, and refuses (changing nothing)
-// one larger than limit when limit > 0.
-func (st *State) SetHardware(hash string, smbios, systemData map[string]any, limit int) (int, error) {
-	if smbios == nil && systemData == nil {
-		return 0, nil
-	}
-	hw := Hardware{SMBIOS: smbios, SystemData: systemData}
-	if smbios == nil || systemData == nil {
-		old, err := st.Hardware(hash)
-		if err != nil {
-			return 0, err
-		}
-		if smbios == nil {
-			hw.SMBIOS = old.SMBIOS
-		}
-		if systemData == nil {
-			hw.SystemData = old.SystemData
-		}
-	}
-	b, err := json.Marshal(hw)
-	if err != nil {
-		return 0, fmt.Errorf("encoding hardware data: %w", err)
-	}
-	if limit > 0 && len(b) > limit {
-		return len(b), fmt.Errorf("hardware data of %d bytes, more than the %d allowed per inventory", len(b), limit)
-	}
-	st.hw[hash] = b
-	return len(b), nil
-}
-
-// Hardware is a machine's hardware data: the record about to be written,
-// else the stored one, read from the database.
-func (st *State) Hardware(hash string) (Hardware, error) {
-	var hw Hardware
-	b, staged := st.hw[hash]
-	if !staged {
-		var err error
-		if b, err = st.back.get(bucketHardware, []byte(hash)); err != nil {
-			return hw, err
-		}
-	}
-	if b == nil {
-		return hw, nil
-	}
-	if err := json.Unmarshal(b, &hw); err != nil {
-		return hw, fmt.Errorf("hardware of %s: %w", hash, err)
-	}
-	return hw, nil
-}
-
-func (st *State) dirty() bool {
-	return len(st.dirtyIn) > 0 || len(st.dirtyCl) > 0 || len(st.hw) > 0
-}
-
-func (st *State) resetDirty() {
-	st.dirtyIn = map[string]bool{}
-	st.dirtyCl = map[uint64]*Claim{}
-	st.hw = map[string][]byte{}
-}
-
-// op is one record to write (value nil: delete).
-type op struct {
-	bucket, key, value []byte
-}
-
-// takeOps encodes every recorded change, in a fixed order, and forgets
-// the records.
-func (st *State) takeOps() ([]op, error) {
-	var ops []op
-	for h := range st.dirtyIn {
-		inv, ok := st.Inventories[h]
-		if !ok {
-			ops = append(ops, op{bucketInventories, []byte(h), nil})
-			continue
-		}
-		b, err := json.Marshal(inv)
-		if err != nil {
-			return nil, fmt.Errorf("encoding inventory %s: %w", h, err)
-		}
-		ops = append(ops, op{bucketInventories, []byte(h), b})
-	}
-	for seq, c := range st.dirtyCl {
-		if c == nil {
-			ops = append(ops, op{bucketClaims, seqKey(seq), nil})
-			continue
-		}
-		b, err := json.Marshal(c)
-		if err != nil {
-			return nil, fmt.Errorf("encoding claim %s: %w", c.Name, err)
-		}
-		ops = append(ops, op{bucketClaims, seqKey(seq), b})
-	}
-	for h, b := range st.hw {
-		ops = append(ops, op{bucketHardware, []byte(h), b})
-	}
-	st.resetDirty()
-	return ops, nil
-}
-
-// apply writes ops in order in one transaction.
-func apply(back backend, ops []op) error {
-	return back.update(func(tx txn) error {
-		for _, o := range ops {
-			var err error
-			if o.value == nil {
-				err = tx.del(o.bucket, o.key)
-			} else {
-				err = tx.put(o.bucket, o.key, o.value)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
-// commit writes every recorded change in one transaction (import only;
-// Update batches).
-func (st *State) commit() error {
-	ops, err := st.takeOps()
-	if err != nil {
-		return err
-	}
-	return apply(st.back, ops)
-}
-
-func seqKey(seq uint64) []byte { return binary.BigEndian.AppendUint64(nil, seq) }
-
-// load reads inventories and claims (not hardware) from the backend.
-func load(back backend) (*State, error) {
-	st := &State{Inventories: map[string]*Inventory{}, back: back}
-	st.resetDirty()
-	err := back.forEach(bucketInventories, func(k, v []byte) error {
-		var inv Inventory
-		if err := json.Unmarshal(v, &inv); err != nil {
-			return fmt.Errorf("inventory %q: %w", k, err)
-		}
-		if inv.Hash != string(k) {
-			return fmt.Errorf("inventory under key %q has hash %q", k, inv.Hash)
-		}
-		st.Inventories[inv.Hash] = &inv
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	err = back.forEach(bucketClaims, func(k, v []byte) error {
-		if len(k) != 8 {
-			return fmt.Errorf("claim key %x is not a sequence number", k)
-		}
-		c := &Claim{seq: binary.BigEndian.Uint64(k)}
-		if err := json.Unmarshal(v, c); err != nil {
-			return fmt.Errorf("claim %d: %w", c.seq, err)
-		}
-		st.Claims = append(st.Claims, c)
-		st.nextSeq = max(st.nextSeq, c.seq)
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return st, nil
-}
-
-// Store is the database-backed state; the zero value is not usable, use
 // Open.
 type Store struct {
 	path string
@@ -337,6 +56,12 @@ type Store struct {
 	commitMu sync.Mutex
 	// Imported names the JSON file a legacy store was moved to at Open.
 	Imported string
+	// CheckPartial: the consistency check at Open ran out of time before
+	// it read the whole file.
+	CheckPartial bool
+	// broken is set (under mu) when memory and database may have parted:
+	// a commit failed and the state could not be read back.
+	broken error
 }
 
 // Open opens the database at path, creating it when missing. An empty path
@@ -357,13 +82,25 @@ func Open(path string) (*Store, error) {
 			return nil, fmt.Errorf("store %s: %w", path, err)
 		}
 		s.Imported = imported
-		if s.back, err = openBolt(path, false); err != nil {
+		_, statErr := os.Stat(path)
+		back, err := openBolt(path, false)
+		if err != nil {
 			return nil, fmt.Errorf("store %s: %w", path, err)
+		}
+		s.back = back
+		if statErr == nil {
+			if s.CheckPartial, err = back.verify(path); err != nil {
+				back.close()
+				return nil, fmt.Errorf("store %s: %w", path, err)
+			}
 		}
 	}
 	st, err := load(s.back)
 	if err != nil {
 		s.back.close()
+		if !errors.Is(err, ErrDamaged) {
+			err = fmt.Errorf("%w: %w", ErrDamaged, err)
+		}
 		return nil, fmt.Errorf("store %s: %w", path, err)
 	}
 	s.state = st
@@ -426,6 +163,12 @@ type ticket struct {
 // changed is kept for callers' clarity and not needed.
 func (s *Store) Update(fn func(*State) (changed bool, err error)) error {
 	s.mu.Lock()
+	if s.broken != nil {
+		// Memory may hold changes the database never took: nothing more
+		// is acted on until a restart reads the file again.
+		defer s.mu.Unlock()
+		return s.broken
+	}
 	_, ferr := fn(s.state)
 	if !s.state.dirty() {
 		wait := s.last
@@ -479,6 +222,7 @@ func (s *Store) commitQueue() {
 			s.state = st
 		} else {
 			err = errors.Join(err, fmt.Errorf("store %s: reloading after a failed commit: %w", s.path, lerr))
+			s.broken = fmt.Errorf("store %s: no change is accepted after a failed commit the state could not be reloaded from (restart regserver): %w", s.path, err)
 		}
 		s.mu.Unlock()
 	}
@@ -498,7 +242,9 @@ func (s *Store) reloadAfter(cause error) error {
 	defer s.mu.Unlock()
 	st, err := load(s.back)
 	if err != nil {
-		return errors.Join(cause, err)
+		err = errors.Join(cause, err)
+		s.broken = fmt.Errorf("store %s: no change is accepted after the state could not be reloaded (restart regserver): %w", s.path, err)
+		return err
 	}
 	s.state = st
 	return cause

@@ -1,6 +1,7 @@
 // Package tpmauth is the registration server's side of elemental's TPM
 // authentication: it verifies a Bearer TPM token the way go-attestation
-// v0.5.1 does for elemental-operator (TPM.md §5, §9), challenges the client
+// v0.5.1 does for elemental-operator (docs/protocol.md, TPM authentication;
+// docs/regserver.md, Authentication), challenges the client
 // with a credential only its TPM can activate, and names it by its TPM hash.
 package tpmauth
 
@@ -195,8 +196,9 @@ func tcgCompatible(cert *x509.Certificate) *x509.Certificate {
 	return &c
 }
 
-// VerifyAK runs go-attestation v0.5.1's checks on the AK parameters (TPM.md
-// §5 steps 1-8) and returns the AK's Name, to which the credential is bound.
+// VerifyAK runs go-attestation v0.5.1's checks on the AK parameters (its
+// AK verification steps, docs/protocol.md, TPM authentication) and returns
+// the AK's Name, to which the credential is bound.
 func VerifyAK(p *wire.AttestationParameters) ([]byte, error) {
 	bad := func(format string, args ...any) ([]byte, error) {
 		return nil, fmt.Errorf("TPM auth: %w: %s", ErrInvalidAK, fmt.Sprintf(format, args...))
@@ -342,7 +344,8 @@ func verifySignature(pub *tpm2.TPMTPublic, parms *tpm2.TPMSRSAParms, attest, sig
 }
 
 // MakeChallenge draws a 32-byte secret and encrypts it to the EK, bound to
-// the AK's Name (TPM.md §5). It returns the challenge message and the secret.
+// the AK's Name (the credential activation of docs/protocol.md, TPM
+// authentication). It returns the challenge message and the secret.
 func MakeChallenge(rnd io.Reader, ek *rsa.PublicKey, akName []byte) (msg, secret []byte, err error) {
 	if rnd == nil {
 		rnd = rand.Reader

@@ -52,8 +52,9 @@ func TestRoundTripAndPrefix(t *testing.T) {
 	}
 }
 
-// TPM.md §9 tamper table: each mutation is rejected by our checks and by
-// go-attestation v0.5.1, the server elemental-operator runs.
+// Tampered tokens (docs/protocol.md, TPM authentication): each mutation is
+// rejected by our checks and by go-attestation v0.5.1, the server
+// elemental-operator runs.
 func TestTamperedTokens(t *testing.T) {
 	tok, err := openTPM(t).Authenticator().Token(context.Background())
 	if err != nil {

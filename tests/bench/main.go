@@ -63,7 +63,7 @@ func main() {
 	flag.IntVar(&o.tpmRuns, "tpm-runs", 5, "agent process runs per swtpm line (each cold run starts a fresh swtpm)")
 	flag.IntVar(&o.invRuns, "inventory-runs", 20, "inventory collections and render+persist rounds")
 	flag.IntVar(&o.loadRepeat, "load-repeat", 3, "bursts per regserver concurrency level")
-	flag.StringVar(&o.only, "only", "", "comma list of groups to run: agent,tpm,inventory,size,load (default all)")
+	flag.StringVar(&o.only, "only", "", "comma list of groups to run: agent,tpm,inventory,size,load,pending (default all)")
 	flag.BoolVar(&o.verbose, "v", false, "details on stderr: TPM commands by code, agent logs of failed runs")
 	flag.Parse()
 	if o.runs < 1 || o.tpmRuns < 1 || o.invRuns < 1 || o.loadRepeat < 1 {
@@ -143,7 +143,7 @@ func bench(o options, diag io.Writer) ([]row, error) {
 		fn   func() []row
 	}{
 		{"agent", b.agentRuns}, {"tpm", b.tpmCountRows}, {"inventory", b.inventoryRows},
-		{"size", b.sizeRows}, {"load", b.loadRows},
+		{"size", b.sizeRows}, {"load", b.loadRows}, {"pending", b.pendingRows},
 	} {
 		if o.only == "" || slices.Contains(strings.Split(o.only, ","), g.name) {
 			rows = append(rows, g.fn()...)

@@ -342,6 +342,10 @@ func (l *lab) admin(method, path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	// regserver generates the admin token beside its store at each start.
+	if tok, err := os.ReadFile(l.store + ".admin-token"); err == nil {
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err

@@ -92,7 +92,7 @@ func (rs *regServer) start() {
 	// The admin API has a listener of its own in regserver; here it
 	// shares the test server, under /admin/.
 	mux := http.NewServeMux()
-	mux.Handle("/admin/", srv.Admin(server.AdminOptions{}))
+	mux.Handle("/admin/", srv.Admin(server.AdminOptions{Insecure: true}))
 	mux.Handle("/", srv)
 	if rs.http == nil {
 		rs.http = httptest.NewServer(mux)

@@ -83,7 +83,9 @@ func TestFootprint1000PLAIN(t *testing.T) {
 	cfg := filepath.Join(dir, "regserver.yaml")
 	node.Must(t, os.WriteFile(cfg, []byte(serverConfig), 0o600))
 	storePath := filepath.Join(dir, "store.db")
-	rs := node.StartRegserver(t, nil, bin, "--config", cfg, "--store", storePath, "--listen", "127.0.0.1:0", "--no-tpm")
+	// One client address plays all 1,000 machines: per-client limits off.
+	rs := node.StartRegserver(t, nil, bin, "--config", cfg, "--store", storePath, "--listen", "127.0.0.1:0", "--no-tpm",
+		"--max-client-sessions", "0", "--new-inventories-per-minute", "0", "--max-pending-inventories", "0")
 	pid := rs.Cmd.Process.Pid
 	idleRSS := procKB(t, pid, "VmRSS")
 

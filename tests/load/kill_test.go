@@ -29,8 +29,13 @@ func TestKillDuringAllocations(t *testing.T) {
 	cfg := filepath.Join(dir, "regserver.yaml")
 	node.Must(t, os.WriteFile(cfg, []byte(serverConfig), 0o600))
 	storePath := filepath.Join(dir, "store.json")
+	token := filepath.Join(dir, "admin-token")
+	node.Must(t, os.WriteFile(token, []byte(adminToken), 0o600))
+	// One client address plays every machine: the per-client limits are
+	// off here (server/clients_test.go floods them on purpose).
 	start := func() *node.Regserver {
-		return node.StartRegserver(t, nil, bin, "--config", cfg, "--store", storePath, "--listen", "127.0.0.1:0", "--admin-listen", ":0", "--no-tpm")
+		return node.StartRegserver(t, nil, bin, "--config", cfg, "--store", storePath, "--listen", "127.0.0.1:0", "--admin-listen", ":0",
+			"--admin-token-file", token, "--no-tpm", "--max-client-sessions", "0", "--new-inventories-per-minute", "0", "--max-pending-inventories", "0")
 	}
 	told := map[string]string{} // machine -> address it was told, over all rounds
 	var acked []result
@@ -71,7 +76,7 @@ func TestKillDuringAllocations(t *testing.T) {
 			t.Errorf("round %d: the kill came after every registration: nothing was cut off", round)
 		}
 		rs = start()
-		checkClaims(t, adminClaims(t, adminURL(t, rs)), acked)
+		checkClaims(t, adminClaims(t, adminURL(t, rs), adminToken), acked)
 		rs.Kill()
 	}
 	// Everybody again, no kill: acknowledged machines keep their address,
@@ -98,7 +103,7 @@ func TestKillDuringAllocations(t *testing.T) {
 			t.Errorf("%s was told %s before the kill, now %s", r.id, a, r.addr)
 		}
 	}
-	claims := adminClaims(t, adminURL(t, rs))
+	claims := adminClaims(t, adminURL(t, rs), adminToken)
 	checkClaims(t, claims, all)
 	t.Logf("final: %d machines, %d claims, %d acknowledged before kills, %d moved", len(all), len(claims), len(told), moved)
 }

@@ -53,11 +53,14 @@ func startServer(tb testing.TB, storePath string) *httptest.Server {
 	node.Must(tb, err)
 	st, err := store.Open(storePath)
 	node.Must(tb, err)
-	srv, err := server.New(server.Options{Config: cfg, Store: st, SessionDeadline: time.Minute})
+	// One client address plays every machine here: the per-client limits
+	// are off (server/clients_test.go floods them on purpose).
+	srv, err := server.New(server.Options{Config: cfg, Store: st, SessionDeadline: time.Minute,
+		MaxClientSessions: -1, NewInventoriesPerMinute: -1, MaxPendingInventories: -1})
 	node.Must(tb, err)
 	// The admin API beside the registrations, for the checks only.
 	mux := http.NewServeMux()
-	mux.Handle("/admin/", srv.Admin(server.AdminOptions{}))
+	mux.Handle("/admin/", srv.Admin(server.AdminOptions{Insecure: true}))
 	mux.Handle("/", srv)
 	hs := httptest.NewServer(mux)
 	tb.Cleanup(func() { hs.Close(); st.Close() })
@@ -152,17 +155,30 @@ func Test1000Agents(t *testing.T) {
 	if errs != 0 || len(byAddr) != n {
 		t.Fatalf("want 0 errors and %d distinct addresses, got %d errors and %d", n, errs, len(byAddr))
 	}
-	claims := adminClaims(t, hs.URL)
+	claims := adminClaims(t, hs.URL, "")
 	checkClaims(t, claims, res)
 	if len(claims) != n {
 		t.Errorf("store holds %d claims for %d machines", len(claims), n)
 	}
 }
 
-func adminClaims(tb testing.TB, base string) []store.Claim {
+// adminToken is the admin API's token in the tests that start regserver.
+const adminToken = "load-test-admin-token"
+
+// adminClaims reads every claim from the admin API; token "" for the
+// in-process server, which serves the admin API without one.
+func adminClaims(tb testing.TB, base, token string) []store.Claim {
 	tb.Helper()
-	resp, err := http.Get(base + "/admin/claims")
+	req, err := http.NewRequest(http.MethodGet, base+"/admin/claims", nil)
 	node.Must(tb, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	node.Must(tb, err)
+	if resp.StatusCode != http.StatusOK {
+		tb.Fatalf("GET /admin/claims: %s", resp.Status)
+	}
 	defer resp.Body.Close()
 	var out []store.Claim
 	node.Must(tb, json.NewDecoder(resp.Body).Decode(&out))
