@@ -38,9 +38,9 @@ var notRun = map[string]string{
 	"make test-boot":                 "a stage of make test",
 	"make test-boot BOOT_PARALLEL=1": "a stage of make test, one case at a time",
 	"make bench":                     "minutes of benchmarks; not a test",
-	"CGO_ENABLED=1 go run -tags emulatedtpm ./tests/bench -bin bin":                                     "what make bench runs",
-	"bin/regserver --config regserver.yaml --listen 0.0.0.0:8080 --admin-listen :9090 --store state.db": "listens on every interface; TestAdminExample runs it on loopback",
-	"curl -s -X DELETE http://127.0.0.1:9090/admin/inventories/m-4c4c4544-0042-3010-8058-b4c04f4e4e32":  "names an inventory of the reader's server",
+	"CGO_ENABLED=1 go run -tags emulatedtpm ./tests/bench -bin bin":                                              "what make bench runs",
+	"bin/regserver --config regserver.yaml --listen 0.0.0.0:8080 --admin-listen :9090 --store state.db":          "listens on every interface; TestAdminExample runs it on loopback",
+	"curl -s -H \"$H\" -X DELETE http://127.0.0.1:9090/admin/inventories/m-4c4c4544-0042-3010-8058-b4c04f4e4e32": "names an inventory of the reader's server",
 }
 
 // docFiles are the files whose ```sh blocks are checked.
@@ -85,7 +85,8 @@ var runHere = map[string]bool{
 	"go build -o bin/regserver ./cmd/regserver": true,
 	"mkdir -p /var/lib/regserver":               true,
 	"bin/regserver --config cmd/regserver/example.yaml --listen 127.0.0.1:0 --store /var/lib/regserver/state.db": true,
-	"curl -s http://127.0.0.1:9090/admin/claims":                                                                 true,
+	`H="Authorization: Bearer $(cat state.db.admin-token)"`:                                                      true,
+	`curl -s -H "$H" http://127.0.0.1:9090/admin/claims`:                                                         true,
 }
 
 // doc fails unless the doc file holds text verbatim.
@@ -176,13 +177,17 @@ func TestRegserverRunningExample(t *testing.T) {
 }
 
 // docs/regserver.md's admin example, on loopback instead of every
-// interface: GET /admin/claims answers JSON.
+// interface: the token regserver generates beside the store opens the
+// admin API (the H= line), GET /admin/claims answers JSON, and the same
+// request without the token is refused.
 func TestAdminExample(t *testing.T) {
 	doc(t, "docs/regserver.md", "bin/regserver --config regserver.yaml --listen 0.0.0.0:8080 --admin-listen :9090 --store state.db")
-	get := doc(t, "docs/regserver.md", "curl -s http://127.0.0.1:9090/admin/claims")
+	doc(t, "docs/regserver.md", `H="Authorization: Bearer $(cat state.db.admin-token)"`)
+	get := doc(t, "docs/regserver.md", `curl -s -H "$H" http://127.0.0.1:9090/admin/claims`)
 	b := bins(t)
+	dir := t.TempDir()
 	rs := node.StartRegserver(t, nil, filepath.Join(b, "regserver"), "--config", filepath.Join(testbin.ModuleRoot(), "examples", "regserver.yaml"),
-		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", filepath.Join(t.TempDir(), "state.db"))
+		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", filepath.Join(dir, "state.db"))
 	var admin string
 	for range 300 {
 		if m := regexp.MustCompile(`admin="?(http://[0-9.:]+)`).FindStringSubmatch(rs.Stderr.String()); m != nil {
@@ -194,7 +199,19 @@ func TestAdminExample(t *testing.T) {
 	if admin == "" {
 		t.Fatalf("no admin address logged:\n%s", rs.Stderr.String())
 	}
-	resp, err := http.Get(strings.Replace(strings.TrimPrefix(get, "curl -s "), "http://127.0.0.1:9090", admin, 1))
+	token, err := os.ReadFile(filepath.Join(dir, "state.db.admin-token"))
+	node.Must(t, err)
+	url := strings.Replace(strings.TrimPrefix(get, `curl -s -H "$H" `), "http://127.0.0.1:9090", admin, 1)
+	get401, err := http.Get(url)
+	node.Must(t, err)
+	get401.Body.Close()
+	if get401.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("GET /admin/claims without the token: %d, the doc says every request needs it", get401.StatusCode)
+	}
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	node.Must(t, err)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	resp, err := http.DefaultClient.Do(req)
 	node.Must(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()

@@ -108,8 +108,7 @@ func TestRegserverStartsOnEveryConfig(t *testing.T) {
 			node.Must(t, err)
 			node.Must(t, yaml.Unmarshal(b, &cfg))
 			rs := startRegserver(t, f)
-			admin := adminURL(t, rs)
-			resp, err := http.Get(admin + "/admin/pools")
+			resp, err := adminGet(t, rs, "/admin/pools")
 			node.Must(t, err)
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -128,10 +127,28 @@ func TestRegserverStartsOnEveryConfig(t *testing.T) {
 	}
 }
 
+// adminToken is the bearer token every regserver of these tests is
+// started with (--admin-token-file): the admin API refuses requests
+// without it (docs/regserver.md).
+const adminToken = "examples-admin-token"
+
 func startRegserver(t *testing.T, cfg string) *node.Regserver {
 	t.Helper()
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "admin-token")
+	node.Must(t, os.WriteFile(tokenFile, []byte(adminToken+"\n"), 0o600))
 	return node.StartRegserver(t, nil, testbin.Build(t, "./cmd/regserver"), "--config", cfg,
-		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", filepath.Join(t.TempDir(), "state.db"))
+		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--admin-token-file", tokenFile,
+		"--store", filepath.Join(dir, "state.db"))
+}
+
+// adminGet sends one authenticated GET to the admin API.
+func adminGet(t *testing.T, rs *node.Regserver, path string) (*http.Response, error) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, adminURL(t, rs)+path, nil)
+	node.Must(t, err)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	return http.DefaultClient.Do(req)
 }
 
 // adminURL is the admin API's address.
@@ -302,7 +319,7 @@ func TestDefaultNoderegArgs(t *testing.T) {
 			continue
 		}
 		k, v, _ := strings.Cut(extra[i+1], "=")
-		resp, err := http.Get(adminURL(t, rs) + "/admin/inventories")
+		resp, err := adminGet(t, rs, "/admin/inventories")
 		node.Must(t, err)
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
