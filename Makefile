@@ -11,7 +11,7 @@ STATIC    := CGO_ENABLED=0
 # suite's time is spent waiting on deadlines and child processes.
 GOTEST    ?= $(GO) test -count=1 -p 4
 
-.PHONY: help build build-emulated test test-unit test-race test-slow test-emulated test-fuzz test-boot demo bench lint clean
+.PHONY: help build build-emulated test test-unit test-race test-slow test-emulated test-fuzz test-boot test-vm demo bench lint clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -59,6 +59,11 @@ BOOT_PARALLEL ?= 20
 test-boot: ## boot simulation: real NetworkManager, yip and agent in namespaces (root; docs/boot-simulation.md)
 	@mkdir -p $(BIN); rc=0; $(GOTEST) -tags bootsim -timeout 15m -parallel $(BOOT_PARALLEL) -v ./tests/boot/ >$(BIN)/test-boot.log 2>&1 || rc=$$?; \
 	  grep -E '^(bootsim:|--- |ok|FAIL)' $(BIN)/test-boot.log; [ $$rc = 0 ] || cat $(BIN)/test-boot.log; exit $$rc
+
+# The VM boot lab: a Debian guest under QEMU, the agent as its systemd
+# service (root, QEMU, swtpm, mmdebstrap; docs/vmlab.md).
+test-vm: ## boot a Debian guest under QEMU: agent under systemd, vTPM, reboot, recovery, bond/VLAN (NODEREG_SKIP_VM=1 skips)
+	@GO='$(GO)' ./tests/vm/run.sh
 
 FUZZTIME ?= 3
 FUZZJOBS ?= 2

@@ -1,0 +1,150 @@
+//go:build vmlab
+
+package vm
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Guest-side checks and figures shared by the cases.
+
+// waitUnitRun waits until unit's main process has run and exited since the
+// given monotonic time (seconds since boot; 0: any time this boot), and
+// returns its properties.
+func (m *machine) waitUnitRun(unit string, since float64) (map[string]string, error) {
+	props := []string{"Type", "ActiveState", "SubState", "Result", "ExecMainStatus", "ExecMainCode",
+		"InactiveExitTimestampMonotonic", "ActiveEnterTimestampMonotonic",
+		"ExecMainStartTimestampMonotonic", "ExecMainExitTimestampMonotonic", "NRestarts", "StatusText"}
+	var kv map[string]string
+	err := waitFor(unit+" in "+m.name+" to run to its end", unitBound, func() (bool, string) {
+		var err error
+		kv, err = m.unit(unit, props...)
+		if err != nil {
+			return false, err.Error()
+		}
+		exit := usec(kv["ExecMainExitTimestampMonotonic"])
+		return exit > 0 && exit > since, fmt.Sprintf("%s/%s status %s: %q", kv["ActiveState"], kv["SubState"], kv["ExecMainStatus"], kv["StatusText"])
+	})
+	return kv, err
+}
+
+// addrs lists the global addresses on dev, without prefix length
+// (family "-4" or "-6").
+func (m *machine) addrs(family, dev string) ([]string, error) {
+	out, err := m.must("ip -o " + family + " addr show dev " + dev + " scope global")
+	if err != nil {
+		return nil, err
+	}
+	var list []string
+	for _, f := range strings.Fields(out) {
+		if strings.Contains(f, "/") && (strings.Count(f, ".") == 3 || strings.Contains(f, ":")) {
+			list = append(list, f)
+		}
+	}
+	return list, nil
+}
+
+// waitAddr waits until dev carries addr/plen.
+func (m *machine) waitAddr(dev, cidr string) error {
+	fam := "-4"
+	if strings.Contains(cidr, ":") {
+		fam = "-6"
+	}
+	return waitFor(cidr+" on "+m.name+"'s "+dev, bootBound, func() (bool, string) {
+		got, err := m.addrs(fam, dev)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, a := range got {
+			if a == cidr {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(got)
+	})
+}
+
+// oemDigest is a checksum of every file under /oem, by path.
+func (m *machine) oemDigest() (string, error) {
+	return m.must("cd /oem && find . -path ./lost+found -prune -o -type f -print | LC_ALL=C sort | xargs -r sha256sum")
+}
+
+// journalFirst is the monotonic time (s) of the first journal line of this
+// boot matching pattern (an extended regexp) in the output of journalctl
+// args, or -1.
+func (m *machine) journalFirst(args, pattern string) (float64, string, error) {
+	out, err := m.must("journalctl -b --no-pager -o short-monotonic " + args)
+	if err != nil {
+		return -1, "", err
+	}
+	re, err := regexp.Compile(pattern)
+	if err != nil {
+		return -1, "", err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if !re.MatchString(line) {
+			continue
+		}
+		// "[   12.345678] host ident[pid]: message"
+		if i := strings.Index(line, "]"); strings.HasPrefix(line, "[") && i > 0 {
+			v, err := strconv.ParseFloat(strings.TrimSpace(line[1:i]), 64)
+			if err == nil {
+				return v, line, nil
+			}
+		}
+	}
+	return -1, "", nil
+}
+
+// addrTime is when addr/plen first appeared on dev this boot, from the
+// lab's address monitor (addrwatch.service).
+func (m *machine) addrTime(dev, cidr string) (float64, error) {
+	t, _, err := m.journalFirst("-u addrwatch.service", `^\[[ 0-9.]+\] [^ ]+ ip\[[0-9]+\]: [0-9]+: `+regexp.QuoteMeta(dev)+` +inet6? `+regexp.QuoteMeta(cidr)+` `)
+	return t, err
+}
+
+// timeline prints the boot's figures from the guest's own clock (journal
+// and systemd, seconds since the kernel started) and the host's.
+func (m *machine) timeline(label, dev, cidr string, hostSeen time.Duration) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "vmlab: timeline %s:", label)
+	at, _ := m.addrTime(dev, cidr)
+	nm, _ := m.unit("NetworkManager.service", "ExecMainStartTimestampMonotonic")
+	nr, _ := m.unit("nodereg.service", "InactiveExitTimestampMonotonic", "ActiveEnterTimestampMonotonic", "ExecMainStatus")
+	ys, _ := m.unit("elemental-setup-initramfs.service", "InactiveExitTimestampMonotonic", "ActiveEnterTimestampMonotonic")
+	nmStart := usec(nm["ExecMainStartTimestampMonotonic"])
+	fmt.Fprintf(&b, " kernel start -> %s on %s %.1fs", cidr, dev, at)
+	if at > 0 && nmStart > 0 {
+		fmt.Fprintf(&b, "; NetworkManager start (%.1fs) -> address %.1fs", nmStart, at-nmStart)
+	}
+	if y0, y1 := usec(ys["InactiveExitTimestampMonotonic"]), usec(ys["ActiveEnterTimestampMonotonic"]); y1 > 0 {
+		fmt.Fprintf(&b, "; initramfs stage (yip) %.1fs-%.1fs", y0, y1)
+	}
+	if s, r := usec(nr["InactiveExitTimestampMonotonic"]), usec(nr["ActiveEnterTimestampMonotonic"]); s > 0 {
+		if r > 0 {
+			fmt.Fprintf(&b, "; nodereg.service start (%.1fs) -> READY=1 %.1fs", s, r-s)
+		} else {
+			fmt.Fprintf(&b, "; nodereg.service start (%.1fs), no READY=1 (exit %s)", s, nr["ExecMainStatus"])
+		}
+	}
+	if hostSeen > 0 {
+		fmt.Fprintf(&b, "; power-on (host clock) -> seen by the lab %.1fs", hostSeen.Seconds())
+	}
+	if out, err := m.must("systemd-analyze 2>/dev/null | head -1; systemd-analyze blame --no-pager 2>/dev/null | grep -E 'nodereg|NetworkManager|elemental-setup' "); err == nil {
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			fmt.Fprintf(&b, "\n    %s", strings.TrimSpace(l))
+		}
+	}
+	return b.String()
+}
+
+// journalField is the value of FIELD= in the verbose journal of unit this
+// boot (the agent's native journal fields, README "Logs").
+func (m *machine) journalField(unit, field string) (string, error) {
+	out, err := m.must("journalctl -b --no-pager -o verbose -u " + unit + " | sed -n 's/^ *" + field + "=//p' | tail -1")
+	return strings.TrimSpace(out), err
+}
