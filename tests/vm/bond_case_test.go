@@ -90,7 +90,7 @@ func checkBond(t *testing.T, m *machine, mgmt, vlan string) {
 func TestB4BondVLAN(t *testing.T) {
 	runCase(t, func(t *testing.T) {
 		l := theLab
-		m, seen := bootMachine(t, "b", 2, 3, regBond, "10.231.0.22")
+		m, seen, tpmCmds := bootMachine(t, "b", 2, 3, regBond, "10.231.0.22")
 		t.Cleanup(func() { _ = m.poweroff() })
 		inv, err := l.inventoryOf(regBond)
 		if err != nil {
@@ -105,7 +105,7 @@ func TestB4BondVLAN(t *testing.T) {
 		}
 		// Applied live at the first boot.
 		checkBond(t, m, mgmt, vlan)
-		fmt.Println(m.timeline("B4 cold first boot, bond + VLAN applied live", "bond0.42", vlan+"/24", seen))
+		fmt.Println(m.timeline("B4 cold first boot, bond + VLAN applied live", "bond0.42", vlan+"/24", seen, tpmCmds))
 
 		// Failover: cut the active port's link from QEMU's monitor.
 		active, err := bondState(m)
@@ -137,15 +137,17 @@ func TestB4BondVLAN(t *testing.T) {
 		if err := m.reboot(); err != nil {
 			fail(t, m, "reboot", err)
 		}
-		if _, err := m.waitUnitRun("nodereg.service", 0); err != nil {
-			fail(t, m, "nodereg.service after the reboot", err)
+		kv, err := m.waitUnitRun("nodereg.service", 0)
+		if err != nil || kv["ExecMainStatus"] != "0" {
+			fail(t, m, "nodereg.service after the reboot", fmt.Errorf("want exit 0: %v %v", kv, err))
 		}
+		warmSeen, warmTPM := time.Since(m.powerOn), m.tpmCommands()
 		checkBond(t, m, mgmt, vlan)
 		at, err := m.addrTime("bond0.42", vlan+"/24")
 		start, _, err2 := m.journalFirst("-u nodereg.service", `Start(ing|ed) nodereg\.service`)
 		if err != nil || err2 != nil || at <= 0 || start <= 0 || at >= start {
 			fail(t, m, "order", fmt.Errorf("VLAN address at %.2fs, nodereg.service started at %.2fs: want the address first (%v %v)", at, start, err, err2))
 		}
-		fmt.Println(m.timeline("B4 warm reboot, bond + VLAN from /oem", "bond0.42", vlan+"/24", 0))
+		fmt.Println(m.timeline("B4 warm reboot, bond + VLAN from /oem", "bond0.42", vlan+"/24", warmSeen, warmTPM))
 	})
 }

@@ -4,9 +4,12 @@ package vm
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"gopkg.in/yaml.v3"
 )
 
 // B1 -> B2 -> B3 are one machine's life: first boot, reboot with the server
@@ -39,7 +42,7 @@ func TestB1FirstBootNoDHCP(t *testing.T) {
 		if err != nil {
 			fail(t, m, "nodereg.service's first run", err)
 		}
-		seen := time.Since(m.powerOn)
+		seen, tpmCmds := time.Since(m.powerOn), m.tpmCommands()
 		// Type=notify with RemainAfterExit: the unit is active only after
 		// READY=1, and it became active before the agent exited.
 		if kv["Type"] != "notify" || kv["ActiveState"] != "active" || kv["SubState"] != "exited" ||
@@ -87,7 +90,7 @@ func TestB1FirstBootNoDHCP(t *testing.T) {
 			fail(t, m, "/oem", fmt.Errorf("want the applicator and the state under /oem; got\n%s", machAOEM))
 		}
 		machA, machAAddr = m, addr
-		fmt.Println(m.timeline("B1 cold first boot", "eth0", addr+"/24", seen))
+		fmt.Println(m.timeline("B1 cold first boot", "eth0", addr+"/24", seen, tpmCmds))
 	})
 }
 
@@ -119,6 +122,7 @@ func TestB2RebootServerDown(t *testing.T) {
 		if err != nil {
 			fail(t, m, "nodereg.service", err)
 		}
+		tpmCmds := m.tpmCommands()
 		at, err := m.addrTime("eth0", cidr)
 		start, _, err2 := m.journalFirst("-u nodereg.service", `Start(ing|ed) nodereg\.service`)
 		if err != nil || err2 != nil || at <= 0 || start <= 0 || at >= start {
@@ -130,7 +134,7 @@ func TestB2RebootServerDown(t *testing.T) {
 		if err := l.pingFromHost(machAAddr, 60*time.Second); err != nil {
 			fail(t, m, "ping", err)
 		}
-		fmt.Println(m.timeline("B2 warm reboot, server down", "eth0", cidr, seen))
+		fmt.Println(m.timeline("B2 warm reboot, server down (agent exits 75)", "eth0", cidr, seen, tpmCmds))
 	})
 }
 
@@ -161,7 +165,7 @@ func TestB3Recovery(t *testing.T) {
 		if err := m.waitAddr("eth0", cidr); err != nil {
 			fail(t, m, "address in recovery", err)
 		}
-		seen := time.Since(m.powerOn)
+		seen, tpmCmds := time.Since(m.powerOn), m.tpmCommands()
 		if kv, err := m.unit("nodereg.service", "ConditionResult", "ExecMainStartTimestampMonotonic"); err != nil ||
 			kv["ConditionResult"] != "no" || kv["ExecMainStartTimestampMonotonic"] != "0" {
 			fail(t, m, "nodereg.service in recovery", fmt.Errorf("want skipped by its condition: %v %v", kv, err))
@@ -169,7 +173,7 @@ func TestB3Recovery(t *testing.T) {
 		if err := l.pingFromHost(machAAddr, 60*time.Second); err != nil {
 			fail(t, m, "ping", err)
 		}
-		fmt.Println(m.timeline("B3 recovery boot", "eth0", cidr, seen))
+		fmt.Println(m.timeline("B3 recovery boot (agent does not run)", "eth0", cidr, seen, tpmCmds))
 		resetNetwork(t, m)
 	})
 }
@@ -198,8 +202,12 @@ func resetNetwork(t *testing.T, m *machine) {
 	if err != nil || !strings.Contains(before, "eth0.nmconnection") {
 		fail(t, m, "before reset-network", fmt.Errorf("want eth0.nmconnection: %q %v", before, err))
 	}
-	keep := "sha256sum /oem/registration/config.yaml /oem/registration/state.yaml " + kdir + "/foreign.nmconnection"
+	keep := "sha256sum /oem/registration/config.yaml " + kdir + "/foreign.nmconnection"
 	kept, err := m.must(keep)
+	if err != nil {
+		fail(t, m, "before reset-network", err)
+	}
+	stateBefore, err := m.must("cat /oem/registration/state.yaml")
 	if err != nil {
 		fail(t, m, "before reset-network", err)
 	}
@@ -211,13 +219,29 @@ func resetNetwork(t *testing.T, m *machine) {
 	if err != nil {
 		fail(t, m, "after reset-network", err)
 	}
-	for _, gone := range []string{"eth0.nmconnection", "elemental-network.yaml", "nodereg"} {
+	for _, gone := range []string{"eth0.nmconnection", "elemental-network.yaml", "network-manifest", "network-config.nmstate"} {
 		if strings.Contains(after, gone) {
 			fail(t, m, "--reset-network", fmt.Errorf("%s still there:\n%s\n(agent said %s)", gone, after, r))
 		}
 	}
+	// NetworkManager lets go of the address whose profile went.
+	if err := waitFor("the pool address to leave eth0 after --reset-network", 120*time.Second, func() (bool, string) {
+		got, err := m.addrs("-4", "eth0")
+		return err == nil && !contains(got, machAAddr+"/24"), fmt.Sprint(got, err)
+	}); err != nil {
+		fail(t, m, "--reset-network", err)
+	}
 	if k, err := m.must(keep); err != nil || k != kept {
 		fail(t, m, "--reset-network", fmt.Errorf("touched a file it does not own:\nbefore %s\nafter %s %v", kept, k, err))
+	}
+	// The state file is the agent's too: only its network keys go (the
+	// next run applies again), the registration and the AK stay.
+	stateAfter, err := m.must("cat /oem/registration/state.yaml")
+	if err != nil {
+		fail(t, m, "after reset-network", err)
+	}
+	if err := sameStateButNetwork(stateBefore, stateAfter); err != nil {
+		fail(t, m, "--reset-network", err)
 	}
 	if out, err := m.must("nmcli -t -f NAME connection show"); err != nil || !strings.Contains(out, "foreign-dummy") {
 		fail(t, m, "--reset-network", fmt.Errorf("the foreign profile is no longer loaded: %q %v", out, err))
@@ -226,4 +250,33 @@ func resetNetwork(t *testing.T, m *machine) {
 	if err := m.poweroff(); err != nil {
 		t.Errorf("poweroff: %v", err)
 	}
+}
+
+// sameStateButNetwork: before had a network digest, after has none, and
+// every other key of the state file is unchanged.
+func sameStateButNetwork(before, after string) error {
+	var b, a map[string]any
+	if err := yaml.Unmarshal([]byte(before), &b); err != nil {
+		return fmt.Errorf("state before: %w", err)
+	}
+	if err := yaml.Unmarshal([]byte(after), &a); err != nil {
+		return fmt.Errorf("state after: %w", err)
+	}
+	if b["nodereg-network-digest"] == nil || b["nodereg-ak"] == nil || b["initialRegistration"] == nil {
+		return fmt.Errorf("state before reset lacks the registration, AK or network digest:\n%s", before)
+	}
+	for k := range b {
+		if strings.HasPrefix(k, "nodereg-network-") {
+			delete(b, k)
+		}
+	}
+	for k := range a {
+		if strings.HasPrefix(k, "nodereg-network-") {
+			return fmt.Errorf("state after reset still has %s:\n%s", k, after)
+		}
+	}
+	if !reflect.DeepEqual(a, b) {
+		return fmt.Errorf("state keys other than the network ones changed:\nbefore\n%s\nafter\n%s", before, after)
+	}
+	return nil
 }

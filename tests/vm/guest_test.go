@@ -109,7 +109,7 @@ func (m *machine) addrTime(dev, cidr string) (float64, error) {
 
 // timeline prints the boot's figures from the guest's own clock (journal
 // and systemd, seconds since the kernel started) and the host's.
-func (m *machine) timeline(label, dev, cidr string, hostSeen time.Duration) string {
+func (m *machine) timeline(label, dev, cidr string, hostSeen time.Duration, tpmCmds int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "vmlab: timeline %s:", label)
 	at, _ := m.addrTime(dev, cidr)
@@ -124,7 +124,12 @@ func (m *machine) timeline(label, dev, cidr string, hostSeen time.Duration) stri
 	if y0, y1 := usec(ys["InactiveExitTimestampMonotonic"]), usec(ys["ActiveEnterTimestampMonotonic"]); y1 > 0 {
 		fmt.Fprintf(&b, "; initramfs stage (yip) %.1fs-%.1fs", y0, y1)
 	}
-	if s, r := usec(nr["InactiveExitTimestampMonotonic"]), usec(nr["ActiveEnterTimestampMonotonic"]); s > 0 {
+	// The first start of this boot (a restart moves InactiveExit on).
+	s, _, _ := m.journalFirst("-u nodereg.service", `Starting nodereg\.service`)
+	if s <= 0 {
+		s = usec(nr["InactiveExitTimestampMonotonic"])
+	}
+	if r := usec(nr["ActiveEnterTimestampMonotonic"]); s > 0 {
 		if r > 0 {
 			fmt.Fprintf(&b, "; nodereg.service start (%.1fs) -> READY=1 %.1fs", s, r-s)
 		} else {
@@ -134,12 +139,53 @@ func (m *machine) timeline(label, dev, cidr string, hostSeen time.Duration) stri
 	if hostSeen > 0 {
 		fmt.Fprintf(&b, "; power-on (host clock) -> seen by the lab %.1fs", hostSeen.Seconds())
 	}
-	if out, err := m.must("systemd-analyze 2>/dev/null | head -1; systemd-analyze blame --no-pager 2>/dev/null | grep -E 'nodereg|NetworkManager|elemental-setup' "); err == nil {
+	if tpmCmds >= 0 {
+		fmt.Fprintf(&b, "; TPM commands this boot until the agent was done %d", tpmCmds)
+	}
+	if out, err := m.must("systemd-analyze 2>/dev/null | head -1"); err == nil {
+		fmt.Fprintf(&b, "\n    %s", strings.TrimSpace(out))
+	}
+	if out, err := m.must("systemd-analyze blame --no-pager 2>/dev/null"); err == nil {
+		var total, agent float64
 		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
-			fmt.Fprintf(&b, "\n    %s", strings.TrimSpace(l))
+			f := strings.Fields(l)
+			if len(f) < 2 {
+				continue
+			}
+			d := blameSeconds(f[:len(f)-1])
+			total += d
+			unit := f[len(f)-1]
+			if strings.HasPrefix(unit, "nodereg") {
+				agent += d
+			}
+			if strings.HasPrefix(unit, "nodereg") || strings.HasPrefix(unit, "NetworkManager") || strings.HasPrefix(unit, "elemental-setup") {
+				fmt.Fprintf(&b, "\n    blame: %s", strings.TrimSpace(l))
+			}
+		}
+		if total > 0 {
+			fmt.Fprintf(&b, "\n    the agent's share of systemd-analyze blame: %.1fs of %.1fs (%.0f%%)", agent, total, 100*agent/total)
 		}
 	}
 	return b.String()
+}
+
+// blameSeconds parses systemd's duration words ("1min", "8.551s", "186ms").
+func blameSeconds(words []string) float64 {
+	var sum float64
+	for _, w := range words {
+		for _, u := range []struct {
+			suffix string
+			scale  float64
+		}{{"min", 60}, {"ms", 1e-3}, {"us", 1e-6}, {"µs", 1e-6}, {"h", 3600}, {"s", 1}} {
+			if v, ok := strings.CutSuffix(w, u.suffix); ok {
+				if f, err := strconv.ParseFloat(v, 64); err == nil {
+					sum += f * u.scale
+					break
+				}
+			}
+		}
+	}
+	return sum
 }
 
 // journalField is the value of FIELD= in the verbose journal of unit this

@@ -31,6 +31,8 @@ type machine struct {
 	powerOn time.Time
 	boots   int
 	serials []string
+	tpmLog  string // swtpm's log of this power-on (every command, level 20)
+	tpmMark int    // commands in tpmLog before the current boot
 }
 
 // newMachine prepares a machine with nics NICs and an /oem holding files
@@ -92,9 +94,11 @@ func (m *machine) start(mode string) error {
 	m.boots++
 	sock := filepath.Join(m.dir, "swtpm.sock")
 	_ = os.Remove(sock)
-	tpmLog := filepath.Join(m.dir, fmt.Sprintf("swtpm-%d.log", m.boots))
+	// Level 20 logs every command swtpm reads: the lab counts them per
+	// boot (README "Proven where").
+	m.tpmLog, m.tpmMark = filepath.Join(m.dir, fmt.Sprintf("swtpm-%d.log", m.boots)), 0
 	m.swtpm = exec.Command("swtpm", "socket", "--tpm2", "--tpmstate", "dir="+m.tpmDir,
-		"--ctrl", "type=unixio,path="+sock, "--log", "file="+tpmLog+",level=1",
+		"--ctrl", "type=unixio,path="+sock, "--log", "file="+m.tpmLog+",level=20",
 		"--pid", "file="+filepath.Join(m.dir, "swtpm.pid"))
 	if err := m.swtpm.Start(); err != nil {
 		return fmt.Errorf("swtpm: %w", err)
@@ -170,6 +174,7 @@ func (m *machine) reboot() error {
 	if err != nil {
 		return err
 	}
+	m.tpmMark = m.tpmCommandsTotal()
 	if err := m.qga.fire("systemctl reboot"); err != nil {
 		return err
 	}
@@ -200,6 +205,19 @@ func (m *machine) poweroff() error {
 	stopProc(m.swtpm, 10*time.Second)
 	return err
 }
+
+// tpmCommandsTotal counts the TPM commands swtpm has read since this
+// power-on (firmware, kernel and every user of the TPM alike).
+func (m *machine) tpmCommandsTotal() int {
+	b, err := os.ReadFile(m.tpmLog)
+	if err != nil {
+		return -1
+	}
+	return strings.Count(string(b), "SWTPM_IO_Read:")
+}
+
+// tpmCommands counts the TPM commands of the current boot so far.
+func (m *machine) tpmCommands() int { return m.tpmCommandsTotal() - m.tpmMark }
 
 // run runs cmd in the guest, failing on a transport error.
 func (m *machine) run(cmd string) (execResult, error) {

@@ -18,7 +18,7 @@ var (
 
 // bootMachine powers on a new machine for registration reg and waits for
 // nodereg.service's first run to succeed.
-func bootMachine(t *testing.T, name string, idx, nics int, reg, bootIP string) (*machine, time.Duration) {
+func bootMachine(t *testing.T, name string, idx, nics int, reg, bootIP string) (*machine, time.Duration, int) {
 	l := theLab
 	m, err := l.newMachine(name, idx, nics, map[string]string{
 		"registration/config.yaml": nodeConfig(reg, macOf(idx, 0), bootIP),
@@ -42,16 +42,17 @@ func bootMachine(t *testing.T, name string, idx, nics int, reg, bootIP string) (
 	if err != nil {
 		fail(t, m, "nodereg.service's first run", err)
 	}
+	seen, tpmCmds := time.Since(m.powerOn), m.tpmCommands()
 	if kv["ActiveState"] != "active" || kv["Result"] != "success" || kv["ExecMainStatus"] != "0" {
 		fail(t, m, "nodereg.service", fmt.Errorf("want active, success, exit 0; got %v", kv))
 	}
-	return m, time.Since(m.powerOn)
+	return m, seen, tpmCmds
 }
 
 func TestB6DualStack(t *testing.T) {
 	runCase(t, func(t *testing.T) {
 		l := theLab
-		m, seen := bootMachine(t, "c", 3, 1, regDS, "10.231.0.23")
+		m, seen, tpmCmds := bootMachine(t, "c", 3, 1, regDS, "10.231.0.23")
 		inv, err := l.inventoryOf(regDS)
 		if err != nil {
 			fail(t, m, "regserver inventory", err)
@@ -78,7 +79,7 @@ func TestB6DualStack(t *testing.T) {
 			}
 		}
 		machC, machCV4, machCV6 = m, v4, v6
-		fmt.Println(m.timeline("B6 cold first boot, dual-stack", "eth0", v6+"/64", seen))
+		fmt.Println(m.timeline("B6 cold first boot, dual-stack", "eth0", v6+"/64", seen, tpmCmds))
 	})
 }
 
