@@ -119,6 +119,7 @@ func TestB5LiveChangeRollback(t *testing.T) {
 			fail(t, m, "regserver with the changed template", err)
 		}
 		kv := runUpdate(t, m)
+		applyTook := usec(kv["ExecMainExitTimestampMonotonic"]) - usec(kv["ExecMainStartTimestampMonotonic"])
 		if kv["ExecMainStatus"] != "0" {
 			fail(t, m, "update with the changed template", fmt.Errorf("want exit 0: %v", kv))
 		}
@@ -168,6 +169,8 @@ func TestB5LiveChangeRollback(t *testing.T) {
 				fail(t, m, "ping after the rollback", err)
 			}
 		}
+		fmt.Printf("vmlab: timeline B5: nodereg-update.service applying the changed template %.1fs; rolling the cut-off one back %.1fs (reachability window 15 s)\n",
+			applyTook, usec(kv["ExecMainExitTimestampMonotonic"])-usec(kv["ExecMainStartTimestampMonotonic"]))
 	})
 }
 
