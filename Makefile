@@ -89,6 +89,8 @@ lint: ## gofmt, go vet and staticcheck (pinned)
 	$(GO) vet -tags bootsim ./tests/boot/
 	$(STATICCHECK) ./...
 	$(STATICCHECK) -tags bootsim ./tests/boot/
+	$(GO) vet -tags vmlab ./tests/vm/
+	$(STATICCHECK) -tags vmlab ./tests/vm/...
 
 clean: ## remove build output
 	rm -rf $(BIN)

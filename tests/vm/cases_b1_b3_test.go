@@ -144,6 +144,8 @@ func TestB3Recovery(t *testing.T) {
 		if m == nil {
 			t.Fatal("B3 needs B1's machine, which B1 did not leave")
 		}
+		// The machine's life ends here, also when a check fails.
+		t.Cleanup(func() { _ = m.poweroff() })
 		if err := m.poweroff(); err != nil {
 			fail(t, m, "poweroff", err)
 		}
@@ -247,9 +249,6 @@ func resetNetwork(t *testing.T, m *machine) {
 		fail(t, m, "--reset-network", fmt.Errorf("the foreign profile is no longer loaded: %q %v", out, err))
 	}
 	t.Logf("--reset-network: %s", r)
-	if err := m.poweroff(); err != nil {
-		t.Errorf("poweroff: %v", err)
-	}
 }
 
 // sameStateButNetwork: before had a network digest, after has none, and
