@@ -3,6 +3,7 @@
 package vm
 
 import (
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -100,11 +101,41 @@ func (m *machine) journalFirst(args, pattern string) (float64, string, error) {
 	return -1, "", nil
 }
 
-// addrTime is when addr/plen first appeared on dev this boot, from the
-// lab's address monitor (addrwatch.service).
+// addrTime is when addr/plen first appeared on dev this boot, in seconds
+// since the kernel started, from the lab's address monitor
+// (addrwatch.service, `ip -o -ts monitor address`). The time is ip's own
+// stamp of the netlink event, turned into the monotonic clock with the
+// journal entry's pair of clocks, so a journald that reads the pipe late
+// under load does not move it.
 func (m *machine) addrTime(dev, cidr string) (float64, error) {
-	t, _, err := m.journalFirst("-u addrwatch.service", `^\[[ 0-9.]+\] [^ ]+ ip\[[0-9]+\]: [0-9]+: `+regexp.QuoteMeta(dev)+` +inet6? `+regexp.QuoteMeta(cidr)+` `)
-	return t, err
+	out, err := m.must("journalctl -b --no-pager -o json -u addrwatch.service")
+	if err != nil {
+		return -1, err
+	}
+	re := regexp.MustCompile(`^\[([0-9T:.-]+)\] [0-9]+: ` + regexp.QuoteMeta(dev) + ` +inet6? ` + regexp.QuoteMeta(cidr) + ` `)
+	for _, line := range strings.Split(out, "\n") {
+		var e struct {
+			Msg  any    `json:"MESSAGE"`
+			RT   string `json:"__REALTIME_TIMESTAMP"`
+			Mono string `json:"__MONOTONIC_TIMESTAMP"`
+		}
+		if json.Unmarshal([]byte(line), &e) != nil {
+			continue
+		}
+		msg, _ := e.Msg.(string)
+		g := re.FindStringSubmatch(msg)
+		if g == nil {
+			continue
+		}
+		ts, err := time.ParseInLocation("2006-01-02T15:04:05.999999", g[1], time.UTC)
+		if err != nil {
+			return -1, fmt.Errorf("address monitor stamp %q: %w", g[1], err)
+		}
+		rt, _ := strconv.ParseInt(e.RT, 10, 64)
+		mono, _ := strconv.ParseInt(e.Mono, 10, 64)
+		return float64(ts.UnixMicro()-(rt-mono)) / 1e6, nil
+	}
+	return -1, nil
 }
 
 // timeline prints the boot's figures from the guest's own clock (journal

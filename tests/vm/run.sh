@@ -6,9 +6,9 @@ if [ "${NODEREG_SKIP_VM:-}" = 1 ]; then
 	echo "vmlab: skipped (NODEREG_SKIP_VM=1)"
 	exit 0
 fi
-for t in qemu-system-x86_64 qemu-img swtpm mmdebstrap; do
+for t in qemu-system-x86_64 qemu-img swtpm mmdebstrap ping; do
 	if ! command -v "$t" >/dev/null 2>&1; then
-		echo "vmlab: cannot run the VM lab: $t missing (apt-get install qemu-system-x86 qemu-utils mmdebstrap ipxe-qemu seabios swtpm swtpm-tools)"
+		echo "vmlab: cannot run the VM lab: $t missing (apt-get install qemu-system-x86 qemu-utils mmdebstrap ipxe-qemu seabios swtpm swtpm-tools iputils-ping; or run tests/vm/ci-stage.sh)"
 		exit 1
 	fi
 done
