@@ -17,7 +17,7 @@ STATIC    := CGO_ENABLED=0
 # records the skipped tests and their reasons for make test's summary.
 GOTEST    ?= $(GOTEST_WRAP) $(GO) test -count=1 -p 4
 
-.PHONY: help build build-emulated test test-unit test-race test-slow test-emulated test-fuzz test-boot demo bench lint clean
+.PHONY: help build build-emulated test test-unit test-race test-slow test-emulated test-fuzz test-boot test-vm demo bench lint clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -67,6 +67,11 @@ test-boot: ## boot simulation: real NetworkManager, yip and agent in namespaces 
 	@mkdir -p $(BIN); rc=0; $(GOTEST) -tags bootsim -timeout 15m -parallel $(BOOT_PARALLEL) -v ./tests/boot/ >$(BIN)/test-boot.log 2>&1 || rc=$$?; \
 	  grep -E '^(bootsim:|--- |ok|FAIL)' $(BIN)/test-boot.log; [ $$rc = 0 ] || cat $(BIN)/test-boot.log; exit $$rc
 
+# The VM boot lab: a Debian guest under QEMU, the agent as its systemd
+# service (root, QEMU, swtpm, mmdebstrap; docs/vmlab.md).
+test-vm: ## boot a Debian guest under QEMU: agent under systemd, vTPM, reboot, recovery, bond/VLAN (NODEREG_SKIP_VM=1 skips)
+	@GO='$(GO)' ./tests/vm/run.sh
+
 FUZZTIME ?= 3
 FUZZJOBS ?= 2
 test-fuzz: ## run each fuzz target for FUZZTIME seconds (default 3), FUZZJOBS at a time
@@ -91,6 +96,8 @@ lint: ## gofmt, go vet and staticcheck (pinned)
 	$(GO) vet -tags bootsim ./tests/boot/
 	$(STATICCHECK) ./...
 	$(STATICCHECK) -tags bootsim ./tests/boot/
+	$(GO) vet -tags vmlab ./tests/vm/
+	$(STATICCHECK) -tags vmlab ./tests/vm/...
 
 clean: ## remove build output
 	rm -rf $(BIN)

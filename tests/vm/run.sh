@@ -1,0 +1,38 @@
+#!/bin/sh
+# make test-vm: the VM boot lab (docs/vmlab.md). NODEREG_SKIP_VM=1 skips it
+# with one line; anything missing fails with one line, never a silent skip.
+set -u
+if [ "${NODEREG_SKIP_VM:-}" = 1 ]; then
+	echo "vmlab: skipped (NODEREG_SKIP_VM=1)"
+	exit 0
+fi
+for t in qemu-system-x86_64 qemu-img swtpm mmdebstrap ping; do
+	if ! command -v "$t" >/dev/null 2>&1; then
+		echo "vmlab: cannot run the VM lab: $t missing (apt-get install qemu-system-x86 qemu-utils mmdebstrap ipxe-qemu seabios swtpm swtpm-tools iputils-ping; or run tests/vm/ci-stage.sh)"
+		exit 1
+	fi
+done
+mkdir -p bin/vm
+log=bin/vm/test-vm.log
+rc=0
+${GO:-go} test -count=1 -tags vmlab -timeout "${VMLAB_TIMEOUT:-45m}" -v ./tests/vm/ >"$log" 2>&1 || rc=$?
+grep -E '^(vmlab:|    |[0-9]+ passed, [0-9]+ failed|--- FAIL|ok |FAIL)' "$log" | grep -v '^    --- ' || true
+if [ "$rc" != 0 ]; then
+	echo "vmlab: failed (exit $rc); the whole output is in $log"
+	grep -E -A12 '^=== RUN|_test.go:[0-9]+:' "$log" | grep -E '_test.go:[0-9]+:|^        ' | head -60
+fi
+# A test binary stopped from outside cannot clean up: stop what its pid
+# files name, and its namespace.
+run=bin/vm/run
+for p in "$run"/*/qemu.pid "$run"/*/swtpm.pid "$run"/regserver.pid; do
+	[ -f "$p" ] || continue
+	pid=$(cat "$p")
+	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+		echo "vmlab: stopping leftover pid $pid ($p)"
+		kill "$pid" 2>/dev/null
+	fi
+done
+if [ -f "$run/netns" ] && ip netns list | grep -qx "$(cat "$run/netns")"; then
+	ip netns del "$(cat "$run/netns")" 2>/dev/null || true
+fi
+exit "$rc"
