@@ -145,8 +145,15 @@ func (l *lab) startServer(cfg string) error {
 	if err != nil {
 		return err
 	}
+	// The admin API requires a bearer token on every listener
+	// (docs/regserver.md); the lab gives it one of its own.
+	if err := os.WriteFile(l.tokenFile(), []byte(labAdminToken+"\n"), 0o600); err != nil {
+		logf.Close()
+		return err
+	}
 	argv := l.inNS(filepath.Join(l.repo, "bin/regserver"), "--config", l.regCfg,
-		"--listen", net.JoinHostPort(serverIP, serverPort), "--admin-listen", adminAddr, "--store", l.store)
+		"--listen", net.JoinHostPort(serverIP, serverPort), "--admin-listen", adminAddr,
+		"--admin-token-file", l.tokenFile(), "--store", l.store)
 	c := exec.Command(argv[0], argv[1:]...)
 	c.Stdout, c.Stderr = logf, logf
 	if err := c.Start(); err != nil {
@@ -167,6 +174,11 @@ func (l *lab) startServer(cfg string) error {
 	})
 }
 
+// labAdminToken is the admin API's bearer token in the lab.
+const labAdminToken = "vmlab-admin-token"
+
+func (l *lab) tokenFile() string { return filepath.Join(l.runDir, "regserver.admin-token") }
+
 // stopServer stops regserver (SIGTERM, as a server going down for
 // maintenance), keeping its store.
 func (l *lab) stopServer() {
@@ -186,6 +198,7 @@ func (l *lab) admin(method, path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	req.Header.Set("Authorization", "Bearer "+labAdminToken)
 	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err
