@@ -18,7 +18,7 @@ import (
 
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
-	"github.com/nodereg/nodereg/internal/safefile"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -142,7 +142,7 @@ func (r *run) bootstrapNetwork(ctx context.Context) error {
 	if r.o.DryRun {
 		return r.printBootstrap(ctx)
 	}
-	owned, err := bootstrap.RuntimeKeyfiles.Owned(r.o.Root)
+	owned, err := bootstrap.RuntimeKeyfiles.Owned(r.files)
 	if err != nil {
 		return err
 	}
@@ -187,7 +187,7 @@ func (r *run) bootstrapNetwork(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	written, err := plan.Keyfiles.Write(r.o.Root, kfs)
+	written, err := plan.Keyfiles.Write(r.files, kfs)
 	if err != nil {
 		return err
 	}
@@ -195,7 +195,7 @@ func (r *run) bootstrapNetwork(ctx context.Context) error {
 	if err := r.applier(PhaseBootstrap).Activate(ctx, r.bootKeyfiles); err != nil {
 		// A profile that does not come up is taken away again: the next
 		// run chooses afresh.
-		if _, rmErr := plan.Keyfiles.Remove(r.o.Root); rmErr != nil {
+		if _, rmErr := plan.Keyfiles.Remove(r.files); rmErr != nil {
 			log.WithError(rmErr).Warn("removing the bootstrap keyfiles")
 		}
 		if rlErr := r.applier(PhaseBootstrap).Activate(context.WithoutCancel(ctx), nil); rlErr != nil {
@@ -239,7 +239,7 @@ func (r *run) dropLeftoverBootstrap(ctx context.Context, log *logrus.Entry, owne
 		log.WithField("keyfiles", len(owned)).WithField("unreachable", err.Error()).Info("bootstrap keyfiles of an earlier run kept for now: the server is not reachable as the node is")
 		return
 	}
-	removed, err := bootstrap.RuntimeKeyfiles.Remove(r.o.Root)
+	removed, err := bootstrap.RuntimeKeyfiles.Remove(r.files)
 	if err != nil {
 		log.WithError(err).Warn("removing the bootstrap keyfiles of an earlier run")
 	}
@@ -254,7 +254,7 @@ func (r *run) dropLeftoverBootstrap(ctx context.Context, log *logrus.Entry, owne
 // run's --deadline and extending systemd's start timeout before each wait
 // (agent/bootstrap_walk.go).
 func (r *run) chooseBootstrap(ctx context.Context, log *logrus.Entry) (*bootstrap.Plan, error) {
-	facts, err := bootstrap.ReadFacts(r.o.Root)
+	facts, err := bootstrap.ReadFacts(r.files)
 	if err != nil {
 		return nil, err
 	}
@@ -365,7 +365,7 @@ func (r *run) waitReachable(ctx context.Context, log *logrus.Entry) {
 
 // applicatorOnDisk: /oem holds a network applicator of ours.
 func (r *run) applicatorOnDisk() bool {
-	_, err := os.Stat(r.path(apply.DefaultPaths().Applicator))
+	_, err := r.files.Stat(apply.DefaultPaths().Applicator)
 	return err == nil
 }
 
@@ -384,7 +384,7 @@ func (r *run) dropBootstrap(ctx context.Context) {
 		log.Warn("bootstrap network kept: no network config of ours is applied (it is gone at the next boot)")
 		return
 	}
-	removed, err := bootstrap.RuntimeKeyfiles.Remove(r.o.Root)
+	removed, err := bootstrap.RuntimeKeyfiles.Remove(r.files)
 	if err != nil {
 		log.WithError(err).Warn("removing the bootstrap keyfiles")
 	}
@@ -434,7 +434,7 @@ func registrationYAML(reg protocol.Registration, boot *bootstrap.Config) ([]byte
 // printBootstrap is a dry run's PhaseBootstrap: the profile this machine
 // would use and the address it would try first; nothing probed or written.
 func (r *run) printBootstrap(ctx context.Context) error {
-	owned, err := bootstrap.RuntimeKeyfiles.Owned(r.o.Root)
+	owned, err := bootstrap.RuntimeKeyfiles.Owned(r.files)
 	if err != nil {
 		return err
 	}
@@ -447,7 +447,7 @@ func (r *run) printBootstrap(ctx context.Context) error {
 	default:
 		fmt.Fprintf(r.o.Out, "# bootstrap network: not needed (%s); if it were:\n", d.Reason)
 	}
-	return PrintBootstrapPlan(ctx, r.o.Out, r.o.Root, r.boot, r.applier(PhaseBootstrap))
+	return PrintBootstrapPlan(ctx, r.o.Out, r.files, r.boot, r.applier(PhaseBootstrap))
 }
 
 // PrintBootstrap is `agent render --bootstrap`: the bootstrap profile the
@@ -458,7 +458,7 @@ func (r *run) printBootstrap(ctx context.Context) error {
 // elemental.registration.nmstate, else auto.
 func PrintBootstrap(ctx context.Context, w io.Writer, root, configPath string, nmstate *string) error {
 	r := newRun(Options{DryRun: true, Out: w, Root: root, ConfigPath: configPath})
-	b, err := safefile.ReadFile(r.path(r.o.ConfigPath), maxConfigFileBytes)
+	b, err := r.files.ReadFile(r.o.ConfigPath, maxConfigFileBytes)
 	if err != nil {
 		return configErr("reading config file: %w", err)
 	}
@@ -472,13 +472,13 @@ func PrintBootstrap(ctx context.Context, w io.Writer, root, configPath string, n
 	if c == nil {
 		return configErr("%s: no %s in it", r.path(r.o.ConfigPath), bootstrap.Key)
 	}
-	return PrintBootstrapPlan(ctx, w, r.o.Root, c, r.applier(PhaseBootstrap))
+	return PrintBootstrapPlan(ctx, w, r.files, c, r.applier(PhaseBootstrap))
 }
 
 // PrintBootstrapPlan prints bootstrap.Preview's plan and the keyfiles it
 // renders to, with where they go and how they are activated.
-func PrintBootstrapPlan(ctx context.Context, w io.Writer, root string, c *bootstrap.Config, a *apply.Applier) error {
-	facts, err := bootstrap.ReadFacts(root)
+func PrintBootstrapPlan(ctx context.Context, w io.Writer, files host.FS, c *bootstrap.Config, a *apply.Applier) error {
+	facts, err := bootstrap.ReadFacts(files)
 	if err != nil {
 		return err
 	}
@@ -494,7 +494,7 @@ func PrintBootstrapPlan(ctx context.Context, w io.Writer, root string, c *bootst
 		return err
 	}
 	p, err := a.PlanKeyfiles(ctx, rendered)
-	var tm *apply.ToolMissingError
+	var tm *host.ToolMissingError
 	if errors.As(err, &tm) {
 		fmt.Fprintf(w, "# bootstrap keyfiles not shown: %v\n", err)
 		return nil

@@ -17,6 +17,7 @@ import (
 	"github.com/nodereg/nodereg/agent/retry/retrytest"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
@@ -177,7 +178,7 @@ func TestHandOverKeepsTheBootstrapBlock(t *testing.T) {
 	s := &scriptedServer{script: script{gets: []answer{{reply: &protocol.ConfigReply{}}}}}
 	url := s.start(t)
 	m := node.New(t, "52:54:00:aa:00:21", url, "    no-smbios: true\n"+bootstrapBlock)
-	t.Setenv(apply.EnvElemental, "/bin/true")
+	t.Setenv(host.EnvElemental, "/bin/true")
 	if _, err := Run(t.Context(), Options{Root: m.Root, Mode: ModeReset, Clock: retrytest.NewClock(time.Now())}); err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +226,7 @@ func TestMain(m *testing.M) {
 // example as parser input, this one is sized for node.New's machine, and
 // sharing would make the agent's tests depend on the parser's fixtures.
 func TestBootstrapNmstateUsesTheKeyfileGenerator(t *testing.T) {
-	t.Setenv(apply.EnvNmstatectl, testbin.NmstatectlStub(t))
+	t.Setenv(host.EnvNmstatectl, testbin.NmstatectlStub(t))
 	m := node.New(t, "52:54:00:aa:00:23", "https://127.0.0.1:1/r", `    bootstrap-network:
       configurator: nmstate
       config:
@@ -251,7 +252,7 @@ func TestBootstrapNmstateUsesTheKeyfileGenerator(t *testing.T) {
 	testutil.Must(t, err)
 	c, err := bootstrap.FromConfigFile(b)
 	testutil.Must(t, err)
-	facts, err := bootstrap.ReadFacts(m.Root)
+	facts, err := bootstrap.ReadFacts(host.Root(m.Root))
 	testutil.Must(t, err)
 	preview, err := bootstrap.Preview(c, facts)
 	testutil.Must(t, err)
@@ -280,7 +281,7 @@ func TestBootstrapNmstateUsesTheKeyfileGenerator(t *testing.T) {
 // applied, removes it and reloads NetworkManager once the server answers as
 // the node is; while the server is away it keeps it for its apply to drop.
 func TestLeftoverBootstrapKeyfilesGoOnceAConfigIsApplied(t *testing.T) {
-	t.Setenv(apply.EnvNmcli, "/bin/true")
+	t.Setenv(host.EnvNmcli, "/bin/true")
 	listening, err := net.Listen("tcp", "127.0.0.1:0")
 	testutil.Must(t, err)
 	t.Cleanup(func() { listening.Close() })
@@ -302,12 +303,12 @@ func TestLeftoverBootstrapKeyfilesGoOnceAConfigIsApplied(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			root := t.TempDir()
-			leftover := bootstrap.RuntimeKeyfiles.Path(root, "eth0.nmconnection")
+			leftover := bootstrap.RuntimeKeyfiles.Path(host.Root(root), "eth0.nmconnection")
 			testutil.Must(t, os.MkdirAll(filepath.Dir(leftover), 0o755))
 			testutil.Must(t, os.WriteFile(leftover, []byte("[connection]\nid=bootstrap-eth0\ntype=ethernet\n"), 0o600))
 			var out strings.Builder
 			var log testutil.Log
-			r := newRun(Options{Root: root, Runner: apply.PrintRunner{W: &out}, Log: log.Entry()})
+			r := newRun(Options{Root: root, Runner: host.PrintRunner{W: &out}, Log: log.Entry()})
 			r.boot = &bootstrap.Config{}
 			r.cfg = &protocol.Config{}
 			r.cfg.Elemental.Registration.URL = c.url

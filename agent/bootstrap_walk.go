@@ -8,13 +8,10 @@ import (
 	"io/fs"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
+	"path"
 	"time"
 
 	"github.com/nodereg/nodereg/bootstrap"
-	"github.com/nodereg/nodereg/internal/atomicfile"
-	"github.com/nodereg/nodereg/internal/safefile"
 )
 
 // The bootstrap choice under systemd (TimeoutStartSec=5min): a link wait of
@@ -122,7 +119,7 @@ func (e *BootstrapDeadlineError) Error() string {
 // unreadable file is an empty memory (it only saves probes).
 func (r *run) readHeld() map[netip.Addr]net.HardwareAddr {
 	out := map[netip.Addr]net.HardwareAddr{}
-	b, err := safefile.ReadFile(r.path(heldFile), maxHeldFile)
+	b, err := r.files.ReadFile(heldFile, maxHeldFile)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			r.log.WithField("phase", PhaseBootstrap).WithError(err).Warn("bootstrap walk memory unreadable: probing every address")
@@ -160,16 +157,15 @@ func (r *run) saveHeld(earlier map[netip.Addr]net.HardwareAddr, found []heldAddr
 	if err != nil {
 		return 0, err
 	}
-	file := r.path(heldFile)
-	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+	if err := r.files.MkdirAll(path.Dir(heldFile), 0o700); err != nil {
 		return 0, err
 	}
-	return len(list), atomicfile.Write(file, b, 0o600)
+	return len(list), r.files.WriteFile(heldFile, b, 0o600)
 }
 
 // forgetHeld removes the walk memory: the choice is over.
 func (r *run) forgetHeld() {
-	if err := atomicfile.Remove(r.path(heldFile)); err != nil {
+	if err := r.files.Remove(heldFile); err != nil {
 		r.log.WithField("phase", PhaseBootstrap).WithError(err).Warn("removing the bootstrap walk memory")
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 
@@ -61,8 +60,7 @@ func ResetNetwork(ctx context.Context, o Options) error {
 	default:
 		log.WithField("files", len(removed)).Info("reset network: network config removed")
 	}
-	statePath := r.path(r.o.StatePath)
-	st, note, err := LoadState(r.files, statePath)
+	st, note, err := LoadState(r.files, r.o.StatePath)
 	if err != nil {
 		return &PhaseError{Phase: PhaseState, Err: err}
 	}
@@ -70,7 +68,7 @@ func ResetNetwork(ctx context.Context, o Options) error {
 		return nil
 	}
 	st.NetworkDigest, st.NetworkState, st.NetworkAddresses = "", "", ""
-	if err := st.Save(r.files, statePath); err != nil {
+	if err := st.Save(r.files, r.o.StatePath); err != nil {
 		return &PhaseError{Phase: PhaseState, Err: err}
 	}
 	return nil
@@ -82,7 +80,7 @@ func ResetNetwork(ctx context.Context, o Options) error {
 func DumpInventory(ctx context.Context, o Options) ([]byte, error) {
 	r := newRun(o)
 	cfg, err := ReadConfig(r.o.Root, r.o.ConfigPath, r.o.Overrides, r.log)
-	if _, statErr := os.Stat(r.path(r.o.ConfigPath)); errors.Is(statErr, fs.ErrNotExist) {
+	if _, statErr := r.files.Stat(r.o.ConfigPath); errors.Is(statErr, fs.ErrNotExist) {
 		// No config on this machine (yet): nothing to say.
 		cfg, err = &protocol.Config{}, nil
 	}

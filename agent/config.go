@@ -10,7 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/apply"
-	"github.com/nodereg/nodereg/internal/hostpath"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/safefile"
 	"github.com/nodereg/nodereg/protocol"
 )
@@ -111,7 +111,7 @@ func readConfig(root, path string, o Overrides, log *logrus.Entry) (*protocol.Co
 // readConfigFile is readConfig that also returns the file's bytes, for the
 // settings protocol.Config has no field for (the bootstrap network).
 func readConfigFile(root, path string, o Overrides, log *logrus.Entry) (*protocol.Config, apply.NmstateChoice, []byte, error) {
-	path = hostpath.Join(root, path)
+	path = host.Root(root).Path(path)
 	b, err := safefile.ReadFile(path, maxConfigFileBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, "", nil, configErr("config file %s does not exist", path)
@@ -166,7 +166,7 @@ func caUnderRoot(root, caCert string) string {
 	if caCert == "" || protocol.IsCAPEM(caCert) {
 		return caCert
 	}
-	return hostpath.Join(root, caCert)
+	return host.Root(root).Path(caCert)
 }
 
 // checkCA loads the CA as the dial will, so a missing, unreadable or empty

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path"
-	"path/filepath"
 	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -53,7 +53,7 @@ func (r *run) handOver(ctx context.Context, net *fetched, plan *apply.Plan) erro
 	if r.o.Mode == ModeInstall && r.cfg.Elemental.Registration.NoToolkit {
 		return r.writeSystemAgentFiles()
 	}
-	elemental, err := apply.Lookup("elemental", apply.ToolsFromEnv(os.Getenv).Elemental)
+	elemental, err := host.Lookup("elemental", host.ToolsFromEnv(os.Getenv).Elemental)
 	if err != nil {
 		return &ConfigError{Err: fmt.Errorf("%s needs the elemental toolkit: %w", verb, err)}
 	}
@@ -85,17 +85,17 @@ func (r *run) handOver(ctx context.Context, net *fetched, plan *apply.Plan) erro
 	if d := r.cfg.Elemental.Install.ConfigDir; r.o.Mode == ModeInstall && d != "" {
 		args = append(args, "--config-dir", d)
 	}
-	hookPath := r.path(path.Join(cloudInitDir, hookFileName))
-	if err := r.files.MkdirAll(filepath.Dir(hookPath), 0o700); err != nil {
+	hookPath := path.Join(cloudInitDir, hookFileName)
+	if err := r.files.MkdirAll(path.Dir(hookPath), 0o700); err != nil {
 		return err
 	}
 	if err := r.files.WriteFile(hookPath, hook, 0o600); err != nil {
 		return err
 	}
-	if err := r.state.Save(r.files, r.path(r.o.StatePath)); err != nil {
+	if err := r.state.Save(r.files, r.o.StatePath); err != nil {
 		return err
 	}
-	cmd := apply.Command{Name: elemental, Args: append(args, verb), Env: env}
+	cmd := host.Command{Name: elemental, Args: append(args, verb), Env: env}
 	if r.o.PersistOnly && !r.o.DryRun {
 		// A scratch root gets the hook and the state; the toolkit would
 		// install or reset this very host.
@@ -107,7 +107,7 @@ func (r *run) handOver(ctx context.Context, net *fetched, plan *apply.Plan) erro
 	}
 	if r.o.Mode == ModeReset {
 		// The reset plan's trigger file (PROTOCOL.md 8.7) has done its job.
-		if err := r.files.Remove(r.path(resetCloudConfig)); err != nil {
+		if err := r.files.Remove(resetCloudConfig); err != nil {
 			r.log.WithError(err).Warn("removing the reset trigger")
 		}
 	}
@@ -208,7 +208,7 @@ func (r *run) toolkitEnv() ([]string, error) {
 		), nil
 	}
 	in := r.cfg.Elemental.Install
-	target, err := installDevice(r.o.Root, in)
+	target, err := installDevice(r.files, in)
 	if err != nil {
 		return nil, &ConfigError{Err: err}
 	}

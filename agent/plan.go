@@ -12,20 +12,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sirupsen/logrus"
-
 	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/protocol"
 )
 
 // applier is the apply library on this run's edges, logging as phase p.
 func (r *run) applier(p Phase) *apply.Applier {
 	return &apply.Applier{
-		Root:    r.o.Root,
 		Runner:  r.runner,
 		Files:   r.files,
-		Tools:   apply.ToolsFromEnv(os.Getenv),
+		Tools:   host.ToolsFromEnv(os.Getenv),
 		Nmstate: r.nmstate,
 		Log:     r.log.WithField("phase", p),
 	}
@@ -49,7 +47,7 @@ func (r *run) plan(ctx context.Context, net *fetched) (*apply.Plan, error) {
 		planFn = a.PlanKeyfiles
 	}
 	plan, err := planFn(ctx, net.rendered)
-	var tm *apply.ToolMissingError
+	var tm *host.ToolMissingError
 	var fe *apply.FieldError
 	switch {
 	case errors.As(err, &tm) && r.o.DryRun:
@@ -112,29 +110,13 @@ func (r *run) persistPlan(ctx context.Context, net *fetched, plan *apply.Plan) e
 	return nil
 }
 
-// notLive is the runner of a run that must not touch the host's live state
-// (Options.PersistOnly): read-only commands (nmstatectl gc) run through
-// real, any other is said and not run.
-type notLive struct {
-	log  *logrus.Entry
-	real apply.Runner
-}
-
-func (n notLive) Run(ctx context.Context, c apply.Command) ([]byte, error) {
-	if c.ReadOnly {
-		return n.real.Run(ctx, c)
-	}
-	n.log.Warnf("not running %s: --root is not / (--apply-live runs it)", c)
-	return nil, nil
-}
-
 // applicatorPresent guards the unchanged-digest shortcut: if someone removed
 // the applicator the config is written again.
 func (r *run) applicatorPresent(rd *apply.Rendered) bool {
 	if rd.Configurator == protocol.ConfiguratorNone {
 		return true
 	}
-	_, err := os.Stat(r.path(apply.DefaultPaths().Applicator))
+	_, err := r.files.Stat(apply.DefaultPaths().Applicator)
 	return err == nil
 }
 

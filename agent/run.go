@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+	"path"
 	"strings"
 	"time"
 
@@ -18,7 +18,7 @@ import (
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
 	"github.com/nodereg/nodereg/internal/devnode"
-	"github.com/nodereg/nodereg/internal/hostpath"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/logx"
 	"github.com/nodereg/nodereg/internal/statelock"
 	"github.com/nodereg/nodereg/protocol"
@@ -81,7 +81,7 @@ type Options struct {
 	Log      *logrus.Entry
 	Notifier Notifier
 	Clock    retry.Clock
-	Runner   apply.Runner
+	Runner   host.Runner
 }
 
 // run is what spans the whole run; what one phase hands the next (the
@@ -102,8 +102,8 @@ type run struct {
 	result      Result
 	// files and runner are the run's side effects on the host: real, or
 	// printing ones in a dry run.
-	files  apply.Files
-	runner apply.Runner
+	files  host.FS
+	runner host.Runner
 	// applyPlan is PhaseApply's work: applyLive, or printPlan in a dry run.
 	applyPlan func(context.Context, *fetched, *apply.Plan) error
 	// nmstate is the local choice of nmstate's keyfile generator.
@@ -211,24 +211,26 @@ func newRun(o Options) *run {
 		o.LabelsFile = DefaultLabelsFile
 	}
 	if o.Runner == nil {
-		o.Runner = apply.ExecRunner{}
+		o.Runner = host.ExecRunner{}
 	}
-	r := &run{o: o, log: o.Log, notify: o.Notifier, files: apply.HostFiles{}, runner: o.Runner}
+	r := &run{o: o, log: o.Log, notify: o.Notifier, files: host.Root(o.Root), runner: o.Runner}
 	r.applyPlan = r.applyLive
 	if o.DryRun {
 		// A dry run is the same run with printing edges: files and
 		// commands that change the host are printed, read-only commands
 		// run, systemd is not told, and the plan is printed, not applied.
 		r.o.Out = redactingWriter{w: o.Out, r: r}
-		r.files = apply.PrintFiles{W: r.o.Out}
-		r.runner = apply.PrintRunner{W: r.o.Out, Real: o.Runner}
+		r.files = host.Print{Root: host.Root(o.Root), W: r.o.Out}
+		r.runner = host.PrintRunner{W: r.o.Out, Real: o.Runner}
 		r.notify = nopNotifier{}
 		r.applyPlan = r.printPlan
 	}
 	if o.PersistOnly && !o.DryRun {
 		// A scratch root: files are written under it, nothing reaches the
 		// host's live network or its toolkit (a dry run prints instead).
-		r.runner = notLive{log: r.log, real: o.Runner}
+		r.runner = host.NotLive{Real: o.Runner, Say: func(c host.Command) {
+			r.log.Warnf("not running %s: --root is not / (--apply-live runs it)", c)
+		}}
 		r.applyPlan = r.persistPlan
 	}
 	return r
@@ -246,15 +248,15 @@ func (r *run) lock(ctx context.Context) (unlock func(), err error) {
 	if r.o.DryRun {
 		return func() {}, nil
 	}
-	dir := filepath.Dir(r.path(r.o.StatePath))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	dir := path.Dir(r.o.StatePath)
+	if err := r.files.MkdirAll(dir, 0o700); err != nil {
 		return nil, &PhaseError{Phase: PhaseState, Err: fmt.Errorf("creating state directory: %w", err)}
 	}
 	wait := r.o.LockWait
 	if wait <= 0 {
 		wait = DefaultLockWait
 	}
-	l, err := statelock.Acquire(ctx, filepath.Join(dir, statelock.Name), wait)
+	l, err := statelock.Acquire(ctx, r.files.Path(path.Join(dir, statelock.Name)), wait)
 	if err != nil {
 		var stopped *exitcode.StoppedError
 		if errors.As(context.Cause(ctx), &stopped) {
@@ -279,7 +281,7 @@ func (r *run) close() {
 	}
 }
 
-func (r *run) path(p string) string { return hostpath.Join(r.o.Root, p) }
+func (r *run) path(p string) string { return r.files.Path(p) }
 
 func (r *run) loadConfig(ctx context.Context) error {
 	cfg, nmstate, raw, err := readConfigFile(r.o.Root, r.o.ConfigPath, r.o.Overrides, r.log.WithField("phase", PhaseConfig))
@@ -315,7 +317,7 @@ func (r *run) loadConfig(ctx context.Context) error {
 }
 
 func (r *run) loadState(ctx context.Context) error {
-	st, note, err := LoadState(r.files, r.path(r.o.StatePath))
+	st, note, err := LoadState(r.files, r.o.StatePath)
 	if err != nil {
 		return err
 	}
@@ -417,7 +419,7 @@ func (r *run) finish(ctx context.Context) error {
 		r.state.SetAKBlob(r.tpm.AKBlob())
 	}
 	r.state.LastPhase = PhaseFinish
-	if err := r.state.Save(r.files, r.path(r.o.StatePath)); err != nil {
+	if err := r.state.Save(r.files, r.o.StatePath); err != nil {
 		return err
 	}
 	r.notify.Ready()

@@ -11,8 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/nodereg/nodereg/apply"
-	"github.com/nodereg/nodereg/internal/safefile"
+	"github.com/nodereg/nodereg/internal/host"
 )
 
 // State is the state file: elemental-register's keys (PROTOCOL.md 8.4), so
@@ -75,21 +74,22 @@ const NoteFirstRegistration = "no state file: first registration"
 // corrupt file is kept aside through files (as <path>.corrupt-<unix time>
 // on the host; a dry run's printing edge only says so), and the run starts
 // fresh; note says what happened.
-func LoadState(files apply.Files, path string) (st *State, note string, err error) {
-	b, err := safefile.ReadFile(path, maxStateFile)
+func LoadState(files host.FS, path string) (st *State, note string, err error) {
+	b, err := files.ReadFile(path, maxStateFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &State{}, NoteFirstRegistration, nil
 	}
+	shown := files.Path(path)
 	if err != nil {
-		return nil, "", fmt.Errorf("reading state file %s: %w", path, err)
+		return nil, "", fmt.Errorf("reading state file %s: %w", shown, err)
 	}
 	st = &State{loaded: b}
 	if uErr := yaml.Unmarshal(b, st); uErr != nil {
 		aside, rErr := files.SetAside(path)
 		if rErr != nil {
-			return nil, "", fmt.Errorf("state file %s is corrupt (%v) and could not be kept aside: %w", path, uErr, rErr)
+			return nil, "", fmt.Errorf("state file %s is corrupt (%v) and could not be kept aside: %w", shown, uErr, rErr)
 		}
-		return &State{}, fmt.Sprintf("state file %s is corrupt (%v): kept as %s, registering as new", path, uErr, aside), nil
+		return &State{}, fmt.Sprintf("state file %s is corrupt (%v): kept as %s, registering as new", shown, uErr, aside), nil
 	}
 	return st, "", nil
 }
@@ -97,7 +97,7 @@ func LoadState(files apply.Files, path string) (st *State, note string, err erro
 // Save writes the state through files (atomically on the host), creating
 // its directory with 0700 as upstream does; an unchanged state is not
 // written again.
-func (s *State) Save(files apply.Files, path string) error {
+func (s *State) Save(files host.FS, path string) error {
 	b, err := yaml.Marshal(s)
 	if err != nil {
 		return fmt.Errorf("encoding state: %w", err)

@@ -4,7 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
+	"path"
 	"strconv"
 
 	"gopkg.in/yaml.v3"
@@ -88,8 +88,8 @@ func (r *run) writeSystemAgentFiles() error {
 		return err
 	}
 	for _, f := range files {
-		p := r.path(f.path)
-		if err := r.files.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		p := f.path
+		if err := r.files.MkdirAll(path.Dir(p), 0o700); err != nil {
 			return err
 		}
 		if err := r.files.WriteFile(p, f.content, 0o600); err != nil {

@@ -13,7 +13,11 @@
 //   - reset.go: the removal of exactly what the agent wrote (ResetNetwork)
 //   - keyfile.go: the one keyfile parser; yipfile.go: the applicator
 //
-// Every host path sits under Applier.Root; every file goes through Files and
+// Every host path sits under the root of Applier.Files (a host.FS); every file goes through it and
 // every program through Runner, so tests use a scratch root and a dry run
-// swaps in PrintFiles and PrintRunner.
+// swaps in host.Print and host.PrintRunner.
 package apply
+
+import ()
+
+import ()

@@ -7,6 +7,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -56,7 +57,7 @@ func FuzzRender(f *testing.F) {
 		if r.Configurator == protocol.ConfiguratorNmstate {
 			// The whole plan through the built-in translator: refused
 			// with the key named, or keyfiles that pass the same gate.
-			a := &Applier{Root: t.TempDir(), Nmstate: NmstateBuiltin}
+			a := &Applier{Files: host.Root(t.TempDir()), Nmstate: NmstateBuiltin}
 			p, err := a.Plan(t.Context(), r)
 			var fe *FieldError
 			switch {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/statelock"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/tpm"
@@ -162,7 +163,7 @@ var table = []row{
 	{"server has no address yet", TempFail, is[*protocol.ErrorReply]},
 	{"certificate verification", Config, certificateRejected},
 	{"network config the node cannot use", Config, func(err error) bool {
-		return is[*apply.FieldError](err) || is[*apply.ToolMissingError](err)
+		return is[*apply.FieldError](err) || is[*host.ToolMissingError](err)
 	}},
 	// A keyfile name the config would write over a file that is not ours:
 	// a person must rename one of them.

@@ -25,6 +25,7 @@ import (
 	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/statelock"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/protocol"
@@ -189,7 +190,7 @@ func TestExpiredCertificateIs78(t *testing.T) {
 
 func TestNetworkConfigNodeCannotUseIs78(t *testing.T) {
 	expect(t, &apply.FieldError{Path: "config.interfaces[0].name", Reason: "bad"}, 78)
-	expect(t, &apply.ToolMissingError{Tool: "nmstatectl", Err: errors.New("not found")}, 78)
+	expect(t, &host.ToolMissingError{Tool: "nmstatectl", Err: errors.New("not found")}, 78)
 }
 
 func TestTPMMissingIs78(t *testing.T) {

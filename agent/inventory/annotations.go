@@ -7,11 +7,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/safefile"
 )
 
@@ -50,7 +50,7 @@ func Annotations(o AnnotationOptions) map[string]string {
 	if root == "" {
 		root = "/"
 	}
-	b, err := os.ReadFile(filepath.Join(root, "etc/os-release"))
+	b, err := os.ReadFile(host.Root(root).Path("/etc/os-release"))
 	if err != nil {
 		return out
 	}

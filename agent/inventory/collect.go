@@ -28,6 +28,7 @@ import (
 	"github.com/jaypipes/ghw/pkg/topology"
 	"github.com/sirupsen/logrus"
 
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/logx"
 )
 
@@ -73,8 +74,8 @@ type Inventory struct {
 	Degraded         []string        // families that failed, each logged once
 }
 
-// host holds what the ghw modules returned; a nil field is a failed module.
-type host struct {
+// ghwHost holds what the ghw modules returned; a nil field is a failed module.
+type ghwHost struct {
 	Memory    *memory.Info    `json:"memory"`
 	Block     *block.Info     `json:"block"`
 	CPU       *cpu.Info       `json:"cpu"`
@@ -96,7 +97,7 @@ type runtimeInfo struct {
 
 type result struct {
 	family string
-	apply  func(*host, *Inventory)
+	apply  func(*ghwHost, *Inventory)
 	err    error
 }
 
@@ -139,48 +140,48 @@ func Collect(ctx context.Context, o Options) (*Inventory, error) {
 		addrs = liveInterfaceAddrs
 	}
 
-	jobs := map[string]func() (func(*host, *Inventory), error){
-		FamilyProduct: func() (func(*host, *Inventory), error) {
+	jobs := map[string]func() (func(*ghwHost, *Inventory), error){
+		FamilyProduct: func() (func(*ghwHost, *Inventory), error) {
 			i, err := product.New(ghwOpts...)
-			return func(h *host, _ *Inventory) { h.Product = i }, err
+			return func(h *ghwHost, _ *Inventory) { h.Product = i }, err
 		},
-		FamilyBIOS: func() (func(*host, *Inventory), error) {
+		FamilyBIOS: func() (func(*ghwHost, *Inventory), error) {
 			i, err := bios.New(ghwOpts...)
-			return func(h *host, _ *Inventory) { h.BIOS = i }, err
+			return func(h *ghwHost, _ *Inventory) { h.BIOS = i }, err
 		},
-		FamilyBaseBoard: func() (func(*host, *Inventory), error) {
+		FamilyBaseBoard: func() (func(*ghwHost, *Inventory), error) {
 			i, err := baseboard.New(ghwOpts...)
-			return func(h *host, _ *Inventory) { h.Baseboard = i }, err
+			return func(h *ghwHost, _ *Inventory) { h.Baseboard = i }, err
 		},
-		FamilyChassis: func() (func(*host, *Inventory), error) {
+		FamilyChassis: func() (func(*ghwHost, *Inventory), error) {
 			i, err := chassis.New(ghwOpts...)
-			return func(h *host, _ *Inventory) { h.Chassis = i }, err
+			return func(h *ghwHost, _ *Inventory) { h.Chassis = i }, err
 		},
-		FamilyMemory: func() (func(*host, *Inventory), error) {
+		FamilyMemory: func() (func(*ghwHost, *Inventory), error) {
 			i, err := memory.New(ghwOpts...)
-			return func(h *host, _ *Inventory) { h.Memory = i }, err
+			return func(h *ghwHost, _ *Inventory) { h.Memory = i }, err
 		},
-		FamilyCPU: func() (func(*host, *Inventory), error) {
-			if _, err := os.ReadDir(filepath.Join(root, "sys/devices/system/cpu")); err != nil {
+		FamilyCPU: func() (func(*ghwHost, *Inventory), error) {
+			if _, err := os.ReadDir(host.Root(root).Path("/sys/devices/system/cpu")); err != nil {
 				return nil, fmt.Errorf("reading the CPU tree: %w", err)
 			}
 			i, err := cpu.New(ghwOpts...)
 			if err == nil && len(i.Processors) == 0 {
 				err = errors.New("no processor found")
 			}
-			return func(h *host, _ *Inventory) { h.CPU = i }, err
+			return func(h *ghwHost, _ *Inventory) { h.CPU = i }, err
 		},
-		FamilyStorage: func() (func(*host, *Inventory), error) {
+		FamilyStorage: func() (func(*ghwHost, *Inventory), error) {
 			// ghw reports an unreadable /sys/block as "no disks"; a broken
 			// tree must not pass for a diskless machine.
-			if _, err := os.ReadDir(filepath.Join(root, "sys/block")); err != nil {
+			if _, err := os.ReadDir(host.Root(root).Path("/sys/block")); err != nil {
 				return nil, fmt.Errorf("reading the block tree: %w", err)
 			}
 			i, err := block.New(ghwOpts...)
-			return func(h *host, _ *Inventory) { h.Block = i }, err
+			return func(h *ghwHost, _ *Inventory) { h.Block = i }, err
 		},
-		FamilyNetwork: func() (func(*host, *Inventory), error) {
-			if _, err := os.ReadDir(filepath.Join(root, "sys/class/net")); err != nil {
+		FamilyNetwork: func() (func(*ghwHost, *Inventory), error) {
+			if _, err := os.ReadDir(host.Root(root).Path("/sys/class/net")); err != nil {
 				return nil, fmt.Errorf("reading the network tree: %w", err)
 			}
 			i, err := net.New(ghwOpts...)
@@ -197,25 +198,25 @@ func Collect(ctx context.Context, o Options) (*Inventory, error) {
 					}
 				}
 			}
-			return func(h *host, _ *Inventory) { h.Network, h.addrs = i, m }, nil
+			return func(h *ghwHost, _ *Inventory) { h.Network, h.addrs = i, m }, nil
 		},
-		FamilyGPU: func() (func(*host, *Inventory), error) {
+		FamilyGPU: func() (func(*ghwHost, *Inventory), error) {
 			i, err := collectGPU(root, log)
-			return func(h *host, _ *Inventory) { h.GPU = i }, err
+			return func(h *ghwHost, _ *Inventory) { h.GPU = i }, err
 		},
-		FamilyTopology: func() (func(*host, *Inventory), error) {
+		FamilyTopology: func() (func(*ghwHost, *Inventory), error) {
 			i, err := topology.New(ghwOpts...)
-			return func(h *host, _ *Inventory) { h.Topology = i }, err
+			return func(h *ghwHost, _ *Inventory) { h.Topology = i }, err
 		},
-		FamilyRuntime: func() (func(*host, *Inventory), error) {
+		FamilyRuntime: func() (func(*ghwHost, *Inventory), error) {
 			name, err := hostname(root)
-			return func(h *host, _ *Inventory) { h.Runtime = &runtimeInfo{Hostname: name} }, err
+			return func(h *ghwHost, _ *Inventory) { h.Runtime = &runtimeInfo{Hostname: name} }, err
 		},
 	}
 	if !o.NoSMBIOS {
-		jobs[FamilySMBIOS] = func() (func(*host, *Inventory), error) {
+		jobs[FamilySMBIOS] = func() (func(*ghwHost, *Inventory), error) {
 			m, err := collectSMBIOS(ctx, root, o.Dmidecode, log)
-			return func(_ *host, inv *Inventory) { inv.SMBIOS = m }, err
+			return func(_ *ghwHost, inv *Inventory) { inv.SMBIOS = m }, err
 		}
 	}
 
@@ -234,7 +235,7 @@ func Collect(ctx context.Context, o Options) (*Inventory, error) {
 		}()
 	}
 
-	h := &host{}
+	h := &ghwHost{}
 	inv := &Inventory{}
 	pending := map[string]bool{}
 	for f := range jobs {
@@ -305,8 +306,8 @@ func collectSMBIOS(ctx context.Context, root, dmidecode string, log *logrus.Entr
 
 func hostname(root string) (string, error) {
 	var errs []error
-	for _, p := range []string{"proc/sys/kernel/hostname", "etc/hostname"} {
-		b, err := os.ReadFile(filepath.Join(root, p))
+	for _, p := range []string{"/proc/sys/kernel/hostname", "/etc/hostname"} {
+		b, err := os.ReadFile(host.Root(root).Path(p))
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -19,6 +19,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
 
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/vectors"
 )
 
@@ -181,17 +182,17 @@ func TestCollectBrokenModuleDegradesItsFamilyOnly(t *testing.T) {
 		legacy string
 	}{
 		{"unreadable block tree", func(root string) error {
-			if err := os.RemoveAll(filepath.Join(root, "sys/block")); err != nil {
+			if err := os.RemoveAll(host.Root(root).Path("/sys/block")); err != nil {
 				return err
 			}
 			// A file where the directory should be cannot be listed, even by root.
-			return os.WriteFile(filepath.Join(root, "sys/block"), []byte("broken\n"), 0o644)
+			return os.WriteFile(host.Root(root).Path("/sys/block"), []byte("broken\n"), 0o644)
 		}, FamilyStorage, "Block Devices"},
 		{"no meminfo", func(root string) error {
-			return os.Remove(filepath.Join(root, "proc/meminfo"))
+			return os.Remove(host.Root(root).Path("/proc/meminfo"))
 		}, FamilyMemory, "Memory"},
 		{"no CPU tree", func(root string) error {
-			return os.RemoveAll(filepath.Join(root, "sys/devices/system/cpu"))
+			return os.RemoveAll(host.Root(root).Path("/sys/devices/system/cpu"))
 		}, FamilyCPU, "CPU"},
 	}
 	for _, c := range cases {
@@ -227,7 +228,7 @@ func TestCollectBrokenModuleDegradesItsFamilyOnly(t *testing.T) {
 // read) is cut off by the deadline; the others are still sent.
 func TestCollectDeadlineCutsHungModule(t *testing.T) {
 	root := copyTree(t, "testdata/vm1")
-	meminfo := filepath.Join(root, "proc/meminfo")
+	meminfo := host.Root(root).Path("/proc/meminfo")
 	if err := os.Remove(meminfo); err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +411,7 @@ func BenchmarkCollect(b *testing.B) {
 // names, and says so once.
 func TestCollectWithoutPCIIDs(t *testing.T) {
 	root := copyTree(t, "testdata/vm1")
-	if err := os.RemoveAll(filepath.Join(root, "usr")); err != nil {
+	if err := os.RemoveAll(host.Root(root).Path("/usr")); err != nil {
 		t.Fatal(err)
 	}
 	log, hook := testLogger()

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/nodereg/nodereg/internal/host"
 )
 
 // ErrNoIdentifier is returned when no usable PLAIN identifier exists.
@@ -15,7 +17,7 @@ var ErrNoIdentifier = errors.New("no usable identifier")
 // lexicographically smallest permanent MAC of a non-virtual interface,
 // including interfaces that are down.
 func MACAddress(root string) (string, error) {
-	dir := filepath.Join(root, "sys/class/net")
+	dir := host.Root(root).Path("/sys/class/net")
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return "", fmt.Errorf("mac identifier: reading %s: %w", dir, err)
@@ -55,7 +57,7 @@ func MACAddress(root string) (string, error) {
 // machine would then share one hash and take over each other's inventory,
 // so an unreadable file is an error here.
 func SystemUUID(root string) (string, error) {
-	path := filepath.Join(root, dmiIDDir, "product_uuid")
+	path := host.Root(root).Path(filepath.Join(dmiIDDir, "product_uuid"))
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "", fmt.Errorf("sys-uuid identifier: %w (%w)", err, ErrNoIdentifier)

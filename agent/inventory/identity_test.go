@@ -3,6 +3,7 @@ package inventory
 import (
 	"encoding/json"
 	"errors"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/vectors"
 	"os"
 	"path/filepath"
@@ -25,7 +26,7 @@ func TestMACAddressFixture(t *testing.T) {
 
 func TestMACAddressNoCandidate(t *testing.T) {
 	root := t.TempDir()
-	dir := filepath.Join(root, "sys/class/net/eth0")
+	dir := host.Root(root).Path("/sys/class/net/eth0")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func TestSystemUUID(t *testing.T) {
 	}
 	for _, bad := range []string{"", "  \n", "Unspecified", "None", "Not Settable", "Not Present"} {
 		root := t.TempDir()
-		dir := filepath.Join(root, "sys/class/dmi/id")
+		dir := host.Root(root).Path("/sys/class/dmi/id")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -80,10 +81,10 @@ BUG_REPORT_URL="https://bugs.debian.org/"
 func TestAnnotationsMatchUpstreamVector(t *testing.T) {
 	raw := vectors.Read(t, "upstream-annotations.json")
 	root := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
+	if err := os.MkdirAll(host.Root(root).Path("/etc"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(root, "etc/os-release"), []byte(debian12OSRelease), 0o644); err != nil {
+	if err := os.WriteFile(host.Root(root).Path("/etc/os-release"), []byte(debian12OSRelease), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	got := Annotations(AnnotationOptions{

@@ -14,7 +14,7 @@ import (
 // whose module failed is left out of the top level (a template that needs it
 // then fails to resolve on the server, instead of resolving to a made-up
 // value); its "System Data" subtree is {} as upstream's legacy builder does.
-func systemDataV2(h *host) map[string]any {
+func systemDataV2(h *ghwHost) map[string]any {
 	out := map[string]any{}
 	if p := h.Product; p != nil {
 		out["Product"] = map[string]any{
@@ -193,7 +193,7 @@ func knownOrEmpty(s string) string {
 }
 
 // legacyLabels is the "System Data" tree old servers derived themselves.
-func legacyLabels(h *host) map[string]any {
+func legacyLabels(h *ghwHost) map[string]any {
 	mem, cpuM, gpuM, netM, blk, rt := map[string]any{}, map[string]any{}, map[string]any{}, map[string]any{}, map[string]any{}, map[string]any{}
 	if m := h.Memory; m != nil {
 		mem["Total Physical Bytes"] = strconv.FormatInt(m.TotalPhysicalBytes, 10)
@@ -258,7 +258,7 @@ func legacyLabels(h *host) map[string]any {
 // legacySystemData encodes ghw's host info as servers v1.1.1–v1.6.2 expect
 // (PROTOCOL.md 6.3). Disks with enum values those servers' ghw does not know
 // are dropped, because they close the connection on them.
-func legacySystemData(h *host) (json.RawMessage, error) {
+func legacySystemData(h *ghwHost) (json.RawMessage, error) {
 	c := *h
 	if h.Block != nil {
 		b := *h.Block

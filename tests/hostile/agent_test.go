@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/nodereg/nodereg/agent"
-	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
@@ -23,7 +23,7 @@ const seedPRNetwork = `{"ipAddresses":{"ip1":"192.168.122.10"},"config":{"interf
 
 func useStub(t *testing.T) {
 	t.Helper()
-	t.Setenv(apply.EnvNmstatectl, testbin.Build(t, "./tests/stubs/nmstatectl"))
+	t.Setenv(host.EnvNmstatectl, testbin.Build(t, "./tests/stubs/nmstatectl"))
 }
 
 func runAgent(ctx context.Context, m *node.Machine, log *node.Log, o agent.Options) (*agent.Result, error) {
