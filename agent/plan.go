@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/internal/host"
@@ -131,7 +132,7 @@ func (r *run) serverReachable(ctx context.Context) error {
 	if window <= 0 {
 		window = DefaultReachabilityWindow
 	}
-	p := retry.Policy{Initial: time.Second, Max: 4 * time.Second, Deadline: window, Clock: r.o.Clock}
+	p := retry.Policy{Initial: time.Second, Max: 4 * time.Second, Deadline: window, Clock: r.o.Clock, Retryable: exitcode.Retryable}
 	return p.Do(ctx, "reachability check", func(ctx context.Context, _ int) error { return r.reachableOnce(ctx) })
 }
 

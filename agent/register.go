@@ -84,9 +84,10 @@ func (r *run) caCert() string {
 func (r *run) policy(deadline time.Duration, p Phase) retry.Policy {
 	hook := r.notify.RetryHook(string(p), protocol.DefaultSessionDeadline+5*time.Second)
 	return retry.Policy{
-		Deadline: deadline,
-		Clock:    r.o.Clock,
-		Max:      30 * time.Second,
+		Deadline:  deadline,
+		Clock:     r.o.Clock,
+		Retryable: exitcode.Retryable,
+		Max:       30 * time.Second,
 		OnWait: func(attempt int, d time.Duration, err error) {
 			r.log.WithField("phase", p).WithField("attempt", attempt).WithError(err).Warnf("retrying in %s", d.Round(time.Millisecond))
 			hook(attempt, d, err)

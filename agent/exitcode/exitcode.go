@@ -1,8 +1,8 @@
 // Package exitcode is the agent's one table from a failure to a process exit
 // status (sysexits.h), so systemd can act on it: RestartPreventExitStatus
 // lists what a restart cannot fix, Restart=on-failure retries the rest. The
-// in-process retry loop (agent/retry) asks the same table whether another
-// attempt can help.
+// in-process retry loop (agent/retry) is handed Retryable, so it asks the
+// same table whether another attempt can help.
 //
 // Classification goes by error types and sentinels (errors.As, errors.Is),
 // never by message text: a reworded message must not change an exit status.
@@ -17,6 +17,7 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
 	"github.com/nodereg/nodereg/internal/host"
@@ -128,8 +129,10 @@ func Of(err error) int {
 }
 
 // Retryable reports whether another attempt in the same process may
-// succeed: only what the table calls "try again later".
-func Retryable(err error) bool { return Of(err) == TempFail }
+// succeed: only what the table calls "try again later" and the caller did
+// not mark retry.Terminal (an exhausted pool: exit 75, but not in this
+// process). It is the agent's one retry.Classifier.
+func Retryable(err error) bool { return !retry.IsTerminal(err) && Of(err) == TempFail }
 
 type row struct {
 	name  string

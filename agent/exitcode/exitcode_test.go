@@ -220,7 +220,7 @@ func TestNetworkFailuresAre75(t *testing.T) {
 // an unknown registration never spends the 10-minute deadline.
 func TestRetryStopsOnNeedsAPerson(t *testing.T) {
 	attempts := 0
-	p := retry.Policy{Deadline: time.Hour, Initial: time.Millisecond, Max: time.Millisecond}
+	p := retry.Policy{Deadline: time.Hour, Initial: time.Millisecond, Max: time.Millisecond, Retryable: exitcode.Retryable}
 	err := p.Do(context.Background(), "registration", func(ctx context.Context, _ int) error {
 		attempts++
 		return dial(t, statusServer(t, http.StatusNotFound), "")
