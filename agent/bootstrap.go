@@ -16,6 +16,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/agent/localconfig"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
 	"github.com/nodereg/nodereg/internal/host"
@@ -107,18 +108,6 @@ func serverUnreachable(ctx context.Context, rawURL string, timeout time.Duration
 // serverUnreachable is serverUnreachable for this run's registration URL.
 func (r *run) serverUnreachable(ctx context.Context) error {
 	return serverUnreachable(ctx, r.cfg.Elemental.Registration.URL, reachDialTimeout)
-}
-
-// loadBootstrap reads the bootstrap settings from the config file's bytes
-// (local only: never from a server reply). A bad block is a *ConfigError of
-// package bootstrap (exit 78).
-func (r *run) loadBootstrap(b []byte) error {
-	c, err := bootstrap.FromConfigFile(b)
-	if err != nil {
-		return err
-	}
-	r.boot = c
-	return nil
 }
 
 // checkServerReply refuses, with a warning, bootstrap settings a server
@@ -458,20 +447,11 @@ func (r *run) printBootstrap(ctx context.Context) error {
 // elemental.registration.nmstate, else auto.
 func PrintBootstrap(ctx context.Context, w io.Writer, root, configPath string, nmstate *string) error {
 	r := newRun(Options{DryRun: true, Out: w, Root: root, ConfigPath: configPath})
-	b, err := r.files.ReadFile(r.o.ConfigPath, maxConfigFileBytes)
-	if err != nil {
-		return configErr("reading config file: %w", err)
-	}
-	if r.nmstate, err = nmstateChoice(r.path(r.o.ConfigPath), b, nmstate); err != nil {
-		return err
-	}
-	c, err := bootstrap.FromConfigFile(b)
+	c, choice, err := localconfig.ReadBootstrap(r.files, r.o.ConfigPath, nmstate)
 	if err != nil {
 		return err
 	}
-	if c == nil {
-		return configErr("%s: no %s in it", r.path(r.o.ConfigPath), bootstrap.Key)
-	}
+	r.nmstate = choice
 	return PrintBootstrapPlan(ctx, w, r.files, c, r.applier(PhaseBootstrap))
 }
 

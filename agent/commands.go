@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/nodereg/nodereg/agent/inventory"
+	"github.com/nodereg/nodereg/agent/localconfig"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/protocol"
 )
@@ -79,7 +80,11 @@ func ResetNetwork(ctx context.Context, o Options) error {
 // dumpdata).
 func DumpInventory(ctx context.Context, o Options) ([]byte, error) {
 	r := newRun(o)
-	cfg, err := ReadConfig(r.o.Root, r.o.ConfigPath, r.o.Overrides, r.log)
+	var cfg *protocol.Config
+	f, err := localconfig.Read(r.files, r.o.ConfigPath, r.o.Overrides, r.log)
+	if err == nil {
+		cfg = f.Config
+	}
 	if _, statErr := r.files.Stat(r.o.ConfigPath); errors.Is(statErr, fs.ErrNotExist) {
 		// No config on this machine (yet): nothing to say.
 		cfg, err = &protocol.Config{}, nil

@@ -10,7 +10,9 @@ import (
 
 	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/agent/inventory"
+	"github.com/nodereg/nodereg/agent/localconfig"
 	"github.com/nodereg/nodereg/agent/retry"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -76,7 +78,11 @@ func (r *run) dialOptions() protocol.DialOptions {
 // caCert is the CA as the dial reads it: a file named in the config or on
 // the command line is read under --root.
 func (r *run) caCert() string {
-	return caUnderRoot(r.o.Root, r.cfg.Elemental.Registration.CACert)
+	files := r.files
+	if files == nil { // a run made by hand in a test
+		files = host.Root(r.o.Root)
+	}
+	return localconfig.CA(files, r.cfg.Elemental.Registration.CACert)
 }
 
 // policy is the retry policy of a phase: its waits are logged and shown in
@@ -168,7 +174,7 @@ func (r *run) registerOnce(ctx context.Context, netState string) (*protocol.Repl
 	if err != nil {
 		return nil, err
 	}
-	for _, w := range protocol.KeepLocal(*r.cfg, &cfg) {
+	for _, w := range localconfig.KeepLocal(*r.cfg, &cfg) {
 		r.log.WithField("phase", PhaseRegister).Warn(w)
 	}
 	got := log.WithField("explicit-network-config", reply.ExplicitNetworkConfig)

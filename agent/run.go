@@ -14,6 +14,7 @@ import (
 
 	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/agent/inventory"
+	"github.com/nodereg/nodereg/agent/localconfig"
 	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
@@ -284,15 +285,15 @@ func (r *run) close() {
 func (r *run) path(p string) string { return r.files.Path(p) }
 
 func (r *run) loadConfig(ctx context.Context) error {
-	cfg, nmstate, raw, err := readConfigFile(r.o.Root, r.o.ConfigPath, r.o.Overrides, r.log.WithField("phase", PhaseConfig))
+	f, err := localconfig.Read(r.files, r.o.ConfigPath, r.o.Overrides, r.log.WithField("phase", PhaseConfig))
 	if err != nil {
 		return err
 	}
-	r.cfg, r.nmstate = cfg, nmstate
-	if err := r.loadBootstrap(raw); err != nil {
+	r.cfg, r.nmstate = f.Config, f.Nmstate
+	if r.boot, err = f.Bootstrap(); err != nil {
 		return err
 	}
-	reg := cfg.Elemental.Registration
+	reg := r.cfg.Elemental.Registration
 	// Labels and the annotations that do not depend on the connection are
 	// read once per run, not once per attempt.
 	if r.labels, err = inventory.Labels(reg.Labels, r.path(r.o.LabelsFile), r.o.Labels); err != nil {

@@ -98,7 +98,13 @@ func FromConfigFile(b []byte) (*Config, error) {
 	if err := yaml.Unmarshal(b, &doc); err != nil {
 		return nil, &ConfigError{Reason: "config file is not YAML", Err: err}
 	}
-	n := lookup(&doc, "elemental", "registration", "bootstrap-network")
+	return FromConfigNode(&doc)
+}
+
+// FromConfigNode is FromConfigFile for a file already parsed (the agent
+// parses its config file once per run).
+func FromConfigNode(doc *yaml.Node) (*Config, error) {
+	n := lookup(doc, "elemental", "registration", "bootstrap-network")
 	if n == nil || (n.Kind == yaml.ScalarNode && n.Tag == "!!null") {
 		return nil, nil
 	}

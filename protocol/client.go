@@ -92,7 +92,7 @@ func WebSocketURL(u string) (string, error) {
 // most safefile.MaxPEM bytes. It is the one loader for the CA: the TLS
 // client and the system-agent kubeconfig use the same bytes, and a CA that
 // cannot be read is an error, never its path passed on as data. A ca-cert
-// from the server is PEM text only (KeepLocal).
+// from the server is PEM text only (agent/localconfig.KeepLocal).
 func CAPEM(caCert string) ([]byte, error) {
 	if caCert == "" {
 		return nil, errors.New("ca-cert: empty")
