@@ -79,18 +79,19 @@ func (r *run) printPlan(ctx context.Context, net *fetched, plan *apply.Plan) err
 
 // applyLive makes the plan the running network and persists it (boot mode).
 func (r *run) applyLive(ctx context.Context, net *fetched, plan *apply.Plan) error {
+	log := r.log.WithField("phase", PhaseApply)
 	if plan == nil {
-		r.dropBootstrap(ctx)
+		r.bootNet.Drop(ctx, log, r.state.NetworkDigest != "")
 		return nil
 	}
 	if err := r.applier(PhaseApply).ApplyLive(ctx, plan, r.serverReachable); err != nil {
-		return r.keepBootstrap(ctx, err)
+		return r.bootNet.Restore(ctx, log, err)
 	}
 	r.state.NetworkDigest = plan.Digest()
 	r.state.NetworkState = netStateApplied
 	r.state.NetworkAddresses = formatAddresses(apply.InterfaceAddresses(net.rendered))
 	r.result.Applied = true
-	r.dropBootstrap(ctx)
+	r.bootNet.Drop(ctx, log, true)
 	return nil
 }
 

@@ -112,10 +112,10 @@ type run struct {
 	// offline: the plan is for some other machine (agent render), so the
 	// keyfile names are not checked against this host's keyfile directory.
 	offline bool
-	// boot is the local bootstrap network config (nil: none); bootKeyfiles
-	// the bootstrap profiles this run brought up or took over (agent/bootstrap.go).
-	boot         *bootstrap.Config
-	bootKeyfiles []string
+	// boot is the local bootstrap network config (nil: none); bootNet the
+	// bootstrap network this run brought up or took over (nil: none).
+	boot    *bootstrap.Config
+	bootNet *bootstrap.Network
 	// appliedDigest is the state's network digest as read, before install
 	// and reset forget it: whether a config of ours is applied here.
 	appliedDigest string

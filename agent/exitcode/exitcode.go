@@ -180,7 +180,7 @@ var table = []row{
 	// twice, a static address someone else holds: the admin's table must
 	// change.
 	{"bootstrap network config", Config, func(err error) bool {
-		return is[*bootstrap.ConfigError](err) || is[*bootstrap.NoMatchError](err) ||
+		return is[*bootstrap.ConfigError](err) || is[*bootstrap.EnvError](err) || is[*bootstrap.NoMatchError](err) ||
 			is[*bootstrap.AmbiguousError](err) || is[*bootstrap.TakenError](err)
 	}},
 	// Every range address held, or a probe that could not run (no carrier,

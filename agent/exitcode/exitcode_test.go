@@ -214,6 +214,7 @@ func TestNetworkFailuresAre75(t *testing.T) {
 	expect(t, context.DeadlineExceeded, 75)
 	expect(t, fmt.Errorf("registration: giving up: %w: %w", retry.ErrDeadline, errors.New("i/o timeout")), 75)
 	expect(t, tpm.ErrBusy, 75)
+	expect(t, &bootstrap.DeadlineError{Deadline: time.Second, Probed: 3, Held: 3}, 75)
 }
 
 // The retry loop stops at once on a "needs a person" error, so a bad CA or
