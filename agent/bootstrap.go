@@ -6,6 +6,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/agent/localconfig"
@@ -30,9 +31,9 @@ func (r *run) extend(d time.Duration) {
 }
 
 // bootstrapEnv is what package bootstrap takes from this run.
-func (r *run) bootstrapEnv() bootstrap.Env {
+func (r *run) bootstrapEnv(log *logrus.Entry) bootstrap.Env {
 	return bootstrap.Env{
-		Files: r.files, Applier: r.applier(PhaseBootstrap), Log: r.log.WithField("phase", PhaseBootstrap),
+		Files: r.files, Applier: r.applier(log), Log: log,
 		URL: r.cfg.Elemental.Registration.URL, AppliedDigest: r.appliedDigest, PersistOnly: r.o.PersistOnly,
 		Deadline: r.o.Deadline, Extend: r.extend, ProbeInterval: os.Getenv(bootstrap.ProbeIntervalEnv),
 	}
@@ -41,11 +42,11 @@ func (r *run) bootstrapEnv() bootstrap.Env {
 // bootstrapNetwork is PhaseBootstrap: with a bootstrap config, bring the
 // bootstrap network up when needed (or take over the one a previous run
 // left up); a dry run prints what it would do.
-func (r *run) bootstrapNetwork(ctx context.Context) error {
+func (r *run) bootstrapNetwork(ctx context.Context, ph *phase) error {
 	if r.boot == nil {
 		return nil
 	}
-	env := r.bootstrapEnv()
+	env := r.bootstrapEnv(ph.log)
 	if r.o.DryRun {
 		return bootstrap.PrintUp(ctx, r.o.Out, r.boot, env)
 	}
@@ -56,12 +57,12 @@ func (r *run) bootstrapNetwork(ctx context.Context) error {
 
 // checkServerReply refuses, with a warning, bootstrap settings a server
 // sent: protocol.Config has no field for them, so they are dropped anyway.
-func (r *run) checkServerReply(reply *protocol.Reply) {
+func checkServerReply(log *logrus.Entry, reply *protocol.Reply) {
 	if reply == nil {
 		return
 	}
 	if err := bootstrap.CheckServerReply(reply.Payload); err != nil {
-		r.log.WithField("phase", PhaseRegister).Warn(err.Error())
+		log.Warn(err.Error())
 	}
 }
 
@@ -98,5 +99,5 @@ func PrintBootstrap(ctx context.Context, w io.Writer, root, configPath string, n
 		return err
 	}
 	r.nmstate = choice
-	return bootstrap.PrintPlan(ctx, w, r.files, c, r.applier(PhaseBootstrap))
+	return bootstrap.PrintPlan(ctx, w, r.files, c, r.applier(r.phase(PhaseBootstrap).log))
 }

@@ -39,8 +39,8 @@ func TestServerSentBootstrapIsRefused(t *testing.T) {
 	testutil.Must(t, err)
 	var log testutil.Log
 	local := &bootstrap.Config{Configurator: "nmstate"}
-	r := &run{log: log.Entry(), boot: local}
-	r.checkServerReply(reply)
+	r := &run{env: env{log: log.Entry()}, boot: local}
+	checkServerReply(r.log, reply)
 	if !strings.Contains(log.String(), bootstrap.ErrServerSent.Error()) {
 		t.Errorf("no refusal logged:\n%s", log.String())
 	}
@@ -48,10 +48,10 @@ func TestServerSentBootstrapIsRefused(t *testing.T) {
 		t.Errorf("the run's bootstrap settings changed: %+v", r.boot)
 	}
 	log = testutil.Log{}
-	r = &run{log: log.Entry()}
+	r = &run{env: env{log: log.Entry()}}
 	plain, err := protocol.DecodeConfigReply([]byte("elemental:\n  registration:\n    url: https://x.example/r\n"), &protocol.Config{})
 	testutil.Must(t, err)
-	r.checkServerReply(plain)
+	checkServerReply(r.log, plain)
 	if log.String() != "" {
 		t.Errorf("a reply without the key logged: %s", log.String())
 	}
@@ -260,7 +260,7 @@ func TestLeftoverBootstrapKeyfilesGoOnceAConfigIsApplied(t *testing.T) {
 			r.appliedDigest = c.appliedHere
 			// The "no config applied" case takes the earlier run's profile
 			// over and activates it: that is not this test's subject.
-			_ = r.bootstrapNetwork(t.Context())
+			_ = r.bootstrapNetwork(t.Context(), r.phase(PhaseBootstrap))
 			_, statErr := os.Stat(leftover)
 			if gone := errors.Is(statErr, os.ErrNotExist); gone != c.wantGone {
 				t.Fatalf("leftover removed: %v, want %v\n%s", gone, c.wantGone, log.String())

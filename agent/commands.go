@@ -38,8 +38,8 @@ func ResetNetwork(ctx context.Context, o Options) error {
 		return err
 	}
 	defer unlock()
-	log := r.log.WithField("phase", PhaseApply)
-	removed, err := r.applier(PhaseApply).RemoveNetwork(ctx)
+	log := r.phase(PhaseApply).log
+	removed, err := r.applier(log).RemoveNetwork(ctx)
 	if !o.DryRun {
 		for _, p := range removed {
 			log.WithField("path", p).Info("removed")

@@ -45,7 +45,7 @@ const (
 // so the registration config, the state and the network applicator land in
 // the new system's /oem even when the toolkit formats it, then runs the
 // toolkit with the environment of 8.6.
-func (r *run) handOver(ctx context.Context, net *fetched, plan *apply.Plan) error {
+func (r *run) handOver(ctx context.Context, ph *phase, net *fetched, plan *apply.Plan) error {
 	stage, oem, verb := "before-reset", oemDuringReset, "reset"
 	if r.o.Mode == ModeInstall {
 		stage, oem, verb = "before-install", oemDuringInstall, "install"
@@ -99,7 +99,7 @@ func (r *run) handOver(ctx context.Context, net *fetched, plan *apply.Plan) erro
 	if r.o.PersistOnly && !r.o.DryRun {
 		// A scratch root gets the hook and the state; the toolkit would
 		// install or reset this very host.
-		r.log.WithField("phase", PhaseHandOver).WithField("hook", hookPath).Warnf("not running %s: --root is not / (--apply-live runs it)", cmd)
+		ph.log.WithField("hook", hookPath).Warnf("not running %s: --root is not / (--apply-live runs it)", cmd)
 		return nil
 	}
 	if _, err := r.runner.Run(ctx, cmd); err != nil {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/apply"
@@ -20,29 +22,29 @@ import (
 )
 
 // applier is the apply library on this run's edges, logging as phase p.
-func (r *run) applier(p Phase) *apply.Applier {
+func (r *run) applier(log *logrus.Entry) *apply.Applier {
 	return &apply.Applier{
 		Runner:  r.runner,
 		Files:   r.files,
 		Tools:   host.ToolsFromEnv(os.Getenv),
 		Nmstate: r.nmstate,
-		Log:     r.log.WithField("phase", p),
+		Log:     log,
 	}
 }
 
 // plan turns the rendered config into a plan: keyfiles (nmstatectl gc for
 // nmstate), the yip applicator, the commands. Dry runs print it. A nil
 // plan: nothing to apply (no config, or the one applied last time).
-func (r *run) plan(ctx context.Context, net *fetched) (*apply.Plan, error) {
+func (r *run) plan(ctx context.Context, ph *phase, net *fetched) (*apply.Plan, error) {
 	if net == nil {
 		return nil, nil
 	}
 	r.result.Digest = net.rendered.Digest()
 	if !r.o.DryRun && r.result.Digest == r.state.NetworkDigest && r.applicatorPresent(net.rendered) {
-		r.log.WithField("phase", PhasePlan).WithField("digest", r.result.Digest).Info("network config unchanged since the last run: nothing to plan or apply")
+		ph.log.WithField("digest", r.result.Digest).Info("network config unchanged since the last run: nothing to plan or apply")
 		return nil, nil
 	}
-	a := r.applier(PhasePlan)
+	a := r.applier(ph.log)
 	planFn := a.Plan
 	if r.offline {
 		planFn = a.PlanKeyfiles
@@ -62,13 +64,13 @@ func (r *run) plan(ctx context.Context, net *fetched) (*apply.Plan, error) {
 		return nil, err
 	}
 	if note := plan.GeneratorNote(); note != "" {
-		r.log.WithField("phase", PhasePlan).WithField("generator", plan.Generator).Info(note)
+		ph.log.WithField("generator", plan.Generator).Info(note)
 	}
 	return plan, nil
 }
 
 // printPlan is a dry run's PhaseApply: what would be written and run.
-func (r *run) printPlan(ctx context.Context, net *fetched, plan *apply.Plan) error {
+func (r *run) printPlan(ctx context.Context, _ *phase, net *fetched, plan *apply.Plan) error {
 	if plan == nil {
 		return nil
 	}
@@ -78,13 +80,13 @@ func (r *run) printPlan(ctx context.Context, net *fetched, plan *apply.Plan) err
 }
 
 // applyLive makes the plan the running network and persists it (boot mode).
-func (r *run) applyLive(ctx context.Context, net *fetched, plan *apply.Plan) error {
-	log := r.log.WithField("phase", PhaseApply)
+func (r *run) applyLive(ctx context.Context, ph *phase, net *fetched, plan *apply.Plan) error {
+	log := ph.log
 	if plan == nil {
 		r.bootNet.Drop(ctx, log, r.state.NetworkDigest != "")
 		return nil
 	}
-	if err := r.applier(PhaseApply).ApplyLive(ctx, plan, r.serverReachable); err != nil {
+	if err := r.applier(log).ApplyLive(ctx, plan, r.serverReachable); err != nil {
 		return r.bootNet.Restore(ctx, log, err)
 	}
 	r.state.NetworkDigest = plan.Digest()
@@ -99,16 +101,16 @@ func (r *run) applyLive(ctx context.Context, net *fetched, plan *apply.Plan) err
 // --apply-live (Options.PersistOnly): the plan is written under the root and
 // nothing touches the host's live network. No digest is recorded, so a
 // later live run applies it.
-func (r *run) persistPlan(ctx context.Context, net *fetched, plan *apply.Plan) error {
+func (r *run) persistPlan(ctx context.Context, ph *phase, net *fetched, plan *apply.Plan) error {
 	if plan == nil {
 		return nil
 	}
-	if err := r.applier(PhaseApply).Persist(plan); err != nil {
+	if err := r.applier(ph.log).Persist(plan); err != nil {
 		return err
 	}
 	r.state.NetworkState = netStateReady
 	r.state.NetworkAddresses = formatAddresses(apply.InterfaceAddresses(net.rendered))
-	r.log.WithField("phase", PhaseApply).WithField("root", r.o.Root).Warn("network config written under --root, not applied live (--root is not /; --apply-live applies it)")
+	ph.log.WithField("root", r.o.Root).Warn("network config written under --root, not applied live (--root is not /; --apply-live applies it)")
 	return nil
 }
 
@@ -202,9 +204,10 @@ func printRender(ctx context.Context, o Options, nc *protocol.NetworkConfig, nms
 	r.nmstate = nmstate
 	r.offline = true
 	net := &fetched{config: nc, rendered: rd}
-	plan, err := r.plan(ctx, net)
+	ph := r.phase(PhasePlan)
+	plan, err := r.plan(ctx, ph, net)
 	if err != nil {
 		return err
 	}
-	return r.printPlan(ctx, net, plan)
+	return r.printPlan(ctx, ph, net, plan)
 }

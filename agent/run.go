@@ -85,28 +85,37 @@ type Options struct {
 	Runner   host.Runner
 }
 
-// run is what spans the whole run; what one phase hands the next (the
-// reply, the network config, the plan) is passed and returned instead.
-type run struct {
+// env is what a run works with, fixed when it starts (newRun): the
+// options (the clock among them), the logger, the notifier, the host edge
+// (real, or printing in a dry run; notLive under a scratch root), the apply
+// phase's work chosen with it, and the TPM once the identity phase opened
+// it.
+type env struct {
 	o      Options
 	log    *logrus.Entry
 	notify Notifier
-	cfg    *protocol.Config
-	state  *State
-	tpm    *tpm.TPM
-	auth   protocol.Authenticator
-	inv    *pendingInventory
+	files  host.FS
+	runner host.Runner
+	// applyPlan is PhaseApply's work: applyLive, printPlan in a dry run,
+	// persistPlan under a scratch root.
+	applyPlan func(context.Context, *phase, *fetched, *apply.Plan) error
+	tpm       *tpm.TPM
+}
+
+// run is one run: its environment and the state that spans the phases;
+// what one phase hands the next (the reply, the network config, the plan)
+// is passed and returned instead.
+type run struct {
+	env
+	cfg   *protocol.Config
+	state *State
+	auth  protocol.Authenticator
+	inv   *pendingInventory
 	// labels and annotations (but registration-ip) are what this run
 	// sends; read once.
 	labels      map[string]string
 	annotations map[string]string
 	result      Result
-	// files and runner are the run's side effects on the host: real, or
-	// printing ones in a dry run.
-	files  host.FS
-	runner host.Runner
-	// applyPlan is PhaseApply's work: applyLive, or printPlan in a dry run.
-	applyPlan func(context.Context, *fetched, *apply.Plan) error
 	// nmstate is the local choice of nmstate's keyfile generator.
 	nmstate apply.NmstateChoice
 	// offline: the plan is for some other machine (agent render), so the
@@ -162,7 +171,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 func (r *run) phases(ctx context.Context) error {
 	for _, p := range []struct {
 		phase Phase
-		fn    func(context.Context) error
+		fn    func(context.Context, *phase) error
 	}{{PhaseConfig, r.loadConfig}, {PhaseState, r.loadState}, {PhaseIdentity, r.identity}, {PhaseBootstrap, r.bootstrapNetwork}} {
 		if err := r.do(ctx, p.phase, p.fn); err != nil {
 			return err
@@ -172,18 +181,18 @@ func (r *run) phases(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	net, err := step(ctx, r, PhaseFetchNetwork, func(ctx context.Context) (*fetched, error) { return r.fetchNetwork(ctx, reply) })
+	net, err := step(ctx, r, PhaseFetchNetwork, func(ctx context.Context, ph *phase) (*fetched, error) { return r.fetchNetwork(ctx, ph, reply) })
 	if err != nil {
 		return err
 	}
-	plan, err := step(ctx, r, PhasePlan, func(ctx context.Context) (*apply.Plan, error) { return r.plan(ctx, net) })
+	plan, err := step(ctx, r, PhasePlan, func(ctx context.Context, ph *phase) (*apply.Plan, error) { return r.plan(ctx, ph, net) })
 	if err != nil {
 		return err
 	}
 	if r.o.Mode == ModeBoot {
-		err = r.do(ctx, PhaseApply, func(ctx context.Context) error { return r.applyPlan(ctx, net, plan) })
+		err = r.do(ctx, PhaseApply, func(ctx context.Context, ph *phase) error { return r.applyPlan(ctx, ph, net, plan) })
 	} else {
-		err = r.do(ctx, PhaseHandOver, func(ctx context.Context) error { return r.handOver(ctx, net, plan) })
+		err = r.do(ctx, PhaseHandOver, func(ctx context.Context, ph *phase) error { return r.handOver(ctx, ph, net, plan) })
 	}
 	if err != nil {
 		return err
@@ -214,7 +223,7 @@ func newRun(o Options) *run {
 	if o.Runner == nil {
 		o.Runner = host.ExecRunner{}
 	}
-	r := &run{o: o, log: o.Log, notify: o.Notifier, files: host.Root(o.Root), runner: o.Runner}
+	r := &run{env: env{o: o, log: o.Log, notify: o.Notifier, files: host.Root(o.Root), runner: o.Runner}}
 	r.applyPlan = r.applyLive
 	if o.DryRun {
 		// A dry run is the same run with printing edges: files and
@@ -284,8 +293,8 @@ func (r *run) close() {
 
 func (r *run) path(p string) string { return r.files.Path(p) }
 
-func (r *run) loadConfig(ctx context.Context) error {
-	f, err := localconfig.Read(r.files, r.o.ConfigPath, r.o.Overrides, r.log.WithField("phase", PhaseConfig))
+func (r *run) loadConfig(ctx context.Context, ph *phase) error {
+	f, err := localconfig.Read(r.files, r.o.ConfigPath, r.o.Overrides, ph.log)
 	if err != nil {
 		return err
 	}
@@ -317,7 +326,7 @@ func (r *run) loadConfig(ctx context.Context) error {
 	return nil
 }
 
-func (r *run) loadState(ctx context.Context) error {
+func (r *run) loadState(ctx context.Context, ph *phase) error {
 	st, note, err := LoadState(r.files, r.o.StatePath)
 	if err != nil {
 		return err
@@ -325,14 +334,14 @@ func (r *run) loadState(ctx context.Context) error {
 	switch {
 	case note == NoteFirstRegistration:
 		// Every machine's first boot: nothing to warn about.
-		r.log.WithField("phase", PhaseState).Info(note)
+		ph.log.Info(note)
 	case note != "":
-		r.log.WithField("phase", PhaseState).Warn(note)
+		ph.log.Warn(note)
 	}
 	if st.LastPhase != "" && st.LastPhase != PhaseFinish {
 		// Saved at the hand-over: this is the first run after an install
 		// or a reset, or the toolkit did not come back.
-		r.log.WithField("phase", PhaseState).WithField("last-phase", st.LastPhase).Info("the previous run ended at its hand-over to the toolkit")
+		ph.log.WithField("last-phase", st.LastPhase).Info("the previous run ended at its hand-over to the toolkit")
 	}
 	r.appliedDigest = st.NetworkDigest
 	if r.o.Mode != ModeBoot {
@@ -345,7 +354,7 @@ func (r *run) loadState(ctx context.Context) error {
 	return nil
 }
 
-func (r *run) identity(ctx context.Context) error {
+func (r *run) identity(ctx context.Context, ph *phase) error {
 	reg := r.cfg.Elemental.Registration
 	switch reg.Auth {
 	case authMAC:
@@ -361,7 +370,7 @@ func (r *run) identity(ctx context.Context) error {
 		}
 		r.auth = protocol.Plain{AuthKind: kind(reg, authSysUUID), ID: id}
 	case authTPM:
-		return r.openTPM()
+		return r.openTPM(ph.log)
 	}
 	return nil
 }
@@ -375,9 +384,9 @@ func kind(reg protocol.Registration, k string) string {
 	return k
 }
 
-func (r *run) openTPM() error {
+func (r *run) openTPM(log *logrus.Entry) error {
 	reg := r.cfg.Elemental.Registration
-	opts := tpm.Options{Device: reg.TPMDevice, AKBlob: r.state.AKBlob(), Log: r.log.WithField("phase", PhaseIdentity),
+	opts := tpm.Options{Device: reg.TPMDevice, AKBlob: r.state.AKBlob(), Log: log,
 		// A dry run writes nothing on the node, and a scratch root is not
 		// this machine's install: neither may make keys persistent in the
 		// machine's TPM.
@@ -415,7 +424,7 @@ func (r *run) openTPM() error {
 	return nil
 }
 
-func (r *run) finish(ctx context.Context) error {
+func (r *run) finish(ctx context.Context, _ *phase) error {
 	if r.tpm != nil {
 		r.state.SetAKBlob(r.tpm.AKBlob())
 	}
