@@ -13,6 +13,7 @@ import (
 	"github.com/mudler/yip/pkg/schema"
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/agent/handover"
 	"github.com/nodereg/nodereg/agent/retry/retrytest"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
@@ -127,7 +128,7 @@ func TestHandOverKeepsTheBootstrapBlock(t *testing.T) {
 	if _, err := Run(t.Context(), Options{Root: m.Root, Mode: ModeReset, Clock: retrytest.NewClock(time.Now())}); err != nil {
 		t.Fatal(err)
 	}
-	hook, err := os.ReadFile(filepath.Join(m.Root, cloudInitDir, hookFileName))
+	hook, err := os.ReadFile(filepath.Join(m.Root, handover.HookPath))
 	testutil.Must(t, err)
 	var cfg schema.YipConfig
 	testutil.Must(t, yaml.Unmarshal(hook, &cfg))

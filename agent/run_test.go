@@ -15,6 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/agent/handover"
 	"github.com/nodereg/nodereg/agent/retry/retrytest"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/testutil"
@@ -260,14 +261,14 @@ func TestHandOverUnderAScratchRootDoesNotRunTheToolkit(t *testing.T) {
 		toolkit := filepath.Join(t.TempDir(), "elemental")
 		testutil.Must(t, os.WriteFile(toolkit, []byte("#!/bin/sh\ntouch "+ran+"\n"), 0o755))
 		t.Setenv(host.EnvElemental, toolkit)
-		trigger := filepath.Join(m.Root, resetCloudConfig)
+		trigger := filepath.Join(m.Root, handover.ResetCloudConfig)
 		testutil.Must(t, os.MkdirAll(filepath.Dir(trigger), 0o755))
 		testutil.Must(t, os.WriteFile(trigger, []byte("#reset\n"), 0o600))
 		var log testutil.Log
 		if _, err := Run(t.Context(), Options{Root: m.Root, Mode: ModeReset, PersistOnly: persistOnly, Log: log.Entry(), Clock: retrytest.NewClock(time.Now())}); err != nil {
 			t.Fatalf("persist-only %v: %v", persistOnly, err)
 		}
-		if _, err := os.Stat(filepath.Join(m.Root, cloudInitDir, hookFileName)); err != nil {
+		if _, err := os.Stat(filepath.Join(m.Root, handover.HookPath)); err != nil {
 			t.Errorf("persist-only %v: hook not written under the root: %v", persistOnly, err)
 		}
 		_, ranErr := os.Stat(ran)

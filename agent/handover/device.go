@@ -1,4 +1,4 @@
-package agent
+package handover
 
 import (
 	"fmt"
@@ -12,11 +12,11 @@ import (
 	"github.com/nodereg/nodereg/protocol"
 )
 
-// installDevice picks the install target as upstream does (PROTOCOL.md 8.6):
+// InstallDevice picks the install target as upstream does (PROTOCOL.md 8.6):
 // install.device when set, else a disk matching every device-selector rule.
 // Upstream's pick among several matches is Go map order; ours is the first
 // by name, so the same machine always installs to the same disk.
-func installDevice(files host.FS, in protocol.Install) (string, error) {
+func InstallDevice(files host.FS, in protocol.Install) (string, error) {
 	if in.Device != "" {
 		return in.Device, nil
 	}
