@@ -18,7 +18,7 @@ const (
 	sourceNone networkSource = "none"
 	// sourceReply: the config embedded in the registration reply.
 	sourceReply networkSource = "embedded"
-	// sourceExplicit: MsgNetworkConfig on a new connection (DESIGN.md).
+	// sourceExplicit: MsgNetworkConfig on a new connection (docs/protocol.md §7.3).
 	sourceExplicit networkSource = "explicit"
 	// sourceReRegister: register again, the only way to ask an upstream
 	// server for a config whose addresses were pending.
@@ -36,8 +36,8 @@ type networkDecision struct {
 	UnresolvedIsFinal bool
 }
 
-// decideNetwork is the network-config decision (DESIGN.md "Asking for the
-// network config"): mode is elemental.registration.network-config (auto,
+// decideNetwork is the network-config decision (docs/protocol.md
+// §7.4): mode is elemental.registration.network-config (auto,
 // embedded, explicit), reply the registration's answer.
 func decideNetwork(mode string, reply *protocol.Reply) networkDecision {
 	explicit := mode == networkModeExplicit || (mode == networkModeAuto && reply.ExplicitNetworkConfig)

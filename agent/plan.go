@@ -127,7 +127,7 @@ func (r *run) applicatorPresent(rd *apply.Rendered) bool {
 // serverReachable is the check between a live apply and its commit: the
 // registration server must still answer over the new network. A plain GET
 // of the registration URL is answered by every elemental-operator without
-// authentication (PROTOCOL.md 2.3).
+// authentication (docs/protocol.md §1.2).
 func (r *run) serverReachable(ctx context.Context) error {
 	// A server restarting at this very moment must not roll back a good
 	// network: ask a few times, well inside the checkpoint's timeout.

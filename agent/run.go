@@ -376,7 +376,7 @@ func (r *run) identity(ctx context.Context, ph *phase) error {
 }
 
 // kind is the auth annotation: upstream says emulated-tpm whenever
-// emulation is on, whatever the auth (PROTOCOL.md 5.2).
+// emulation is on, whatever the auth (docs/protocol.md §4.2).
 func kind(reg protocol.Registration, k string) string {
 	if reg.EmulateTPM {
 		return "emulated-tpm"

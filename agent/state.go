@@ -14,7 +14,7 @@ import (
 	"github.com/nodereg/nodereg/internal/host"
 )
 
-// State is the state file: elemental-register's keys (PROTOCOL.md 8.4), so
+// State is the state file: elemental-register's keys (docs/protocol.md §8.3), so
 // an existing node keeps its registration when the binary is swapped, plus
 // nodereg's own, which upstream readers ignore.
 type State struct {

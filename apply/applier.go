@@ -27,7 +27,7 @@ type Paths struct {
 	StateDir string
 }
 
-// DefaultPaths are the Elemental locations (REFERENCE.md 2.6).
+// DefaultPaths are the Elemental locations (docs/apply.md: /oem is what every boot mode sees).
 func DefaultPaths() Paths {
 	return Paths{
 		KeyfileDir: "/etc/NetworkManager/system-connections",

@@ -344,7 +344,7 @@ func TestHostileConfigsWriteNothing(t *testing.T) {
 }
 
 func TestParseGC(t *testing.T) {
-	// gc's double-quoted form with the blank-line trick (REFERENCE.md 3.4)
+	// gc's double-quoted form with the blank-line trick (docs/apply.md)
 	// decodes like the block form.
 	quoted := "NetworkManager:\n- - eth0.nmconnection\n  - \"[connection]\n\n    id=eth0\n\n    type=ethernet\n\n    \"\n"
 	kfs, err := parseGC([]byte(quoted))

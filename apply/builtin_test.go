@@ -92,7 +92,7 @@ func TestNmstateChoice(t *testing.T) {
 }
 
 // The seed template through the built-in: the [ipv4] the IPAM design
-// documents (REFERENCE.md / PROTOCOL.md 7.5), and no command run.
+// documents (docs/protocol.md §7.1), and no command run.
 func TestBuiltinSeedTemplate(t *testing.T) {
 	a := &Applier{Files: host.Root(t.TempDir()), Tools: host.Tools{Nmstatectl: noNmstatectl}}
 	p := mustPlan(t, a, renderVector(t, "192.168.122.150"))

@@ -17,7 +17,7 @@ import (
 
 // UnresolvedError reports a {name} placeholder with no address in
 // ipAddresses. Upstream servers can hand out a config whose claims are still
-// pending (PROTOCOL.md 7.5), so the agent treats this as "not ready yet".
+// pending (docs/protocol.md §7.1), so the agent treats this as "not ready yet".
 type UnresolvedError struct {
 	Placeholder string // the name between the braces
 	Path        string // where it was found, e.g. config.interfaces[0].ipv4.address[0].ip

@@ -200,7 +200,7 @@ func walkRange(ctx context.Context, p *placeholder, f Facts, prober Prober, inUs
 type KeyfileTarget struct {
 	// Dir is NetworkManager's runtime keyfile directory: profiles there
 	// live in memory and vanish at reboot (nm-settings-keyfile(5),
-	// REFERENCE.md 3.7), so a machine that reboots before registering
+	// docs/bootstrap.md), so a machine that reboots before registering
 	// starts clean.
 	Dir string
 	// Prefix starts every file name the agent writes there; removal

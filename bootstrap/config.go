@@ -27,7 +27,7 @@ const (
 )
 
 // Config is elemental.registration.bootstrap-network. Configurator and
-// Config mean what they mean in the server's network config (PROTOCOL.md
+// Config mean what they mean in the server's network config (docs/protocol.md
 // 7.5) and are rendered by the same code; only the addresses differ: each
 // placeholder names a local Source instead of an address.
 type Config struct {

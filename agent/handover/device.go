@@ -12,7 +12,7 @@ import (
 	"github.com/nodereg/nodereg/protocol"
 )
 
-// InstallDevice picks the install target as upstream does (PROTOCOL.md 8.6):
+// InstallDevice picks the install target as upstream does (docs/protocol.md §8.5):
 // install.device when set, else a disk matching every device-selector rule.
 // Upstream's pick among several matches is Go map order; ours is the first
 // by name, so the same machine always installs to the same disk.

@@ -117,7 +117,7 @@ func Run(ctx context.Context, q Request) error {
 		return fmt.Errorf("elemental %s: %w", q.verb(), err)
 	}
 	if q.Reset {
-		// The reset plan's trigger file (PROTOCOL.md 8.7) has done its job.
+		// The reset plan's trigger file (docs/protocol.md §8.4) has done its job.
 		if err := q.Files.Remove(ResetCloudConfig); err != nil {
 			log.WithError(err).Warn("removing the reset trigger")
 		}
@@ -169,7 +169,7 @@ func hookFiles(q Request) ([]hookFile, error) {
 }
 
 // CloudInit renders the server's cloud-config as the toolkit reads it: a
-// yip file when it has stages, else #cloud-config (PROTOCOL.md 8.7).
+// yip file when it has stages, else #cloud-config (docs/protocol.md §8.4).
 func CloudInit(cc map[string]protocol.RawValue) ([]byte, error) {
 	if len(cc) == 0 {
 		return []byte{}, nil
@@ -188,7 +188,7 @@ func CloudInit(cc map[string]protocol.RawValue) ([]byte, error) {
 	return append([]byte("#cloud-config\n"), b...), nil
 }
 
-// ToolkitEnv is the environment of `elemental install|reset` (PROTOCOL.md
+// ToolkitEnv is the environment of `elemental install|reset` (docs/protocol.md
 // 8.6); the install target is picked on the machine files is.
 func ToolkitEnv(files host.FS, reset bool, cfg *protocol.Config, disableBootEntry bool) ([]string, error) {
 	b := strconv.FormatBool

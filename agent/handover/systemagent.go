@@ -40,7 +40,7 @@ type systemAgentConfig struct {
 }
 
 // SystemAgentFiles are the three files of elemental-system-agent
-// (PROTOCOL.md 8.6) for cfg; caCert is the registration CA as the dial
+// (docs/protocol.md §8.5) for cfg; caCert is the registration CA as the dial
 // reads it (a path on this machine, or PEM). They carry the system-agent
 // token: never logged.
 func SystemAgentFiles(cfg *protocol.Config, caCert string) (*SystemAgent, error) {

@@ -24,7 +24,7 @@ type AnnotationOptions struct {
 	NoToolkit      bool
 }
 
-// osReleaseKeys maps os-release keys to annotation keys (PROTOCOL.md 6.4).
+// osReleaseKeys maps os-release keys to annotation keys (docs/protocol.md §5.4).
 var osReleaseKeys = map[string]string{
 	"NAME": "os.name", "VERSION": "os.version", "VERSION_ID": "os.version-id", "ID": "os.id",
 	"PRETTY_NAME": "os.pretty-name", "IMAGE": "os.image", "CPE_NAME": "os.cpe-name",
@@ -72,7 +72,7 @@ func Annotations(o AnnotationOptions) map[string]string {
 const maxLabelsFile = 1 << 20
 
 // Labels merges the registration labels with upstream's precedence
-// (PROTOCOL.md 8.3), lowest first: the config file's labels, the local
+// (docs/protocol.md §5.5), lowest first: the config file's labels, the local
 // labels file (missing is fine, unparseable is an error), the --label flags
 // ("k=v" or "k=v,k2=v2").
 func Labels(config map[string]string, labelsFile string, flags []string) (map[string]string, error) {

@@ -68,9 +68,9 @@ type Options struct {
 
 // Inventory is what a node sends about its hardware.
 type Inventory struct {
-	SMBIOS           map[string]any  // MsgSmbios payload (PROTOCOL.md 6.1 shape)
-	SystemDataV2     map[string]any  // MsgSystemDataV2 label map (6.2), with the "System Data" legacy tree
-	LegacySystemData json.RawMessage // MsgSystemData (6.3) for servers negotiating 6..10
+	SMBIOS           map[string]any  // MsgSmbios payload (docs/protocol.md §5.1 shape)
+	SystemDataV2     map[string]any  // MsgSystemDataV2 label map (§5.2), with the "System Data" legacy tree
+	LegacySystemData json.RawMessage // MsgSystemData (§5.3) for servers negotiating 6..10
 	Degraded         []string        // families that failed, each logged once
 }
 

@@ -13,7 +13,7 @@ import (
 // ErrNoIdentifier is returned when no usable PLAIN identifier exists.
 var ErrNoIdentifier = errors.New("no usable identifier")
 
-// MACAddress returns the PLAIN `mac` identifier (PROTOCOL.md 5.3): the
+// MACAddress returns the PLAIN `mac` identifier (docs/protocol.md §4.3): the
 // lexicographically smallest permanent MAC of a non-virtual interface,
 // including interfaces that are down.
 func MACAddress(root string) (string, error) {
@@ -50,7 +50,7 @@ func MACAddress(root string) (string, error) {
 	return best, nil
 }
 
-// SystemUUID returns the PLAIN `sys-uuid` identifier (PROTOCOL.md 5.3): the
+// SystemUUID returns the PLAIN `sys-uuid` identifier (docs/protocol.md §4.3): the
 // SMBIOS product UUID as the kernel exports it, case preserved.
 //
 // Upstream sends ghw's "unknown" when the file cannot be read; every such

@@ -10,7 +10,7 @@ import (
 	"github.com/jaypipes/ghw/pkg/net"
 )
 
-// systemDataV2 builds the MsgSystemDataV2 map (PROTOCOL.md 6.2). A family
+// systemDataV2 builds the MsgSystemDataV2 map (docs/protocol.md §5.2). A family
 // whose module failed is left out of the top level (a template that needs it
 // then fails to resolve on the server, instead of resolving to a made-up
 // value); its "System Data" subtree is {} as upstream's legacy builder does.
@@ -256,7 +256,7 @@ func legacyLabels(h *ghwHost) map[string]any {
 }
 
 // legacySystemData encodes ghw's host info as servers v1.1.1–v1.6.2 expect
-// (PROTOCOL.md 6.3). Disks with enum values those servers' ghw does not know
+// (docs/protocol.md §5.3). Disks with enum values those servers' ghw does not know
 // are dropped, because they close the connection on them.
 func legacySystemData(h *ghwHost) (json.RawMessage, error) {
 	c := *h

@@ -40,11 +40,11 @@ func KeepLocal(local protocol.Config, merged *protocol.Config) []string {
 	}
 	if m.NoToolkit != l.NoToolkit {
 		m.NoToolkit = l.NoToolkit
-		ignored("no-toolkit", "it is a local setting (PROTOCOL.md 7.1)")
+		ignored("no-toolkit", "it is a local setting (docs/protocol.md §6.5)")
 	}
 	if !maps.Equal(m.Labels, l.Labels) {
 		m.Labels = maps.Clone(l.Labels)
-		ignored("labels", "they are local settings (PROTOCOL.md 7.1)")
+		ignored("labels", "they are local settings (docs/protocol.md §6.5)")
 	}
 	if m.CACert != l.CACert {
 		if !protocol.IsCAPEM(m.CACert) {

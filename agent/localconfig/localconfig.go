@@ -22,7 +22,7 @@ import (
 	"github.com/nodereg/nodereg/protocol"
 )
 
-// Default paths, upstream's (PROTOCOL.md 8.1), so existing images and units
+// Default paths, upstream's (docs/protocol.md §8.1), so existing images and units
 // keep working when the binary is swapped.
 const (
 	DefaultConfigPath   = "/oem/registration/config.yaml"
@@ -43,7 +43,7 @@ const (
 )
 
 // Overrides are registration settings given on the command line: they win
-// over the config file, which wins over defaults (PROTOCOL.md 8.2).
+// over the config file, which wins over defaults (docs/protocol.md §8.2).
 type Overrides struct {
 	URL             *string
 	CACert          *string

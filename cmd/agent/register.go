@@ -34,7 +34,7 @@ func (c *cli) register(cmd *cobra.Command, f *registerFlags) error {
 	case f.install:
 		mode = agent.ModeInstall
 		// Upstream reads the seed image's config at install unless the node
-		// is not a toolkit image (PROTOCOL.md 8.2). A path given on the
+		// is not a toolkit image (docs/protocol.md §8.2). A path given on the
 		// command line is the admin's choice and is honoured.
 		if !f.noToolkit {
 			if fs.Changed("config-path") {

@@ -17,7 +17,7 @@ import (
 	"github.com/nodereg/nodereg/protocol"
 )
 
-// seedPRNetwork is the seed PR server's explicit answer (PROTOCOL.md 7.4),
+// seedPRNetwork is the seed PR server's explicit answer (docs/protocol.md §7.3),
 // compact JSON without configurator, for the machine's eth0.
 const seedPRNetwork = `{"ipAddresses":{"ip1":"192.168.122.10"},"config":{"interfaces":[{"name":"eth0","type":"ethernet","state":"up","ipv4":{"enabled":true,"dhcp":false,"address":[{"ip":"{ip1}","prefix-length":24}]}}],"routes":{"config":[{"destination":"0.0.0.0/0","next-hop-interface":"eth0","next-hop-address":"192.168.122.1"}]}}}`
 
