@@ -26,33 +26,18 @@ func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(con
 	}
 	files := a.files()
 	dir := p.paths.KeyfileDir
-	var targets []string
-	for _, kf := range p.Keyfiles {
-		t, err := within(dir, kf.Name)
-		if err != nil {
-			return fmt.Errorf("apply network live (%s): %w", p.Configurator, err)
-		}
-		targets = append(targets, t)
+	targets, err := keyfileTargets(p)
+	if err != nil {
+		return fmt.Errorf("apply network live (%s): %w", p.Configurator, err)
 	}
 	log := a.log().WithField("configurator", p.Configurator)
 	if note := p.GeneratorNote(); note != "" {
 		log = log.WithField("generator", p.Generator)
 		log.Info(note)
 	}
-	// Keyfiles owned by the previous config and not by this one go away
-	// too, else NetworkManager keeps two profiles for one device.
-	old, err := a.readManifest()
+	stale, err := a.staleKeyfiles(p, targets)
 	if err != nil {
 		return fmt.Errorf("apply network live (%s): %w", p.Configurator, err)
-	}
-	var stale []string
-	for _, f := range old.Files {
-		if f.Kind != kindKeyfile || path.Dir(f.Path) != p.paths.KeyfileDir {
-			continue
-		}
-		if h := path.Clean(f.Path); !slices.Contains(targets, h) {
-			stale = append(stale, h)
-		}
 	}
 	prevKeyfiles, err := takeSnapshot(files, append(slices.Clone(targets), stale...)...)
 	if err != nil {
@@ -106,6 +91,39 @@ func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(con
 	}
 	log.Info("network keyfiles applied")
 	return nil
+}
+
+// keyfileTargets are the host paths the plan's keyfiles go to.
+func keyfileTargets(p *Plan) ([]string, error) {
+	var targets []string
+	for _, kf := range p.Keyfiles {
+		t, err := within(p.paths.KeyfileDir, kf.Name)
+		if err != nil {
+			return nil, err
+		}
+		targets = append(targets, t)
+	}
+	return targets, nil
+}
+
+// staleKeyfiles are the keyfiles owned by the previous config and not by
+// this one: they go away too, else NetworkManager keeps two profiles for
+// one device.
+func (a *Applier) staleKeyfiles(p *Plan, targets []string) ([]string, error) {
+	old, err := a.readManifest()
+	if err != nil {
+		return nil, err
+	}
+	var stale []string
+	for _, f := range old.Files {
+		if f.Kind != kindKeyfile || path.Dir(f.Path) != p.paths.KeyfileDir {
+			continue
+		}
+		if h := path.Clean(f.Path); !slices.Contains(targets, h) {
+			stale = append(stale, h)
+		}
+	}
+	return stale, nil
 }
 
 // Activate reloads NetworkManager's profiles and brings up the ones stored

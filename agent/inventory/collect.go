@@ -127,6 +127,36 @@ func Collect(ctx context.Context, o Options) (*Inventory, error) {
 	gate := &logGate{}
 	defer gate.close()
 
+	jobs := ghwJobs(root, o.InterfaceAddrs, log, gate)
+	if !o.NoSMBIOS {
+		jobs[FamilySMBIOS] = func() (func(*ghwHost, *Inventory), error) {
+			m, err := collectSMBIOS(ctx, root, o.Dmidecode, log)
+			return func(_ *ghwHost, inv *Inventory) { inv.SMBIOS = m }, err
+		}
+	}
+	h, inv := gather(ctx, jobs, deadline, log)
+	if inv.SMBIOS == nil && !o.NoSMBIOS {
+		// Still sendable: the server merges whatever keys there are.
+		inv.SMBIOS = map[string]any{}
+	}
+
+	inv.SystemDataV2 = systemDataV2(h)
+	legacy, err := legacySystemData(h)
+	if err != nil {
+		return nil, fmt.Errorf("inventory: encoding legacy system data: %w", err)
+	}
+	inv.LegacySystemData = legacy
+	log.WithField("duration", time.Since(start).Round(time.Microsecond)).
+		Debugf("inventory: collected (%d families left out)", len(inv.Degraded))
+	return inv, nil
+}
+
+// job is one family's collection: it returns what to store, or an error.
+type job func() (func(*ghwHost, *Inventory), error)
+
+// ghwJobs is the table of ghw's families, each read under root; addrs
+// (nil: the live interfaces' on the real root) gives the NICs' addresses.
+func ghwJobs(root string, addrs func(string) ([]netip.Addr, error), log *logrus.Entry, gate *logGate) map[string]job {
 	ghwOpts := []any{
 		ghw.WithChroot(root),
 		// ethtool per NIC is slow and its output differs between versions;
@@ -135,12 +165,19 @@ func Collect(ctx context.Context, o Options) (*Inventory, error) {
 		ghw.WithDisableTopology(),
 		ghw.WithLogger(slog.New(logrusHandler{log, gate})),
 	}
-	addrs := o.InterfaceAddrs
 	if addrs == nil && filepath.Clean(root) == "/" {
 		addrs = liveInterfaceAddrs
 	}
-
-	jobs := map[string]func() (func(*ghwHost, *Inventory), error){
+	// tree refuses a family whose sysfs tree cannot be read: ghw reports
+	// an unreadable /sys/block as "no disks", and a broken tree must not
+	// pass for a diskless machine.
+	tree := func(p, what string) error {
+		if _, err := os.ReadDir(host.Root(root).Path(p)); err != nil {
+			return fmt.Errorf("reading the %s tree: %w", what, err)
+		}
+		return nil
+	}
+	return map[string]job{
 		FamilyProduct: func() (func(*ghwHost, *Inventory), error) {
 			i, err := product.New(ghwOpts...)
 			return func(h *ghwHost, _ *Inventory) { h.Product = i }, err
@@ -162,8 +199,8 @@ func Collect(ctx context.Context, o Options) (*Inventory, error) {
 			return func(h *ghwHost, _ *Inventory) { h.Memory = i }, err
 		},
 		FamilyCPU: func() (func(*ghwHost, *Inventory), error) {
-			if _, err := os.ReadDir(host.Root(root).Path("/sys/devices/system/cpu")); err != nil {
-				return nil, fmt.Errorf("reading the CPU tree: %w", err)
+			if err := tree("/sys/devices/system/cpu", "CPU"); err != nil {
+				return nil, err
 			}
 			i, err := cpu.New(ghwOpts...)
 			if err == nil && len(i.Processors) == 0 {
@@ -172,33 +209,17 @@ func Collect(ctx context.Context, o Options) (*Inventory, error) {
 			return func(h *ghwHost, _ *Inventory) { h.CPU = i }, err
 		},
 		FamilyStorage: func() (func(*ghwHost, *Inventory), error) {
-			// ghw reports an unreadable /sys/block as "no disks"; a broken
-			// tree must not pass for a diskless machine.
-			if _, err := os.ReadDir(host.Root(root).Path("/sys/block")); err != nil {
-				return nil, fmt.Errorf("reading the block tree: %w", err)
+			if err := tree("/sys/block", "block"); err != nil {
+				return nil, err
 			}
 			i, err := block.New(ghwOpts...)
 			return func(h *ghwHost, _ *Inventory) { h.Block = i }, err
 		},
 		FamilyNetwork: func() (func(*ghwHost, *Inventory), error) {
-			if _, err := os.ReadDir(host.Root(root).Path("/sys/class/net")); err != nil {
-				return nil, fmt.Errorf("reading the network tree: %w", err)
-			}
-			i, err := net.New(ghwOpts...)
-			if err != nil {
+			if err := tree("/sys/class/net", "network"); err != nil {
 				return nil, err
 			}
-			m := map[string][]netip.Addr{}
-			if addrs != nil {
-				for _, nic := range i.NICs {
-					// An interface that vanished since the sysfs walk just
-					// has no address.
-					if a, err := addrs(nic.Name); err == nil {
-						m[nic.Name] = a
-					}
-				}
-			}
-			return func(h *ghwHost, _ *Inventory) { h.Network, h.addrs = i, m }, nil
+			return collectNetwork(ghwOpts, addrs)
 		},
 		FamilyGPU: func() (func(*ghwHost, *Inventory), error) {
 			i, err := collectGPU(root, log)
@@ -213,13 +234,31 @@ func Collect(ctx context.Context, o Options) (*Inventory, error) {
 			return func(h *ghwHost, _ *Inventory) { h.Runtime = &runtimeInfo{Hostname: name} }, err
 		},
 	}
-	if !o.NoSMBIOS {
-		jobs[FamilySMBIOS] = func() (func(*ghwHost, *Inventory), error) {
-			m, err := collectSMBIOS(ctx, root, o.Dmidecode, log)
-			return func(_ *ghwHost, inv *Inventory) { inv.SMBIOS = m }, err
+}
+
+// collectNetwork is ghw's NICs and, through addrs, their addresses.
+func collectNetwork(ghwOpts []any, addrs func(string) ([]netip.Addr, error)) (func(*ghwHost, *Inventory), error) {
+	i, err := net.New(ghwOpts...)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string][]netip.Addr{}
+	if addrs != nil {
+		for _, nic := range i.NICs {
+			// An interface that vanished since the sysfs walk just has
+			// no address.
+			if a, err := addrs(nic.Name); err == nil {
+				m[nic.Name] = a
+			}
 		}
 	}
+	return func(h *ghwHost, _ *Inventory) { h.Network, h.addrs = i, m }, nil
+}
 
+// gather runs the jobs concurrently and keeps what finished before ctx
+// ends; the families that failed or did not finish are named in Degraded,
+// each logged once.
+func gather(ctx context.Context, jobs map[string]job, deadline time.Duration, log *logrus.Entry) (*ghwHost, *Inventory) {
 	// Buffered so that a module still running at the deadline can finish
 	// and exit without anyone listening.
 	results := make(chan result, len(jobs))
@@ -263,20 +302,7 @@ func Collect(ctx context.Context, o Options) (*Inventory, error) {
 		log.WithField("family", f).Warnf("inventory: %s left out: %v", f, err)
 	}
 	sort.Strings(inv.Degraded)
-	if inv.SMBIOS == nil && !o.NoSMBIOS {
-		// Still sendable: the server merges whatever keys there are.
-		inv.SMBIOS = map[string]any{}
-	}
-
-	inv.SystemDataV2 = systemDataV2(h)
-	legacy, err := legacySystemData(h)
-	if err != nil {
-		return nil, fmt.Errorf("inventory: encoding legacy system data: %w", err)
-	}
-	inv.LegacySystemData = legacy
-	log.WithField("duration", time.Since(start).Round(time.Microsecond)).
-		Debugf("inventory: collected (%d families left out)", len(inv.Degraded))
-	return inv, nil
+	return h, inv
 }
 
 // collectSMBIOS prefers dmidecode, whose text is what upstream sends; without

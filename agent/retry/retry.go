@@ -169,6 +169,20 @@ func (p Policy) params() (initial, maxDelay time.Duration, mult, jitter float64)
 	return initial, maxDelay, mult, jitter
 }
 
+// delay is the wait after the given failed attempt: the backoff curve, or
+// the server's retry-after hint (capped at maxHint) when err carries one.
+func (p Policy) delay(attempt int, r float64, err error, maxHint time.Duration) time.Duration {
+	var hinted RetryAfterer
+	if errors.As(err, &hinted) {
+		// The server knows when its address claims will be ready better
+		// than our curve does: wait what it asks, not less.
+		if h := hinted.RetryAfter(); h > 0 {
+			return min(h, maxHint)
+		}
+	}
+	return p.Delay(attempt, r)
+}
+
 // Do calls op until it succeeds, fails terminally, the deadline or the
 // attempt limit is reached, or ctx is done. what names the operation in the
 // returned error. op gets the 1-based attempt number.
@@ -235,15 +249,7 @@ func (p Policy) Do(ctx context.Context, what string, op func(ctx context.Context
 			return fmt.Errorf("%s: giving up after %d attempts: %w: %w", what, attempt, ErrAttempts, err)
 		}
 
-		delay := p.Delay(attempt, rnd())
-		var hinted RetryAfterer
-		if errors.As(err, &hinted) {
-			// The server knows when its address claims will be ready
-			// better than our curve does: wait what it asks, not less.
-			if h := hinted.RetryAfter(); h > 0 {
-				delay = min(h, maxHint)
-			}
-		}
+		delay := p.delay(attempt, rnd(), err, maxHint)
 		if !deadline.IsZero() {
 			left := deadline.Sub(clock.Now())
 			if left <= 0 {
