@@ -162,7 +162,7 @@ func forgetHeld(env *Env) {
 }
 
 // boundedChoice runs choose under the run's --deadline with w as its
-// prober, and turns a deadline that ran out into *BootstrapDeadlineError,
+// prober, and turns a deadline that ran out into *DeadlineError,
 // keeping what the walk learnt.
 func boundedChoice(ctx context.Context, env *Env, w *walkingProber, choose func(context.Context) (*Plan, error)) (*Plan, error) {
 	cctx := ctx
