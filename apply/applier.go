@@ -30,9 +30,9 @@ type Paths struct {
 // DefaultPaths are the Elemental locations (docs/apply.md: /oem is what every boot mode sees).
 func DefaultPaths() Paths {
 	return Paths{
-		KeyfileDir: "/etc/NetworkManager/system-connections",
-		Applicator: "/oem/elemental-network.yaml",
-		StateDir:   "/oem/nodereg",
+		KeyfileDir: host.KeyfileDir,
+		Applicator: host.Applicator,
+		StateDir:   host.StateDir,
 	}
 }
 

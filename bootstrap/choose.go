@@ -211,7 +211,7 @@ type KeyfileTarget struct {
 }
 
 // RuntimeKeyfiles is the one target of bootstrap keyfiles.
-var RuntimeKeyfiles = KeyfileTarget{Dir: "/run/NetworkManager/system-connections", Prefix: "nodereg-bootstrap-", Mode: 0o600}
+var RuntimeKeyfiles = KeyfileTarget{Dir: host.RuntimeKeyfileDir, Prefix: "nodereg-bootstrap-", Mode: 0o600}
 
 // Path is where the keyfile named name (an apply.Keyfile's Name, e.g.
 // "eth0.nmconnection") goes on files' machine.

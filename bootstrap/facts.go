@@ -74,7 +74,7 @@ func ReadFacts(files host.FS) (Facts, error) {
 
 func readFacts(files host.FS, perm permAddrFunc) (Facts, error) {
 	var f Facts
-	const dir = "/sys/class/net"
+	const dir = host.SysClassNet
 	entries, err := files.ReadDir(dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return f, fmt.Errorf("bootstrap: reading %s: %w", files.Path(dir), err)
@@ -102,7 +102,7 @@ func readFacts(files host.FS, perm permAddrFunc) (Facts, error) {
 	}
 	slices.Sort(f.MACs)
 	f.MACs = slices.Compact(f.MACs)
-	const dmi = "/sys/class/dmi/id"
+	const dmi = host.DMIIDDir
 	f.Serial = usableDMI(readTrim(files, path.Join(dmi, "product_serial")))
 	f.UUID = strings.ToLower(usableDMI(readTrim(files, path.Join(dmi, "product_uuid"))))
 	return f, nil

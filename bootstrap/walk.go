@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"path"
 	"time"
+
+	"github.com/nodereg/nodereg/internal/host"
 )
 
 // The bootstrap choice under systemd (TimeoutStartSec=5min): a link wait of
@@ -28,7 +30,7 @@ import (
 // address again.
 const (
 	extendMargin = 5 * time.Second
-	heldFile     = "/run/nodereg/bootstrap-held.json"
+	heldFile     = host.BootstrapHeld
 	// maxHeldFile bounds the file: 65,536 entries of about 60 bytes.
 	maxHeldFile = 8 << 20
 )

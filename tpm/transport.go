@@ -24,8 +24,8 @@ import (
 // multiplexes processes and flushes our transients when we exit; the raw
 // device is exclusive and leaks whatever is not flushed.
 const (
-	DeviceRM  = "/dev/tpmrm0"
-	DeviceRaw = "/dev/tpm0"
+	DeviceRM  = host.TPMDeviceRM
+	DeviceRaw = host.TPMDeviceRaw
 	// SocketScheme prefixes a swtpm data socket path in Options.Device.
 	SocketScheme = "unix://"
 )

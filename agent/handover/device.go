@@ -20,7 +20,7 @@ func InstallDevice(files host.FS, in protocol.Install) (string, error) {
 	if in.Device != "" {
 		return in.Device, nil
 	}
-	const blockDir = "/sys/block"
+	const blockDir = host.SysBlock
 	ents, err := files.ReadDir(blockDir)
 	if err != nil {
 		return "", fmt.Errorf("install: no install.device and the disks cannot be listed: %w", err)

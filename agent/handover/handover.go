@@ -27,12 +27,12 @@ import (
 const (
 	// CloudInitDir is ELEMENTAL_CLOUD_INIT_PATHS: the toolkit runs the
 	// hooks it finds there.
-	CloudInitDir = "/tmp/elemental/cloud-init"
+	CloudInitDir = host.CloudInitDir
 	// HookPath is the hook's host path.
 	HookPath = CloudInitDir + "/elemental-before-hook.yaml"
 	// ResetCloudConfig is the reset plan's trigger file, removed once the
 	// reset ran.
-	ResetCloudConfig = "/oem/reset-cloud-config.yaml"
+	ResetCloudConfig = host.ResetCloudConfig
 )
 
 // Request is one hand-over.

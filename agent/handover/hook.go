@@ -11,12 +11,13 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/host"
 )
 
 // OEM mount points while the elemental toolkit runs a hook (docs/protocol.md §8.4).
 const (
-	oemDuringInstall = "/run/elemental/oem"
-	oemDuringReset   = "/oem"
+	oemDuringInstall = host.OEMDuringInstall
+	oemDuringReset   = host.OEMDuringReset
 )
 
 // hookFile is one file the hook writes into the OEM partition; name is

@@ -15,8 +15,8 @@ import (
 )
 
 const (
-	systemAgentDir = "/var/lib/elemental/agent"
-	systemAgentEtc = "/etc/rancher/elemental/agent"
+	systemAgentDir = host.SystemAgentDir
+	systemAgentEtc = host.SystemAgentEtc
 )
 
 // agentFile is one file of the new system, at its host path.

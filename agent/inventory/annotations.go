@@ -50,7 +50,7 @@ func Annotations(o AnnotationOptions) map[string]string {
 	if root == "" {
 		root = "/"
 	}
-	b, err := os.ReadFile(host.Root(root).Path("/etc/os-release"))
+	b, err := os.ReadFile(host.Root(root).Path(host.OSRelease))
 	if err != nil {
 		return out
 	}

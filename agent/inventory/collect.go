@@ -199,7 +199,7 @@ func ghwJobs(root string, addrs func(string) ([]netip.Addr, error), log *logrus.
 			return func(h *ghwHost, _ *Inventory) { h.Memory = i }, err
 		},
 		FamilyCPU: func() (func(*ghwHost, *Inventory), error) {
-			if err := tree("/sys/devices/system/cpu", "CPU"); err != nil {
+			if err := tree(host.SysCPU, "CPU"); err != nil {
 				return nil, err
 			}
 			i, err := cpu.New(ghwOpts...)
@@ -209,14 +209,14 @@ func ghwJobs(root string, addrs func(string) ([]netip.Addr, error), log *logrus.
 			return func(h *ghwHost, _ *Inventory) { h.CPU = i }, err
 		},
 		FamilyStorage: func() (func(*ghwHost, *Inventory), error) {
-			if err := tree("/sys/block", "block"); err != nil {
+			if err := tree(host.SysBlock, "block"); err != nil {
 				return nil, err
 			}
 			i, err := block.New(ghwOpts...)
 			return func(h *ghwHost, _ *Inventory) { h.Block = i }, err
 		},
 		FamilyNetwork: func() (func(*ghwHost, *Inventory), error) {
-			if err := tree("/sys/class/net", "network"); err != nil {
+			if err := tree(host.SysClassNet, "network"); err != nil {
 				return nil, err
 			}
 			return collectNetwork(ghwOpts, addrs)
@@ -332,7 +332,7 @@ func collectSMBIOS(ctx context.Context, root, dmidecode string, log *logrus.Entr
 
 func hostname(root string) (string, error) {
 	var errs []error
-	for _, p := range []string{"/proc/sys/kernel/hostname", "/etc/hostname"} {
+	for _, p := range []string{host.HostnameProc, host.HostnameFile} {
 		b, err := os.ReadFile(host.Root(root).Path(p))
 		if err != nil {
 			errs = append(errs, err)

@@ -21,14 +21,9 @@ import (
 	"github.com/nodereg/nodereg/internal/host"
 )
 
-// pciIDsPaths are where distributions put the PCI ID database, relative to
-// the root; the same places pcidb searches, minus the network fetch.
-var pciIDsPaths = [...]string{
-	"/usr/share/hwdata/pci.ids",
-	"/usr/share/misc/pci.ids",
-	"/usr/share/hwdata/pci.ids.gz",
-	"/usr/share/misc/pci.ids.gz",
-}
+// pciIDsPaths are where distributions put the PCI ID database, below the
+// root; the same places pcidb searches, minus the network fetch.
+var pciIDsPaths = host.PCIIDs
 
 var rePCIAddress = regexp.MustCompile(`^[[:xdigit:]]{4}:[[:xdigit:]]{2}:[[:xdigit:]]{2}\.[[:xdigit:]]$`)
 
@@ -37,7 +32,7 @@ var rePCIAddress = regexp.MustCompile(`^[[:xdigit:]]{4}:[[:xdigit:]]{2}:[[:xdigi
 // of loading the whole PCI database, which costs more than the rest of the
 // inventory together. Without a database the names are left out.
 func collectGPU(root string, log *logrus.Entry) (*gpu.Info, error) {
-	drm := host.Root(root).Path("/sys/class/drm")
+	drm := host.Root(root).Path(host.SysDRM)
 	entries, err := os.ReadDir(drm)
 	if errors.Is(err, fs.ErrNotExist) {
 		// Virtual machines and containers without graphics have no DRM class.

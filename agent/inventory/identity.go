@@ -17,7 +17,7 @@ var ErrNoIdentifier = errors.New("no usable identifier")
 // lexicographically smallest permanent MAC of a non-virtual interface,
 // including interfaces that are down.
 func MACAddress(root string) (string, error) {
-	dir := host.Root(root).Path("/sys/class/net")
+	dir := host.Root(root).Path(host.SysClassNet)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return "", fmt.Errorf("mac identifier: reading %s: %w", dir, err)

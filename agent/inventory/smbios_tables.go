@@ -16,9 +16,9 @@ import (
 // The DMI tables the kernel exports: the entry point says which SMBIOS
 // version the table follows, DMI holds the structures.
 const (
-	dmiEntryPoint = "/sys/firmware/dmi/tables/smbios_entry_point"
-	dmiTable      = "/sys/firmware/dmi/tables/DMI"
-	dmiIDDir      = "/sys/class/dmi/id"
+	dmiEntryPoint = host.DMIEntry
+	dmiTable      = host.DMITable
+	dmiIDDir      = host.DMIIDDir
 )
 
 // sysfsSMBIOS builds the SMBIOS map without dmidecode: from the raw DMI

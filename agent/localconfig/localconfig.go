@@ -25,11 +25,11 @@ import (
 // Default paths, upstream's (docs/protocol.md §8.1), so existing images and units
 // keep working when the binary is swapped.
 const (
-	DefaultConfigPath   = "/oem/registration/config.yaml"
-	DefaultStatePath    = "/oem/registration/state.yaml"
-	DefaultLabelsFile   = "/etc/elemental/labels.yaml"
-	InstallConfigPath   = "/run/initramfs/live/livecd-cloud-config.yaml"
-	InstallStatePath    = "/tmp/registration/state.yaml"
+	DefaultConfigPath   = host.ConfigFile
+	DefaultStatePath    = host.StateFile
+	DefaultLabelsFile   = host.LabelsFile
+	InstallConfigPath   = host.InstallConfigFile
+	InstallStatePath    = host.InstallStateFile
 	defaultEmulatedSeed = 1
 	// The values of elemental.registration.network-config.
 	NetworkAuto     = "auto"
