@@ -358,13 +358,13 @@ func (r *run) identity(ctx context.Context, ph *phase) error {
 	reg := r.cfg.Elemental.Registration
 	switch reg.Auth {
 	case authMAC:
-		mac, err := inventory.MACAddress(r.o.Root)
+		mac, err := inventory.MACAddress(r.files)
 		if err != nil {
 			return configErr("auth mac: %w", err)
 		}
 		r.auth = protocol.Plain{AuthKind: kind(reg, authMAC), ID: mac}
 	case authSysUUID:
-		id, err := inventory.SystemUUID(r.o.Root)
+		id, err := inventory.SystemUUID(r.files)
 		if err != nil {
 			return configErr("auth sys-uuid: %w", err)
 		}
@@ -393,7 +393,7 @@ func (r *run) openTPM(log *logrus.Entry) error {
 		NoPersist: r.o.DryRun || r.o.PersistOnly,
 	}
 	if reg.EmulateTPM {
-		uuid, _ := inventory.SystemUUID(r.o.Root)
+		uuid, _ := inventory.SystemUUID(r.files)
 		opts.Emulate = true
 		opts.Seed = tpm.ResolveSeed(true, reg.EmulatedTPMSeed, r.state.EmulatedTPM, r.state.EmulatedTPMSeed, uuid)
 		r.state.EmulatedTPM, r.state.EmulatedTPMSeed = true, opts.Seed

@@ -15,9 +15,9 @@ var ErrNoIdentifier = errors.New("no usable identifier")
 
 // MACAddress returns the PLAIN `mac` identifier (docs/protocol.md §4.3): the
 // lexicographically smallest permanent MAC of a non-virtual interface,
-// including interfaces that are down.
-func MACAddress(root string) (string, error) {
-	dir := host.Root(root).Path(host.SysClassNet)
+// including interfaces that are down, on the machine files is.
+func MACAddress(files host.FS) (string, error) {
+	dir := files.Path(host.SysClassNet)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return "", fmt.Errorf("mac identifier: reading %s: %w", dir, err)
@@ -56,8 +56,8 @@ func MACAddress(root string) (string, error) {
 // Upstream sends ghw's "unknown" when the file cannot be read; every such
 // machine would then share one hash and take over each other's inventory,
 // so an unreadable file is an error here.
-func SystemUUID(root string) (string, error) {
-	path := host.Root(root).Path(filepath.Join(dmiIDDir, "product_uuid"))
+func SystemUUID(files host.FS) (string, error) {
+	path := files.Path(filepath.Join(dmiIDDir, "product_uuid"))
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "", fmt.Errorf("sys-uuid identifier: %w (%w)", err, ErrNoIdentifier)

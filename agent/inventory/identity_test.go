@@ -15,7 +15,7 @@ import (
 func TestMACAddressFixture(t *testing.T) {
 	// eth1's 52:54:00:00:00:02 sorts before eth0's; dummy0 (00:…:01) is
 	// virtual, br0's address is not permanent, lo is skipped.
-	got, err := MACAddress("testdata/vm1")
+	got, err := MACAddress(host.Root("testdata/vm1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,16 +35,16 @@ func TestMACAddressNoCandidate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := MACAddress(root); !errors.Is(err, ErrNoIdentifier) {
+	if _, err := MACAddress(host.Root(root)); !errors.Is(err, ErrNoIdentifier) {
 		t.Errorf("err = %v, want ErrNoIdentifier", err)
 	}
-	if _, err := MACAddress(t.TempDir()); err == nil {
+	if _, err := MACAddress(host.Root(t.TempDir())); err == nil {
 		t.Error("want an error without /sys/class/net")
 	}
 }
 
 func TestSystemUUID(t *testing.T) {
-	got, err := SystemUUID("testdata/vm1")
+	got, err := SystemUUID(host.Root("testdata/vm1"))
 	if err != nil || got != "4C4C4544-0042-3010-8058-B4C04F4E4E32" {
 		t.Errorf("SystemUUID = %q, %v (case must be preserved)", got, err)
 	}
@@ -57,11 +57,11 @@ func TestSystemUUID(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "product_uuid"), []byte(bad+"\n"), 0o400); err != nil {
 			t.Fatal(err)
 		}
-		if id, err := SystemUUID(root); !errors.Is(err, ErrNoIdentifier) {
+		if id, err := SystemUUID(host.Root(root)); !errors.Is(err, ErrNoIdentifier) {
 			t.Errorf("%q: got %q, %v; want ErrNoIdentifier", bad, id, err)
 		}
 	}
-	if _, err := SystemUUID(t.TempDir()); !errors.Is(err, ErrNoIdentifier) {
+	if _, err := SystemUUID(host.Root(t.TempDir())); !errors.Is(err, ErrNoIdentifier) {
 		t.Errorf("unreadable UUID: err = %v, want ErrNoIdentifier", err)
 	}
 }
