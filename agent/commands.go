@@ -95,7 +95,7 @@ func DumpInventory(ctx context.Context, o Options) ([]byte, error) {
 		r.log.WithError(err).Warn("config not read: its labels are left out")
 		cfg = &protocol.Config{}
 	}
-	inv, err := inventory.Collect(ctx, inventory.Options{Root: r.o.Root, Log: r.log})
+	inv, err := inventory.Collect(ctx, inventory.Options{Files: r.files, Log: r.log})
 	if err != nil {
 		return nil, err
 	}
@@ -104,6 +104,6 @@ func DumpInventory(ctx context.Context, o Options) ([]byte, error) {
 		return nil, &ConfigError{Err: err}
 	}
 	reg := cfg.Elemental.Registration
-	ann := inventory.Annotations(inventory.AnnotationOptions{Root: r.o.Root, RegVersion: r.o.Version, Auth: kind(reg, reg.Auth), NoToolkit: reg.NoToolkit})
+	ann := inventory.Annotations(inventory.AnnotationOptions{Files: r.files, RegVersion: r.o.Version, Auth: kind(reg, reg.Auth), NoToolkit: reg.NoToolkit})
 	return inventory.Dump(inv, labels, ann)
 }

@@ -309,7 +309,7 @@ func (r *run) loadConfig(ctx context.Context, ph *phase) error {
 		return &ConfigError{Err: err}
 	}
 	r.annotations = inventory.Annotations(inventory.AnnotationOptions{
-		Root: r.o.Root, RegVersion: r.o.Version, Auth: kind(reg, reg.Auth), NoToolkit: reg.NoToolkit,
+		Files: r.files, RegVersion: r.o.Version, Auth: kind(reg, reg.Auth), NoToolkit: reg.NoToolkit,
 	})
 	if !strings.HasPrefix(reg.URL, "https://") {
 		r.log.WithField("url", protocol.RedactURL(reg.URL)).Warn("registration URL is plain http: the conversation is neither encrypted nor authenticated")
@@ -317,7 +317,7 @@ func (r *run) loadConfig(ctx context.Context, ph *phase) error {
 	// The inventory needs nothing from the server: collect it while the
 	// TPM and the connection are being set up; PhaseRegister sends it.
 	r.inv = collectInventory(ctx, inventory.Options{
-		Root: r.o.Root, NoSMBIOS: reg.NoSMBIOS,
+		Files: r.files, NoSMBIOS: reg.NoSMBIOS,
 		// The wait for it happens inside a connection's session, so it
 		// gets half a session at most; a slow module is left out.
 		Deadline: protocol.DefaultSessionDeadline / 2,

@@ -17,10 +17,10 @@ import (
 
 // AnnotationOptions are the inputs of the MsgAnnotations payload.
 type AnnotationOptions struct {
-	Root           string // os-release is read from Root/etc/os-release
-	RegVersion     string // agent version, e.g. "v1.9.2"
-	Auth           string // "tpm", "mac", "sys-uuid" or "emulated-tpm"
-	RegistrationIP string // local address of the websocket connection, port already cut; "" = omit
+	Files          host.FS // the machine whose os-release is read (nil: host.Root("/"))
+	RegVersion     string  // agent version, e.g. "v1.9.2"
+	Auth           string  // "tpm", "mac", "sys-uuid" or "emulated-tpm"
+	RegistrationIP string  // local address of the websocket connection, port already cut; "" = omit
 	NoToolkit      bool
 }
 
@@ -46,11 +46,11 @@ func Annotations(o AnnotationOptions) map[string]string {
 	if o.NoToolkit {
 		out["os.unmanaged"] = "true"
 	}
-	root := o.Root
-	if root == "" {
-		root = "/"
+	files := o.Files
+	if files == nil {
+		files = host.Root("/")
 	}
-	b, err := os.ReadFile(host.Root(root).Path(host.OSRelease))
+	b, err := os.ReadFile(files.Path(host.OSRelease))
 	if err != nil {
 		return out
 	}

@@ -54,14 +54,14 @@ const (
 
 // Options configures Collect.
 type Options struct {
-	Root      string        // host root prefix ("/" in production, temp dir in tests)
+	Files     host.FS       // the machine: host.Root("/") in production (nil), a temp dir in tests
 	NoSMBIOS  bool          // skip the SMBIOS map entirely
 	Deadline  time.Duration // whole collection; 0 means DefaultDeadline
 	Dmidecode string        // path of dmidecode; "" = look it up in PATH, absent → /sys fallback
 	Log       *logrus.Entry
 
 	// InterfaceAddrs returns the addresses of a network interface, in the
-	// order the kernel lists them. nil means: the live interfaces when Root
+	// order the kernel lists them. nil means: the live interfaces when Files
 	// is "/", none otherwise (a fake tree has no live interfaces).
 	InterfaceAddrs func(name string) ([]netip.Addr, error)
 }
@@ -107,10 +107,13 @@ type result struct {
 // unusable.
 func Collect(ctx context.Context, o Options) (*Inventory, error) {
 	log := logx.OrDiscard(o.Log)
-	root := o.Root
-	if root == "" {
-		root = "/"
+	files := o.Files
+	if files == nil {
+		files = host.Root("/")
 	}
+	// ghw reads below a directory of its own (its chroot): the one place
+	// the edge's root is needed as a path.
+	root := files.Path("/")
 	if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
 		if err == nil {
 			err = errors.New("not a directory")

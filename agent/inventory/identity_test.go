@@ -88,14 +88,14 @@ func TestAnnotationsMatchUpstreamVector(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := Annotations(AnnotationOptions{
-		Root: root, RegVersion: "0.1.0-dev", Auth: "emulated-tpm",
+		Files: host.Root(root), RegVersion: "0.1.0-dev", Auth: "emulated-tpm",
 		RegistrationIP: "127.0.0.1",
 	})
 	jsonEqual(t, got, string(raw))
 }
 
 func TestAnnotationsFixture(t *testing.T) {
-	got := Annotations(AnnotationOptions{Root: "testdata/vm1", RegVersion: "v1.9.2", Auth: "mac", NoToolkit: true})
+	got := Annotations(AnnotationOptions{Files: host.Root("testdata/vm1"), RegVersion: "v1.9.2", Auth: "mac", NoToolkit: true})
 	want := map[string]string{
 		"reg-version": "v1.9.2", "auth": "mac", "os.unmanaged": "true",
 		"os.name": "openSUSE Leap Micro", "os.version": "6.0", "os.id": "opensuse-leap-micro",
@@ -107,7 +107,7 @@ func TestAnnotationsFixture(t *testing.T) {
 		t.Errorf("got  %v\nwant %v", got, want)
 	}
 	// No os-release: only the other keys.
-	got = Annotations(AnnotationOptions{Root: t.TempDir(), Auth: "tpm"})
+	got = Annotations(AnnotationOptions{Files: host.Root(t.TempDir()), Auth: "tpm"})
 	if !reflect.DeepEqual(got, map[string]string{"auth": "tpm"}) {
 		t.Errorf("without os-release: %v", got)
 	}

@@ -69,7 +69,7 @@ func measureInventory(root string, n int) ([]time.Duration, []string, error) {
 	var degraded []string
 	for range n {
 		start := time.Now()
-		inv, err := inventory.Collect(context.Background(), inventory.Options{Root: root})
+		inv, err := inventory.Collect(context.Background(), inventory.Options{Files: host.Root(root)})
 		ds = append(ds, time.Since(start))
 		if err != nil {
 			return nil, nil, fmt.Errorf("inventory of %s: %w", root, err)
