@@ -288,7 +288,7 @@ func conditionsHold(u unitFile, exists map[string]bool) bool {
 }
 
 // TestModesPickTheRightUnits checks, mode by mode (the sentinels written by
-// elemental's dracut hook, REFERENCE.md 2.3), which units may act.
+// elemental's dracut hook, docs/boot-simulation.md), which units may act.
 func TestModesPickTheRightUnits(t *testing.T) {
 	modes := map[string][]string{
 		"active":   {"/run/elemental/active_mode"},

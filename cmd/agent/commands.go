@@ -85,7 +85,7 @@ person, 130/143 stopped by SIGINT/SIGTERM.`,
 }
 
 // registerFlags is the command line of a registration: elemental-register's
-// flags (PROTOCOL.md 8.1) plus nodereg's own.
+// flags (docs/protocol.md §8.1) plus nodereg's own.
 type registerFlags struct {
 	url, caCert, configPath, statePath, labelsFile string
 	auth, networkMode, nmstate                     *choice
@@ -136,7 +136,7 @@ func (f *registerFlags) bind(fs *pflag.FlagSet) {
 }
 
 // overrides are the registration settings given on the command line: only
-// those win over the config file (PROTOCOL.md 8.2).
+// those win over the config file (docs/protocol.md §8.2).
 func (f *registerFlags) overrides(fs *pflag.FlagSet) agent.Overrides {
 	var o agent.Overrides
 	fs.Visit(func(fl *pflag.Flag) {

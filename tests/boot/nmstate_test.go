@@ -21,8 +21,8 @@ import (
 // routes with their metric, DNS) is read back from the kernel and from
 // NetworkManager.
 
-// nmstateSeedTemplate is the IPAM design's seed template (REFERENCE.md,
-// PROTOCOL.md 7.5) on the lab's NIC and subnet: the pool address, a default
+// nmstateSeedTemplate is the IPAM design's seed template (docs/protocol.md
+// §7.1) on the lab's NIC and subnet: the pool address, a default
 // route via the server with metric 150, the server as DNS.
 const nmstateSeedTemplate = `
     configurator: nmstate
