@@ -75,7 +75,7 @@ person, 130/143 stopped by SIGINT/SIGTERM.`,
 	reg.bind(registerCmd.Flags())
 
 	root.SetHelpCommand(cmdline.HelpCommand())
-	root.AddCommand(registerCmd, c.renderCommand(), c.inventoryCommand(), &cobra.Command{
+	root.AddCommand(registerCmd, c.renderCommand(), c.inventoryCommand(), c.verifyCommand(), &cobra.Command{
 		Use:   "version",
 		Short: "Print the version",
 		Args:  cmdline.NoArgs,
