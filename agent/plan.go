@@ -84,11 +84,18 @@ func (r *run) applyLive(ctx context.Context, ph *phase, net *fetched, plan *appl
 	log := ph.log
 	if plan == nil {
 		r.bootNet.Drop(ctx, log, r.state.NetworkDigest != "")
+		if net != nil {
+			// The wanted config is the applied one: a config that
+			// failed since is no longer asked for.
+			r.state.clearNetworkError()
+		}
 		return nil
 	}
 	if err := r.applier(log).ApplyLive(ctx, plan, r.serverReachable); err != nil {
 		return r.bootNet.Restore(ctx, log, err)
 	}
+	r.state.clearNetworkError()
+	r.state.NetworkDrift = ""
 	r.state.NetworkDigest = plan.Digest()
 	r.state.NetworkState = netStateApplied
 	r.state.NetworkAddresses = formatAddresses(apply.InterfaceAddresses(net.rendered))

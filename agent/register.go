@@ -147,6 +147,7 @@ func (r *run) registerOnce(ctx context.Context, ph *phase, netState string) (*pr
 		annotations["registration-ip"] = ip
 	}
 	reportBack(annotations, netState, r.state.NetworkAddresses)
+	reportInterfaces(annotations, r.state, netState)
 	payloads := &protocol.Payloads{
 		Update:           r.state.Registered(),
 		NoSMBIOS:         reg.NoSMBIOS,

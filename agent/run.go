@@ -187,10 +187,12 @@ func (r *run) phases(ctx context.Context) error {
 	}
 	plan, err := step(ctx, r, PhasePlan, func(ctx context.Context, ph *phase) (*apply.Plan, error) { return r.plan(ctx, ph, net) })
 	if err != nil {
-		return err
+		return r.networkFailed(ctx, PhasePlan, net, err)
 	}
 	if r.o.Mode == ModeBoot {
-		err = r.do(ctx, PhaseApply, func(ctx context.Context, ph *phase) error { return r.applyPlan(ctx, ph, net, plan) })
+		if err = r.do(ctx, PhaseApply, func(ctx context.Context, ph *phase) error { return r.applyPlan(ctx, ph, net, plan) }); err != nil {
+			return r.networkFailed(ctx, PhaseApply, net, err)
+		}
 	} else {
 		err = r.do(ctx, PhaseHandOver, func(ctx context.Context, ph *phase) error { return r.handOver(ctx, ph, net, plan) })
 	}

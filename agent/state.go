@@ -33,6 +33,16 @@ type State struct {
 	// its network config.
 	NetworkState     string `yaml:"nodereg-network-state,omitempty"`
 	NetworkAddresses string `yaml:"nodereg-network-addresses,omitempty"`
+	// NetworkError* keep a failed plan or apply (docs/annotations.md)
+	// until a later apply succeeds: reported back at every registration
+	// meanwhile. NetworkErrorInterfaces are the failed config's, by comma.
+	NetworkError           string `yaml:"nodereg-network-error,omitempty"`
+	NetworkErrorKind       string `yaml:"nodereg-network-error-kind,omitempty"`
+	NetworkErrorPhase      Phase  `yaml:"nodereg-network-error-phase,omitempty"`
+	NetworkErrorInterfaces string `yaml:"nodereg-network-error-interfaces,omitempty"`
+	// NetworkDrift is what the last drift repair put back (the update
+	// run, docs/annotations.md); cleared by the next apply of a new config.
+	NetworkDrift string `yaml:"nodereg-network-drift-repaired,omitempty"`
 	// LastPhase is where the previous run saved this file: PhaseFinish,
 	// or PhaseHandOver when it handed over to the toolkit (install,
 	// reset), which the first run after it logs.
