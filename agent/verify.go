@@ -8,6 +8,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/agent/catrust"
 	"github.com/nodereg/nodereg/agent/localconfig"
 	"github.com/nodereg/nodereg/agent/verify"
 	"github.com/nodereg/nodereg/internal/host"
@@ -46,6 +47,9 @@ func verifyInput(o Options) verify.Input {
 		reg := f.Config.Elemental.Registration
 		in.ServerURL = reg.URL
 		in.CA = localconfig.CA(files, reg.CACert)
+		if b, err := (catrust.Trust{Files: files}).Bundle(in.CA); err == nil {
+			in.CA = b // during a rotation: the CA in force and the pending one
+		}
 	}
 	return in
 }
