@@ -74,6 +74,10 @@ type Options struct {
 	// registration server still answers over the new network; past it the
 	// change is rolled back (default DefaultReachabilityWindow).
 	ReachabilityWindow time.Duration
+	// RepairDrift: the update run (nodereg-update.service): when the
+	// server's config is the applied one, compare the live network with
+	// it and apply it again if it drifted (docs/verify.md).
+	RepairDrift bool
 	// LockWait bounds the wait for the state lock another run holds
 	// (default DefaultLockWait); past it the run ends with exit 75.
 	LockWait time.Duration

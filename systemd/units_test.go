@@ -215,6 +215,9 @@ func TestUpdateTimerAndService(t *testing.T) {
 	if got := svc.one(t, "Service.ExecStart"); strings.Contains(got, "--reset") || strings.Contains(got, "--install") {
 		t.Errorf("update ExecStart=%s must be a plain registration", got)
 	}
+	if exec := strings.Fields(svc.one(t, "Service.ExecStart")); !slices.Contains(exec, "--repair-drift") {
+		t.Errorf("update ExecStart=%v: the timer's run repairs drift (docs/verify.md)", exec)
+	}
 	if got := svc.one(t, "Service.NotifyAccess"); got != "main" {
 		t.Errorf("NotifyAccess=%s, want main so STATUS reaches systemctl", got)
 	}

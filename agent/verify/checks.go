@@ -229,6 +229,7 @@ func checkProfiles(r *Report, in Input, active []activeProfile, nmErr string) {
 		case i < 0:
 			problems = append(problems, "no active profile on "+dev)
 		case !ours[active[i].File]:
+			r.ForeignActive = true
 			problems = append(problems, fmt.Sprintf("%s: active profile %q (%s) is not ours", dev, active[i].Name, active[i].File))
 		}
 	}

@@ -57,6 +57,9 @@ type Finding struct {
 type Report struct {
 	Findings []Finding `json:"findings"`
 	Exit     int       `json:"exit"`
+	// ForeignActive: a profile that is not ours is active on an
+	// interface of the applied config; drift repair leaves it alone.
+	ForeignActive bool `json:"-"`
 }
 
 // Failed lists the names of the failed findings.

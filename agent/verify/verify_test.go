@@ -225,6 +225,9 @@ func TestNmcliTerseOutput(t *testing.T) {
 	in := Input{Files: host.Root(n.root), State: n.state}
 	checkProfiles(rep, in, got, "")
 	wantStatus(t, rep, Profiles, Failed, `vd0: active profile "vd0"`)
+	if !rep.ForeignActive {
+		t.Error("a foreign active profile is not marked for drift repair to leave alone")
+	}
 	rep = &Report{}
 	checkProfiles(rep, in, []activeProfile{{Name: "vd0", Device: "vd0", File: host.Root(n.root).Path("/etc/NetworkManager/system-connections/vd0.nmconnection")}}, "")
 	wantStatus(t, rep, Profiles, OK, "")
