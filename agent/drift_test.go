@@ -72,4 +72,3 @@ func TestUpdateRunRepairsDrift(t *testing.T) {
 		t.Errorf("next registration reported drift-repaired %q", got)
 	}
 }
-
