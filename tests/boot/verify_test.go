@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
@@ -83,5 +84,77 @@ func TestVerifyAfterBootAndAfterTheAddressIsRemoved(t *testing.T) {
 	}
 	if st, detail := v.status("addresses"); st != "failed" || !strings.Contains(detail, cidr(addr)+" missing on "+nodeIf) {
 		t.Errorf("address removed: addresses is %q %q, want it to name %s", st, detail, cidr(addr))
+	}
+}
+
+// withoutNetworkError is a state file without the keys of a kept network
+// error (docs/annotations.md).
+func withoutNetworkError(st []byte) []byte {
+	var out []byte
+	for _, line := range bytes.SplitAfter(st, []byte("\n")) {
+		if !bytes.HasPrefix(line, []byte("nodereg-network-error")) {
+			out = append(out, line...)
+		}
+	}
+	return out
+}
+
+// annotations are the only inventory's annotations as regserver stored
+// them, read through its admin API.
+func (m *machine) annotations() map[string]string {
+	m.t.Helper()
+	b, err := m.admin(http.MethodGet, "/admin/inventories")
+	if err != nil {
+		m.t.Fatalf("regserver inventories: %v", err)
+	}
+	var invs []struct {
+		Annotations map[string]string `json:"annotations"`
+	}
+	if err := json.Unmarshal(b, &invs); err != nil || len(invs) != 1 {
+		m.t.Fatalf("regserver inventories: %v, %d of them: %s", err, len(invs), b)
+	}
+	return invs[0].Annotations
+}
+
+// A rolled-back apply reaches regserver at the next registration, per
+// interface, and is cleared there once the applied config is what the
+// server asks for again; an applied node shows its state and digest.
+func TestNetworkStateStoredByRegserver(t *testing.T) {
+	t.Parallel()
+	r := newReport(t, "annotations: applied, rolled back, cleared, as regserver stored them")
+	m := newMachine(t, serverConfig(keyfileTemplate))
+	firstBoot(t, m, r)
+	const p = "elemental.cattle.io/network-config."
+	if res := m.runAgent(nil); res.code != 0 {
+		t.Fatalf("update: exit %d", res.code)
+	}
+	a := m.annotations()
+	if a[p+"state"] != "applied" || a[p+nodeIf+".state"] != "applied" || !strings.HasPrefix(a[p+nodeIf+".digest"], "sha256:") {
+		t.Errorf("applied node: regserver stored %v", a)
+	}
+
+	m.startServer(serverConfig(cutOffTemplate))
+	if res := m.runAgent(nil); res.code != 75 {
+		t.Fatalf("cut-off template: exit %d, want 75", res.code)
+	}
+	// The next registration carries it (and is rolled back again).
+	if res := m.runAgent(nil); res.code != 75 {
+		t.Fatalf("cut-off template again: exit %d, want 75", res.code)
+	}
+	a = m.annotations()
+	if a[p+"state"] != "error" || a[p+nodeIf+".state"] != "error" || a[p+nodeIf+".error-kind"] != "rolled-back" ||
+		a[p+nodeIf+".error-phase"] != "apply" || !strings.Contains(a[p+nodeIf+".error"], "reachability check") {
+		t.Errorf("after a rollback: regserver stored %v", a)
+	}
+
+	m.startServer(serverConfig(keyfileTemplate))
+	for i := 0; i < 2; i++ { // the first clears the error, the second reports it cleared
+		if res := m.runAgent(nil); res.code != 0 {
+			t.Fatalf("template restored: exit %d", res.code)
+		}
+	}
+	a = m.annotations()
+	if a[p+"state"] != "applied" || a[p+nodeIf+".state"] != "applied" || a[p+nodeIf+".error"] != "" || a[p+"error"] != "" {
+		t.Errorf("after the restored template: regserver stored %v", a)
 	}
 }
