@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // verifyRun is one `agent verify --format json` in the node's namespace.
@@ -156,5 +157,43 @@ func TestNetworkStateStoredByRegserver(t *testing.T) {
 	a = m.annotations()
 	if a[p+"state"] != "applied" || a[p+nodeIf+".state"] != "applied" || a[p+nodeIf+".error"] != "" || a[p+"error"] != "" {
 		t.Errorf("after the restored template: regserver stored %v", a)
+	}
+}
+
+// Verify on an nmstate bridge (built-in translator, no nmstatectl): the
+// address is checked on the bridge, its active profile is ours; a
+// NetworkManager profile of someone else's taking the bridge fails the
+// profiles finding, naming it.
+func TestVerifyNmstateBridge(t *testing.T) {
+	t.Parallel()
+	r := newReport(t, "verify: nmstate bridge, then a foreign profile on it")
+	m := newNmstateMachine(t, nmstateServerConfig(nmstateSeedTemplate))
+	nmstateFirstBoot(t, m, r)
+	m.startServer(nmstateServerConfig(nmstateBridgeTemplate))
+	start := m.boot(active, false)
+	m.waitAddrOn(t, start, nodeIf, cidr(m.claimed("inventory-ip")))
+	m.register(t, "bridge template", 0)
+	addr := m.claimed("bridge-ip")
+	m.waitAddrOn(t, time.Now(), bridgeIf, cidr(addr))
+
+	v := m.runVerify()
+	if v.code != 0 {
+		t.Fatalf("bridge: verify exit %d, want 0", v.code)
+	}
+	if _, detail := v.status("addresses"); !strings.Contains(detail, "1 addresses on 1 interfaces") {
+		t.Errorf("bridge: addresses finding %q, want the bridge's one address", detail)
+	}
+
+	// Someone else's profile for the bridge, activated by hand.
+	if err := m.nmcli("connection", "add", "type", "bridge", "con-name", "admin-br", "ifname", bridgeIf,
+		"ipv4.method", "manual", "ipv4.addresses", cidr(addr), "ipv6.method", "disabled"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.nmcli("connection", "up", "admin-br"); err != nil {
+		t.Fatal(err)
+	}
+	v = m.runVerify()
+	if st, detail := v.status("profiles"); st != "failed" || !strings.Contains(detail, `active profile "admin-br"`) || v.code&8 == 0 {
+		t.Errorf("foreign profile: profiles %q %q, exit %d; want it failed naming admin-br", st, detail, v.code)
 	}
 }
