@@ -197,3 +197,47 @@ func TestVerifyNmstateBridge(t *testing.T) {
 		t.Errorf("foreign profile: profiles %q %q, exit %d; want it failed naming admin-br", st, detail, v.code)
 	}
 }
+
+// Drift repair with the real NetworkManager: an address of the applied
+// config removed by hand (not the one the server is reached by) is found
+// by the update run (--repair-drift), put back through the live apply, and
+// reported to regserver as drift-repaired; the boot run leaves it.
+func TestUpdateRunRepairsARemovedAddress(t *testing.T) {
+	t.Parallel()
+	r := newReport(t, "drift: an address removed by hand, put back by the update run")
+	m := newMachine(t, serverConfig(keyfileTemplate))
+	addr := firstBoot(t, m, r)
+	m.startServer(serverConfig(changedTemplate))
+	if res := m.runAgent(nil); res.code != 0 {
+		t.Fatalf("changed template: exit %d", res.code)
+	}
+	second := m.claimed("second-ip")
+	want := []string{cidr(addr), cidr(second)}
+	if got := m.addrs(); !equal(got, want) {
+		t.Fatalf("after the change the NIC has %v, want %v", got, want)
+	}
+
+	run(t, m.inNode("ip", "addr", "del", cidr(second), "dev", nodeIf)...)
+	if v := m.runVerify(); v.code != 4 {
+		t.Fatalf("second address removed: verify exit %d, want 4", v.code)
+	}
+	if res := m.runAgent(nil); res.code != 0 || !equal(m.addrs(), []string{cidr(addr)}) {
+		t.Fatalf("boot run: exit %d, NIC %v: it must leave drift alone", res.code, m.addrs())
+	}
+	if res := m.runAgent(nil, "--repair-drift"); res.code != 0 || !strings.Contains(res.out, "drift repaired") {
+		t.Fatalf("update run: exit %d, no repair said", res.code)
+	}
+	if got := m.addrs(); !equal(got, want) {
+		t.Errorf("after the repair the NIC has %v, want %v", got, want)
+	}
+	if v := m.runVerify(); v.code != 0 {
+		t.Errorf("after the repair: verify exit %d, want 0", v.code)
+	}
+	if res := m.runAgent(nil, "--repair-drift"); res.code != 0 {
+		t.Fatalf("next update: exit %d", res.code)
+	}
+	got := m.annotations()["elemental.cattle.io/network-config.drift-repaired"]
+	if !strings.Contains(got, cidr(second)+" missing on "+nodeIf) {
+		t.Errorf("regserver stored drift-repaired %q, want the removed address named", got)
+	}
+}
