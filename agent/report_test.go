@@ -127,3 +127,29 @@ func TestNetworkErrorsAreReportedUntilAnApplySucceeds(t *testing.T) {
 		t.Errorf("applied config not persisted: %v", err)
 	}
 }
+
+func TestClassifyNetworkError(t *testing.T) {
+	long := errors.New(strings.Repeat("x", 400) + "\nsecond line")
+	for _, c := range []struct {
+		phase Phase
+		err   error
+		kind  string
+	}{
+		{PhaseApply, &PhaseError{Phase: PhaseApply, Err: &apply.LiveApplyError{Step: "reachability check", Err: errors.New("timeout")}}, errKindRolledBack},
+		{PhaseApply, &apply.LiveApplyError{Step: "connection up", Err: errors.New("no device")}, errKindNMRefused},
+		{PhaseApply, &apply.LiveApplyError{Step: "nmstatectl apply", Err: errors.New("failed")}, errKindNMRefused},
+		{PhaseApply, &apply.LiveApplyError{Step: "persist", Err: errors.New("disk full")}, errKindApply},
+		{PhaseApply, &apply.NotOwnedError{Path: "/etc/NetworkManager/system-connections/eth0.nmconnection"}, errKindRefused},
+		{PhasePlan, &ConfigError{Err: errors.New("policy: address outside the allowed prefixes")}, errKindRefused},
+		{PhasePlan, errors.New("nmstatectl gc: killed"), errKindApply},
+		{PhaseApply, long, errKindApply},
+	} {
+		kind, reason := classifyNetworkError(c.phase, c.err)
+		if kind != c.kind {
+			t.Errorf("%v in %s: kind %s, want %s", c.err, c.phase, kind, c.kind)
+		}
+		if strings.ContainsAny(reason, "\r\n") || len(reason) > maxReason {
+			t.Errorf("reason %q is not one bounded line", reason)
+		}
+	}
+}
