@@ -255,7 +255,7 @@ func checkBootstrap(r *Report, files host.FS, active []activeProfile, nmErr stri
 	case len(left) > 0:
 		r.add(Bootstrap, Failed, "bootstrap network left up: %s", strings.Join(left, ", "))
 	case nmErr != "":
-		r.add(Bootstrap, OK, "no bootstrap keyfiles (active profiles %s)", strings.TrimPrefix(nmErr, "not checked: "))
+		r.add(Bootstrap, OK, "no bootstrap keyfile (active profiles not read: %s)", strings.TrimPrefix(nmErr, "not checked: "))
 	default:
 		r.add(Bootstrap, OK, "no bootstrap keyfile, no bootstrap profile active")
 	}
