@@ -30,6 +30,7 @@ const (
 	netStatePending = "pending"
 	netStateReady   = "ready"
 	netStateApplied = "applied"
+	netStateError   = "error"
 )
 
 // handOver is PhaseHandOver: the network config's state goes into the

@@ -87,12 +87,24 @@ func (r *run) printPlan(ctx context.Context, _ *phase, net *fetched, plan *apply
 func (r *run) applyLive(ctx context.Context, ph *phase, net *fetched, plan *apply.Plan) error {
 	log := ph.log
 	if plan == nil {
+		if net != nil && r.o.RepairDrift && r.state.NetworkDigest != "" {
+			if err := r.repairDrift(ctx, ph, net); err != nil {
+				return r.bootNet.Restore(ctx, log, err)
+			}
+		}
 		r.bootNet.Drop(ctx, log, r.state.NetworkDigest != "")
+		if net != nil {
+			// The wanted config is the applied one: a config that
+			// failed since is no longer asked for.
+			r.state.clearNetworkError()
+		}
 		return nil
 	}
 	if err := r.applier(log).ApplyLive(ctx, plan, r.serverReachable); err != nil {
 		return r.bootNet.Restore(ctx, log, err)
 	}
+	r.state.clearNetworkError()
+	r.state.NetworkDrift = ""
 	r.state.NetworkDigest = plan.Digest()
 	r.state.NetworkState = netStateApplied
 	r.state.NetworkAddresses = formatAddresses(apply.InterfaceAddresses(net.rendered))

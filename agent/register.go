@@ -82,7 +82,7 @@ func (r *run) caCert() string {
 	if files == nil { // a run made by hand in a test
 		files = host.Root(r.o.Root)
 	}
-	return localconfig.CA(files, r.cfg.Elemental.Registration.CACert)
+	return r.trustedCA(files)
 }
 
 // policy is the retry policy of a phase: its waits are logged and shown in
@@ -147,6 +147,7 @@ func (r *run) registerOnce(ctx context.Context, ph *phase, netState string) (*pr
 		annotations["registration-ip"] = ip
 	}
 	reportBack(annotations, netState, r.state.NetworkAddresses)
+	reportInterfaces(annotations, r.state, netState)
 	payloads := &protocol.Payloads{
 		Update:           r.state.Registered(),
 		NoSMBIOS:         reg.NoSMBIOS,
@@ -174,9 +175,13 @@ func (r *run) registerOnce(ctx context.Context, ph *phase, netState string) (*pr
 	if err != nil {
 		return nil, err
 	}
+	sentCA := cfg.Elemental.Registration.CACert
 	for _, w := range append(localconfig.KeepLocal(*r.cfg, &cfg), localconfig.ServerSent(reply.Payload)...) {
 		log.Warn(w)
 	}
+	// The server's CA is never merged: rotation takes it, or not.
+	cfg.Elemental.Registration.CACert = r.cfg.Elemental.Registration.CACert
+	r.rotateCA(ctx, log, sentCA)
 	got := log.WithField("explicit-network-config", reply.ExplicitNetworkConfig)
 	if reply.Network != nil {
 		got = got.WithField("configurator", reply.Network.Configurator).WithField("addresses", len(reply.Network.IPAddresses))

@@ -72,6 +72,10 @@ type Options struct {
 	// registration server still answers over the new network; past it the
 	// change is rolled back (default DefaultReachabilityWindow).
 	ReachabilityWindow time.Duration
+	// RepairDrift: the update run (nodereg-update.service): when the
+	// server's config is the applied one, compare the live network with
+	// it and apply it again if it drifted (docs/verify.md).
+	RepairDrift bool
 	// LockWait bounds the wait for the state lock another run holds
 	// (default DefaultLockWait); past it the run ends with exit 75.
 	LockWait time.Duration
@@ -190,10 +194,12 @@ func (r *run) phases(ctx context.Context) error {
 	}
 	plan, err := step(ctx, r, PhasePlan, func(ctx context.Context, ph *phase) (*apply.Plan, error) { return r.plan(ctx, ph, net) })
 	if err != nil {
-		return err
+		return r.networkFailed(ctx, PhasePlan, net, err)
 	}
 	if r.o.Mode == ModeBoot {
-		err = r.do(ctx, PhaseApply, func(ctx context.Context, ph *phase) error { return r.applyPlan(ctx, ph, net, plan) })
+		if err = r.do(ctx, PhaseApply, func(ctx context.Context, ph *phase) error { return r.applyPlan(ctx, ph, net, plan) }); err != nil {
+			return r.networkFailed(ctx, PhaseApply, net, err)
+		}
 	} else {
 		err = r.do(ctx, PhaseHandOver, func(ctx context.Context, ph *phase) error { return r.handOver(ctx, ph, net, plan) })
 	}

@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/agent/catrust"
 	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/internal/atomicfile"
 	"github.com/nodereg/nodereg/internal/host"
@@ -39,6 +40,16 @@ type State struct {
 	// its network config.
 	NetworkState     string `yaml:"nodereg-network-state,omitempty"`
 	NetworkAddresses string `yaml:"nodereg-network-addresses,omitempty"`
+	// NetworkError* keep a failed plan or apply (docs/annotations.md)
+	// until a later apply succeeds: reported back at every registration
+	// meanwhile. NetworkErrorInterfaces are the failed config's, by comma.
+	NetworkError           string `yaml:"nodereg-network-error,omitempty"`
+	NetworkErrorKind       string `yaml:"nodereg-network-error-kind,omitempty"`
+	NetworkErrorPhase      Phase  `yaml:"nodereg-network-error-phase,omitempty"`
+	NetworkErrorInterfaces string `yaml:"nodereg-network-error-interfaces,omitempty"`
+	// NetworkDrift is what the last drift repair put back (the update
+	// run, docs/annotations.md); cleared by the next apply of a new config.
+	NetworkDrift string `yaml:"nodereg-network-drift-repaired,omitempty"`
 	// LastPhase is where the previous run saved this file: PhaseFinish,
 	// or PhaseHandOver when it handed over to the toolkit (install,
 	// reset), which the first run after it logs.
@@ -163,7 +174,7 @@ func (r *run) lock(ctx context.Context) (unlock func(), err error) {
 // the directories the agent writes; the state lock is held, so none is in
 // flight (issue 21, item 6).
 func (r *run) removeStaleTemps() {
-	for _, dir := range []string{path.Dir(r.o.StatePath), host.KeyfileDir, host.StateDir, path.Dir(host.Applicator), host.RuntimeKeyfileDir} {
+	for _, dir := range []string{path.Dir(r.o.StatePath), host.KeyfileDir, host.StateDir, catrust.Dir, path.Dir(host.Applicator), host.RuntimeKeyfileDir} {
 		removed, err := atomicfile.RemoveStale(r.path(dir))
 		if err != nil {
 			r.log.WithField("phase", PhaseState).WithError(err).Warn("removing stale temp files")

@@ -73,6 +73,7 @@ func (c *cli) register(cmd *cobra.Command, f *registerFlags) error {
 		Deadline:           f.deadline,
 		NetworkTimeout:     f.networkTimeout,
 		ReachabilityWindow: f.reachabilityWindow,
+		RepairDrift:        f.repairDrift,
 		Version:            version,
 		Out:                c.stdout,
 		Log:                log,
