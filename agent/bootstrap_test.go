@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"errors"
 	"net"
 	"os"
@@ -14,9 +13,11 @@ import (
 	"github.com/mudler/yip/pkg/schema"
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/agent/handover"
 	"github.com/nodereg/nodereg/agent/retry/retrytest"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
@@ -30,60 +31,6 @@ var bootstrapBlock = node.BootstrapKeyfile{Key: "bootstrap-eth0", ID: "bootstrap
             address: 10.231.0.21
 `}.Block()
 
-func TestDecideBootstrap(t *testing.T) {
-	down := errors.New("connect: network is unreachable")
-	for _, c := range []struct {
-		name        string
-		hasConfig   bool
-		unreachable error
-		digest      string
-		applicator  bool
-		want        bool
-		reason      string
-		// dialled: the reachability question was asked.
-		dialled bool
-	}{
-		{"no DHCP, nothing applied: bring it up", true, down, "", false, true, "not reachable (connect: network is unreachable)", true},
-		{"server reachable (DHCP works)", true, nil, "", false, false, "reachable as the node is", true},
-		{"unreachable, config applied (state)", true, down, "sha256:abc", false, false, "applied (state file)", false},
-		{"unreachable, applicator under /oem", true, down, "", true, false, "applicator of ours is under /oem", false},
-		{"no bootstrap config", false, down, "", false, false, "no " + bootstrap.Key, false},
-		{"reachable and applied", true, nil, "sha256:abc", true, false, "applied (state file)", false},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			dialled := false
-			d := decideBootstrap(c.hasConfig, c.digest, c.applicator, func() error { dialled = true; return c.unreachable })
-			if d.Needed != c.want || !strings.Contains(d.Reason, c.reason) {
-				t.Errorf("decideBootstrap = %+v, want needed %v with a reason containing %q", d, c.want, c.reason)
-			}
-			if dialled != c.dialled {
-				t.Errorf("reachability asked: %v, want %v", dialled, c.dialled)
-			}
-		})
-	}
-}
-
-// Only a network failure makes the server unreachable: a listener answers,
-// and a refused connection means the network works (a bootstrap address
-// would not change that).
-func TestServerUnreachableOnlyOnNetworkFailure(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	testutil.Must(t, err)
-	up := "https://" + ln.Addr().String() + "/elemental/registration/x"
-	if err := serverUnreachable(t.Context(), up, time.Second); err != nil {
-		t.Errorf("listening server: %v", err)
-	}
-	ln.Close()
-	if err := serverUnreachable(t.Context(), up, time.Second); err != nil {
-		t.Errorf("refused connection counted as unreachable: %v", err)
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	cancel()
-	if err := serverUnreachable(ctx, up, time.Second); err == nil {
-		t.Error("a dial that could not happen counted as reachable")
-	}
-}
-
 // The server never sets the bootstrap network: a MsgConfig payload that
 // carries it is logged as refused, and the run keeps its local settings.
 func TestServerSentBootstrapIsRefused(t *testing.T) {
@@ -93,8 +40,8 @@ func TestServerSentBootstrapIsRefused(t *testing.T) {
 	testutil.Must(t, err)
 	var log testutil.Log
 	local := &bootstrap.Config{Configurator: "nmstate"}
-	r := &run{log: log.Entry(), boot: local}
-	r.checkServerReply(reply)
+	r := &run{env: env{log: log.Entry()}, boot: local}
+	checkServerReply(r.log, reply)
 	if !strings.Contains(log.String(), bootstrap.ErrServerSent.Error()) {
 		t.Errorf("no refusal logged:\n%s", log.String())
 	}
@@ -102,10 +49,10 @@ func TestServerSentBootstrapIsRefused(t *testing.T) {
 		t.Errorf("the run's bootstrap settings changed: %+v", r.boot)
 	}
 	log = testutil.Log{}
-	r = &run{log: log.Entry()}
+	r = &run{env: env{log: log.Entry()}}
 	plain, err := protocol.DecodeConfigReply([]byte("elemental:\n  registration:\n    url: https://x.example/r\n"), &protocol.Config{})
 	testutil.Must(t, err)
-	r.checkServerReply(plain)
+	checkServerReply(r.log, plain)
 	if log.String() != "" {
 		t.Errorf("a reply without the key logged: %s", log.String())
 	}
@@ -177,11 +124,11 @@ func TestHandOverKeepsTheBootstrapBlock(t *testing.T) {
 	s := &scriptedServer{script: script{gets: []answer{{reply: &protocol.ConfigReply{}}}}}
 	url := s.start(t)
 	m := node.New(t, "52:54:00:aa:00:21", url, "    no-smbios: true\n"+bootstrapBlock)
-	t.Setenv(apply.EnvElemental, "/bin/true")
+	t.Setenv(host.EnvElemental, "/bin/true")
 	if _, err := Run(t.Context(), Options{Root: m.Root, Mode: ModeReset, Clock: retrytest.NewClock(time.Now())}); err != nil {
 		t.Fatal(err)
 	}
-	hook, err := os.ReadFile(filepath.Join(m.Root, cloudInitDir, hookFileName))
+	hook, err := os.ReadFile(filepath.Join(m.Root, handover.HookPath))
 	testutil.Must(t, err)
 	var cfg schema.YipConfig
 	testutil.Must(t, yaml.Unmarshal(hook, &cfg))
@@ -225,7 +172,7 @@ func TestMain(m *testing.M) {
 // example as parser input, this one is sized for node.New's machine, and
 // sharing would make the agent's tests depend on the parser's fixtures.
 func TestBootstrapNmstateUsesTheKeyfileGenerator(t *testing.T) {
-	t.Setenv(apply.EnvNmstatectl, testbin.NmstatectlStub(t))
+	t.Setenv(host.EnvNmstatectl, testbin.NmstatectlStub(t))
 	m := node.New(t, "52:54:00:aa:00:23", "https://127.0.0.1:1/r", `    bootstrap-network:
       configurator: nmstate
       config:
@@ -251,7 +198,7 @@ func TestBootstrapNmstateUsesTheKeyfileGenerator(t *testing.T) {
 	testutil.Must(t, err)
 	c, err := bootstrap.FromConfigFile(b)
 	testutil.Must(t, err)
-	facts, err := bootstrap.ReadFacts(m.Root)
+	facts, err := bootstrap.ReadFacts(host.Root(m.Root))
 	testutil.Must(t, err)
 	preview, err := bootstrap.Preview(c, facts)
 	testutil.Must(t, err)
@@ -280,7 +227,7 @@ func TestBootstrapNmstateUsesTheKeyfileGenerator(t *testing.T) {
 // applied, removes it and reloads NetworkManager once the server answers as
 // the node is; while the server is away it keeps it for its apply to drop.
 func TestLeftoverBootstrapKeyfilesGoOnceAConfigIsApplied(t *testing.T) {
-	t.Setenv(apply.EnvNmcli, "/bin/true")
+	t.Setenv(host.EnvNmcli, "/bin/true")
 	listening, err := net.Listen("tcp", "127.0.0.1:0")
 	testutil.Must(t, err)
 	t.Cleanup(func() { listening.Close() })
@@ -302,19 +249,19 @@ func TestLeftoverBootstrapKeyfilesGoOnceAConfigIsApplied(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			root := t.TempDir()
-			leftover := bootstrap.RuntimeKeyfiles.Path(root, "eth0.nmconnection")
+			leftover := bootstrap.RuntimeKeyfiles.Path(host.Root(root), "eth0.nmconnection")
 			testutil.Must(t, os.MkdirAll(filepath.Dir(leftover), 0o755))
 			testutil.Must(t, os.WriteFile(leftover, []byte("[connection]\nid=bootstrap-eth0\ntype=ethernet\n"), 0o600))
 			var out strings.Builder
 			var log testutil.Log
-			r := newRun(Options{Root: root, Runner: apply.PrintRunner{W: &out}, Log: log.Entry()})
+			r := newRun(Options{Root: root, Runner: host.PrintRunner{W: &out}, Log: log.Entry()})
 			r.boot = &bootstrap.Config{}
 			r.cfg = &protocol.Config{}
 			r.cfg.Elemental.Registration.URL = c.url
 			r.appliedDigest = c.appliedHere
 			// The "no config applied" case takes the earlier run's profile
 			// over and activates it: that is not this test's subject.
-			_ = r.bootstrapNetwork(t.Context())
+			_ = r.bootstrapNetwork(t.Context(), r.phase(PhaseBootstrap))
 			_, statErr := os.Stat(leftover)
 			if gone := errors.Is(statErr, os.ErrNotExist); gone != c.wantGone {
 				t.Fatalf("leftover removed: %v, want %v\n%s", gone, c.wantGone, log.String())
@@ -323,8 +270,8 @@ func TestLeftoverBootstrapKeyfilesGoOnceAConfigIsApplied(t *testing.T) {
 			if c.wantGone && !reloaded {
 				t.Errorf("NetworkManager not reloaded after the removal: %q", out.String())
 			}
-			if c.appliedHere != "" && !c.wantGone && len(r.bootKeyfiles) != 1 {
-				t.Errorf("kept leftover not handed to the run's apply: %v", r.bootKeyfiles)
+			if c.appliedHere != "" && !c.wantGone && len(r.bootNet.Keyfiles()) != 1 {
+				t.Errorf("kept leftover not handed to the run's apply: %v", r.bootNet.Keyfiles())
 			}
 		})
 	}

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/nodereg/nodereg/agent/inventory"
+	"github.com/nodereg/nodereg/agent/localconfig"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/protocol"
 )
@@ -38,8 +38,8 @@ func ResetNetwork(ctx context.Context, o Options) error {
 		return err
 	}
 	defer unlock()
-	log := r.log.WithField("phase", PhaseApply)
-	removed, err := r.applier(PhaseApply).RemoveNetwork(ctx)
+	log := r.phase(PhaseApply).log
+	removed, err := r.applier(log).RemoveNetwork(ctx)
 	if !o.DryRun {
 		for _, p := range removed {
 			log.WithField("path", p).Info("removed")
@@ -61,8 +61,7 @@ func ResetNetwork(ctx context.Context, o Options) error {
 	default:
 		log.WithField("files", len(removed)).Info("reset network: network config removed")
 	}
-	statePath := r.path(r.o.StatePath)
-	st, note, err := LoadState(r.files, statePath)
+	st, note, err := LoadState(r.files, r.o.StatePath)
 	if err != nil {
 		return &PhaseError{Phase: PhaseState, Err: err}
 	}
@@ -70,7 +69,7 @@ func ResetNetwork(ctx context.Context, o Options) error {
 		return nil
 	}
 	st.NetworkDigest, st.NetworkState, st.NetworkAddresses = "", "", ""
-	if err := st.Save(r.files, statePath); err != nil {
+	if err := st.Save(r.files, r.o.StatePath); err != nil {
 		return &PhaseError{Phase: PhaseState, Err: err}
 	}
 	return nil
@@ -81,8 +80,12 @@ func ResetNetwork(ctx context.Context, o Options) error {
 // dumpdata).
 func DumpInventory(ctx context.Context, o Options) ([]byte, error) {
 	r := newRun(o)
-	cfg, err := ReadConfig(r.o.Root, r.o.ConfigPath, r.o.Overrides, r.log)
-	if _, statErr := os.Stat(r.path(r.o.ConfigPath)); errors.Is(statErr, fs.ErrNotExist) {
+	var cfg *protocol.Config
+	f, err := localconfig.Read(r.files, r.o.ConfigPath, r.o.Overrides, r.log)
+	if err == nil {
+		cfg = f.Config
+	}
+	if _, statErr := r.files.Stat(r.o.ConfigPath); errors.Is(statErr, fs.ErrNotExist) {
 		// No config on this machine (yet): nothing to say.
 		cfg, err = &protocol.Config{}, nil
 	}
@@ -92,7 +95,7 @@ func DumpInventory(ctx context.Context, o Options) ([]byte, error) {
 		r.log.WithError(err).Warn("config not read: its labels are left out")
 		cfg = &protocol.Config{}
 	}
-	inv, err := inventory.Collect(ctx, inventory.Options{Root: r.o.Root, Log: r.log})
+	inv, err := inventory.Collect(ctx, inventory.Options{Files: r.files, Log: r.log})
 	if err != nil {
 		return nil, err
 	}
@@ -101,6 +104,6 @@ func DumpInventory(ctx context.Context, o Options) ([]byte, error) {
 		return nil, &ConfigError{Err: err}
 	}
 	reg := cfg.Elemental.Registration
-	ann := inventory.Annotations(inventory.AnnotationOptions{Root: r.o.Root, RegVersion: r.o.Version, Auth: kind(reg, reg.Auth), NoToolkit: reg.NoToolkit})
+	ann := inventory.Annotations(inventory.AnnotationOptions{Files: r.files, RegVersion: r.o.Version, Auth: kind(reg, reg.Auth), NoToolkit: reg.NoToolkit})
 	return inventory.Dump(inv, labels, ann)
 }

@@ -9,6 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/agent/handover"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -61,7 +62,7 @@ func TestRedactingWriterCloudConfig(t *testing.T) {
 	secrets := []string{"pw1", "$6$x$hashedsecret", "4242", "s3", "multi-line-secret", "ab", "RANDOM-bob-pw", "tk"}
 	cfg := &protocol.Config{CloudConfig: cc}
 	cfg.Elemental.SystemAgent.Token = "tk"
-	file, err := cloudInit(cc)
+	file, err := handover.CloudInit(cc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ const (
 	sourceNone networkSource = "none"
 	// sourceReply: the config embedded in the registration reply.
 	sourceReply networkSource = "embedded"
-	// sourceExplicit: MsgNetworkConfig on a new connection (DESIGN.md).
+	// sourceExplicit: MsgNetworkConfig on a new connection (docs/protocol.md §7.3).
 	sourceExplicit networkSource = "explicit"
 	// sourceReRegister: register again, the only way to ask an upstream
 	// server for a config whose addresses were pending.
@@ -38,8 +38,8 @@ type networkDecision struct {
 	UnresolvedIsFinal bool
 }
 
-// decideNetwork is the network-config decision (DESIGN.md "Asking for the
-// network config"): mode is elemental.registration.network-config (auto,
+// decideNetwork is the network-config decision (docs/protocol.md
+// §7.4): mode is elemental.registration.network-config (auto,
 // embedded, explicit), reply the registration's answer.
 func decideNetwork(mode string, reply *protocol.Reply) networkDecision {
 	explicit := mode == networkModeExplicit || (mode == networkModeAuto && reply.ExplicitNetworkConfig)
@@ -69,17 +69,17 @@ type fetched struct {
 // fetchNetwork gets a network config that carries real addresses: from the
 // registration reply, or by asking again as decideNetwork says, until the
 // network timeout.
-func (r *run) fetchNetwork(ctx context.Context, reply *protocol.Reply) (*fetched, error) {
+func (r *run) fetchNetwork(ctx context.Context, ph *phase, reply *protocol.Reply) (*fetched, error) {
 	d := decideNetwork(r.cfg.Elemental.Registration.NetworkConfig, reply)
 	if d.First == sourceNone {
 		if w := reply.Network.Unused(); w != "" {
-			r.log.WithField("phase", PhaseFetchNetwork).Warn(w)
+			ph.log.Warn(w)
 			return nil, nil
 		}
-		r.log.WithField("phase", PhaseFetchNetwork).Info("no network config for this machine (configurator none)")
+		ph.log.Info("no network config for this machine (configurator none)")
 		return nil, nil
 	}
-	log := r.log.WithField("phase", PhaseFetchNetwork).WithField("mode", r.cfg.Elemental.Registration.NetworkConfig)
+	log := ph.log.WithField("mode", r.cfg.Elemental.Registration.NetworkConfig)
 	switch {
 	case reply.Network.IsReal():
 		log.Debug("network config: embedded in MsgConfig")
@@ -93,18 +93,18 @@ func (r *run) fetchNetwork(ctx context.Context, reply *protocol.Reply) (*fetched
 	var out *fetched
 	ctx, cancel := r.bound(ctx, r.o.NetworkTimeout)
 	defer cancel()
-	err := r.policy(r.o.NetworkTimeout, PhaseFetchNetwork).Do(ctx, "network config", func(ctx context.Context, attempt int) error {
+	err := r.policy(r.o.NetworkTimeout, ph).Do(ctx, "network config", func(ctx context.Context, attempt int) error {
 		src := d.Retry
 		if attempt == 1 {
 			src = d.First
 		}
-		nc, err := r.askNetwork(ctx, src, reply)
+		nc, err := r.askNetwork(ctx, ph, src, reply)
 		if err != nil {
 			return classifyNetwork(err)
 		}
 		if !nc.IsReal() {
 			if w := nc.Unused(); w != "" {
-				r.log.WithField("phase", PhaseFetchNetwork).Warn(w)
+				ph.log.Warn(w)
 			}
 			return nil
 		}
@@ -122,7 +122,7 @@ func (r *run) fetchNetwork(ctx context.Context, reply *protocol.Reply) (*fetched
 }
 
 // askNetwork is one attempt's question, to the source the decision named.
-func (r *run) askNetwork(ctx context.Context, src networkSource, reply *protocol.Reply) (*protocol.NetworkConfig, error) {
+func (r *run) askNetwork(ctx context.Context, ph *phase, src networkSource, reply *protocol.Reply) (*protocol.NetworkConfig, error) {
 	switch src {
 	case sourceReply:
 		return reply.Network, nil
@@ -132,7 +132,7 @@ func (r *run) askNetwork(ctx context.Context, src networkSource, reply *protocol
 			return nil, err
 		}
 		defer cc.Close()
-		log := r.log.WithField("phase", PhaseFetchNetwork)
+		log := ph.log
 		log.WithField("version", cc.Version).Debug("sending MsgNetworkConfig")
 		nc, err := cc.ExplicitNetworkConfig(ctx)
 		if err == nil && nc != nil {
@@ -142,7 +142,7 @@ func (r *run) askNetwork(ctx context.Context, src networkSource, reply *protocol
 	default:
 		// The registration goes out again with network-config.state
 		// pending: the node is still waiting for its addresses.
-		again, err := r.registerOnce(ctx, netStatePending)
+		again, err := r.registerOnce(ctx, ph, netStatePending)
 		if err != nil {
 			return nil, classifyRegister(err)
 		}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/nodereg/nodereg/agent/exitcode"
 )
 
@@ -57,16 +59,29 @@ func Phases(m Mode) []Phase {
 	return []Phase{PhaseConfig, PhaseState, PhaseIdentity, PhaseBootstrap, PhaseRegister, PhaseFetchNetwork, PhasePlan, last, PhaseFinish}
 }
 
+// phase is what the runner hands one phase: its name (the STATUS prefix,
+// the state file's nodereg-last-phase) and its logger, tagged phase=<name>
+// already, for every line the phase and what it calls log.
+type phase struct {
+	name Phase
+	log  *logrus.Entry
+}
+
+// phase is p as the runner hands it over; the one place its logger is
+// tagged.
+func (r *run) phase(p Phase) *phase { return &phase{name: p, log: r.log.WithField("phase", p)} }
+
 // do runs one phase with its start and end lines and STATUS; a failure is
 // returned as a *PhaseError naming it, and so is a stop by a signal (the
 // run's context cancelled with an *exitcode.StoppedError as its cause).
-func (r *run) do(ctx context.Context, p Phase, fn func(context.Context) error) error {
-	log := r.log.WithField("phase", p)
+func (r *run) do(ctx context.Context, p Phase, fn func(context.Context, *phase) error) error {
+	ph := r.phase(p)
+	log := ph.log
 	// The result line says what matters; the start is for --debug.
 	log.Debug("[started]")
 	r.notify.Status(string(p), "started")
 	start := time.Now()
-	err := fn(ctx)
+	err := fn(ctx, ph)
 	d := time.Since(start).Round(time.Microsecond)
 	var stopped *exitcode.StoppedError
 	if cause := context.Cause(ctx); err != nil && errors.As(cause, &stopped) {
@@ -86,11 +101,11 @@ func (r *run) do(ctx context.Context, p Phase, fn func(context.Context) error) e
 }
 
 // step is do for a phase that hands a value to the next one.
-func step[T any](ctx context.Context, r *run, p Phase, fn func(context.Context) (T, error)) (T, error) {
+func step[T any](ctx context.Context, r *run, p Phase, fn func(context.Context, *phase) (T, error)) (T, error) {
 	var out T
-	err := r.do(ctx, p, func(ctx context.Context) error {
+	err := r.do(ctx, p, func(ctx context.Context, ph *phase) error {
 		var err error
-		out, err = fn(ctx)
+		out, err = fn(ctx, ph)
 		return err
 	})
 	return out, err

@@ -14,21 +14,22 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/protocol"
 )
 
 // applier is the apply library on this run's edges, logging as phase p.
-func (r *run) applier(p Phase) *apply.Applier {
+func (r *run) applier(log *logrus.Entry) *apply.Applier {
 	return &apply.Applier{
-		Root:    r.o.Root,
 		Runner:  r.runner,
 		Files:   r.files,
-		Tools:   apply.ToolsFromEnv(os.Getenv),
+		Tools:   host.ToolsFromEnv(os.Getenv),
 		Nmstate: r.nmstate,
-		Log:     r.log.WithField("phase", p),
+		Log:     log,
 		Policy:  r.netPolicy.Owning(bootstrap.RuntimeKeyfiles.Dir + "/" + bootstrap.RuntimeKeyfiles.Prefix),
 	}
 }
@@ -36,22 +37,22 @@ func (r *run) applier(p Phase) *apply.Applier {
 // plan turns the rendered config into a plan: keyfiles (nmstatectl gc for
 // nmstate), the yip applicator, the commands. Dry runs print it. A nil
 // plan: nothing to apply (no config, or the one applied last time).
-func (r *run) plan(ctx context.Context, net *fetched) (*apply.Plan, error) {
+func (r *run) plan(ctx context.Context, ph *phase, net *fetched) (*apply.Plan, error) {
 	if net == nil {
 		return nil, nil
 	}
 	r.result.Digest = net.rendered.Digest()
 	if !r.o.DryRun && r.result.Digest == r.state.NetworkDigest && r.applicatorPresent(net.rendered) {
-		r.log.WithField("phase", PhasePlan).WithField("digest", r.result.Digest).Info("network config unchanged since the last run: nothing to plan or apply")
+		ph.log.WithField("digest", r.result.Digest).Info("network config unchanged since the last run: nothing to plan or apply")
 		return nil, nil
 	}
-	a := r.applier(PhasePlan)
+	a := r.applier(ph.log)
 	planFn := a.Plan
 	if r.offline {
 		planFn = a.PlanKeyfiles
 	}
 	plan, err := planFn(ctx, net.rendered)
-	var tm *apply.ToolMissingError
+	var tm *host.ToolMissingError
 	var fe *apply.FieldError
 	switch {
 	case errors.As(err, &tm) && r.o.DryRun:
@@ -67,13 +68,13 @@ func (r *run) plan(ctx context.Context, net *fetched) (*apply.Plan, error) {
 		return nil, err
 	}
 	if note := plan.GeneratorNote(); note != "" {
-		r.log.WithField("phase", PhasePlan).WithField("generator", plan.Generator).Info(note)
+		ph.log.WithField("generator", plan.Generator).Info(note)
 	}
 	return plan, nil
 }
 
 // printPlan is a dry run's PhaseApply: what would be written and run.
-func (r *run) printPlan(ctx context.Context, net *fetched, plan *apply.Plan) error {
+func (r *run) printPlan(ctx context.Context, _ *phase, net *fetched, plan *apply.Plan) error {
 	if plan == nil {
 		return nil
 	}
@@ -83,19 +84,32 @@ func (r *run) printPlan(ctx context.Context, net *fetched, plan *apply.Plan) err
 }
 
 // applyLive makes the plan the running network and persists it (boot mode).
-func (r *run) applyLive(ctx context.Context, net *fetched, plan *apply.Plan) error {
+func (r *run) applyLive(ctx context.Context, ph *phase, net *fetched, plan *apply.Plan) error {
+	log := ph.log
 	if plan == nil {
-		r.dropBootstrap(ctx)
+		if net != nil && r.o.RepairDrift && r.state.NetworkDigest != "" {
+			if err := r.repairDrift(ctx, ph, net); err != nil {
+				return r.bootNet.Restore(ctx, log, err)
+			}
+		}
+		r.bootNet.Drop(ctx, log, r.state.NetworkDigest != "")
+		if net != nil {
+			// The wanted config is the applied one: a config that
+			// failed since is no longer asked for.
+			r.state.clearNetworkError()
+		}
 		return nil
 	}
-	if err := r.applier(PhaseApply).ApplyLive(ctx, plan, r.serverReachable); err != nil {
-		return r.keepBootstrap(ctx, err)
+	if err := r.applier(log).ApplyLive(ctx, plan, r.serverReachable); err != nil {
+		return r.bootNet.Restore(ctx, log, err)
 	}
+	r.state.clearNetworkError()
+	r.state.NetworkDrift = ""
 	r.state.NetworkDigest = plan.Digest()
 	r.state.NetworkState = netStateApplied
 	r.state.NetworkAddresses = formatAddresses(apply.InterfaceAddresses(net.rendered))
 	r.result.Applied = true
-	r.dropBootstrap(ctx)
+	r.bootNet.Drop(ctx, log, true)
 	return nil
 }
 
@@ -103,33 +117,17 @@ func (r *run) applyLive(ctx context.Context, net *fetched, plan *apply.Plan) err
 // --apply-live (Options.PersistOnly): the plan is written under the root and
 // nothing touches the host's live network. No digest is recorded, so a
 // later live run applies it.
-func (r *run) persistPlan(ctx context.Context, net *fetched, plan *apply.Plan) error {
+func (r *run) persistPlan(ctx context.Context, ph *phase, net *fetched, plan *apply.Plan) error {
 	if plan == nil {
 		return nil
 	}
-	if err := r.applier(PhaseApply).Persist(plan); err != nil {
+	if err := r.applier(ph.log).Persist(plan); err != nil {
 		return err
 	}
 	r.state.NetworkState = netStateReady
 	r.state.NetworkAddresses = formatAddresses(apply.InterfaceAddresses(net.rendered))
-	r.log.WithField("phase", PhaseApply).WithField("root", r.o.Root).Warn("network config written under --root, not applied live (--root is not /; --apply-live applies it)")
+	ph.log.WithField("root", r.o.Root).Warn("network config written under --root, not applied live (--root is not /; --apply-live applies it)")
 	return nil
-}
-
-// notLive is the runner of a run that must not touch the host's live state
-// (Options.PersistOnly): read-only commands (nmstatectl gc) run through
-// real, any other is said and not run.
-type notLive struct {
-	log  *logrus.Entry
-	real apply.Runner
-}
-
-func (n notLive) Run(ctx context.Context, c apply.Command) ([]byte, error) {
-	if c.ReadOnly {
-		return n.real.Run(ctx, c)
-	}
-	n.log.Warnf("not running %s: --root is not / (--apply-live runs it)", c)
-	return nil, nil
 }
 
 // applicatorPresent guards the unchanged-digest shortcut: if someone removed
@@ -138,14 +136,14 @@ func (r *run) applicatorPresent(rd *apply.Rendered) bool {
 	if rd.Configurator == protocol.ConfiguratorNone {
 		return true
 	}
-	_, err := os.Stat(r.path(apply.DefaultPaths().Applicator))
+	_, err := r.files.Stat(apply.DefaultPaths().Applicator)
 	return err == nil
 }
 
 // serverReachable is the check between a live apply and its commit: the
 // registration server must still answer over the new network. A plain GET
 // of the registration URL is answered by every elemental-operator without
-// authentication (PROTOCOL.md 2.3).
+// authentication (docs/protocol.md §1.2).
 func (r *run) serverReachable(ctx context.Context) error {
 	// A server restarting at this very moment must not roll back a good
 	// network: ask a few times, well inside the checkpoint's timeout.
@@ -153,7 +151,7 @@ func (r *run) serverReachable(ctx context.Context) error {
 	if window <= 0 {
 		window = DefaultReachabilityWindow
 	}
-	p := retry.Policy{Initial: time.Second, Max: 4 * time.Second, Deadline: window, Clock: r.o.Clock}
+	p := retry.Policy{Initial: time.Second, Max: 4 * time.Second, Deadline: window, Clock: r.o.Clock, Retryable: exitcode.Retryable}
 	return p.Do(ctx, "reachability check", func(ctx context.Context, _ int) error { return r.reachableOnce(ctx) })
 }
 
@@ -222,9 +220,10 @@ func printRender(ctx context.Context, o Options, nc *protocol.NetworkConfig, nms
 	r.nmstate = nmstate
 	r.offline = true
 	net := &fetched{config: nc, rendered: rd}
-	plan, err := r.plan(ctx, net)
+	ph := r.phase(PhasePlan)
+	plan, err := r.plan(ctx, ph, net)
 	if err != nil {
 		return err
 	}
-	return r.printPlan(ctx, net, plan)
+	return r.printPlan(ctx, ph, net, plan)
 }

@@ -32,7 +32,7 @@ func TestReachabilityWindow(t *testing.T) {
 		clock := retrytest.NewClock(time.Now())
 		cfg := &protocol.Config{}
 		cfg.Elemental.Registration.URL = url
-		r := &run{o: Options{ReachabilityWindow: c.window, Clock: clock}, cfg: cfg}
+		r := &run{env: env{o: Options{ReachabilityWindow: c.window, Clock: clock}}, cfg: cfg}
 		err := r.serverReachable(t.Context())
 		if !errors.Is(err, retry.ErrDeadline) {
 			t.Fatalf("window %s: %v, want the retry deadline", c.window, err)

@@ -10,7 +10,9 @@ import (
 
 	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/agent/inventory"
+	"github.com/nodereg/nodereg/agent/localconfig"
 	"github.com/nodereg/nodereg/agent/retry"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -76,19 +78,24 @@ func (r *run) dialOptions() protocol.DialOptions {
 // caCert is the CA as the dial reads it: a file named in the config or on
 // the command line is read under --root.
 func (r *run) caCert() string {
-	return caUnderRoot(r.o.Root, r.cfg.Elemental.Registration.CACert)
+	files := r.files
+	if files == nil { // a run made by hand in a test
+		files = host.Root(r.o.Root)
+	}
+	return r.trustedCA(files)
 }
 
 // policy is the retry policy of a phase: its waits are logged and shown in
 // the systemd STATUS, and extend systemd's start timeout.
-func (r *run) policy(deadline time.Duration, p Phase) retry.Policy {
-	hook := r.notify.RetryHook(string(p), protocol.DefaultSessionDeadline+5*time.Second)
+func (r *run) policy(deadline time.Duration, ph *phase) retry.Policy {
+	hook := r.notify.RetryHook(string(ph.name), protocol.DefaultSessionDeadline+5*time.Second)
 	return retry.Policy{
-		Deadline: deadline,
-		Clock:    r.o.Clock,
-		Max:      30 * time.Second,
+		Deadline:  deadline,
+		Clock:     r.o.Clock,
+		Retryable: exitcode.Retryable,
+		Max:       30 * time.Second,
 		OnWait: func(attempt int, d time.Duration, err error) {
-			r.log.WithField("phase", p).WithField("attempt", attempt).WithError(err).Warnf("retrying in %s", d.Round(time.Millisecond))
+			ph.log.WithField("attempt", attempt).WithError(err).Warnf("retrying in %s", d.Round(time.Millisecond))
 			hook(attempt, d, err)
 		},
 	}
@@ -105,13 +112,13 @@ func (r *run) bound(ctx context.Context, deadline time.Duration) (context.Contex
 
 // register runs the registration conversation with retries and returns the
 // server's reply.
-func (r *run) register(ctx context.Context) (*protocol.Reply, error) {
+func (r *run) register(ctx context.Context, ph *phase) (*protocol.Reply, error) {
 	ctx, cancel := r.bound(ctx, r.o.Deadline)
 	defer cancel()
 	var reply *protocol.Reply
-	err := r.policy(r.o.Deadline, PhaseRegister).Do(ctx, "registration", func(ctx context.Context, attempt int) error {
+	err := r.policy(r.o.Deadline, ph).Do(ctx, "registration", func(ctx context.Context, attempt int) error {
 		var err error
-		if reply, err = r.registerOnce(ctx, r.state.NetworkState); err != nil {
+		if reply, err = r.registerOnce(ctx, ph, r.state.NetworkState); err != nil {
 			return classifyRegister(err)
 		}
 		return nil
@@ -121,14 +128,14 @@ func (r *run) register(ctx context.Context) (*protocol.Reply, error) {
 
 // registerOnce is one registration conversation; netState is the
 // network-config.state reported back (see reportBack).
-func (r *run) registerOnce(ctx context.Context, netState string) (*protocol.Reply, error) {
+func (r *run) registerOnce(ctx context.Context, ph *phase, netState string) (*protocol.Reply, error) {
 	reg := r.cfg.Elemental.Registration
 	cc, err := protocol.Dial(ctx, r.dialOptions(), r.auth)
 	if err != nil {
 		return nil, err
 	}
 	defer cc.Close()
-	log := r.log.WithField("phase", PhaseRegister)
+	log := ph.log
 	log.WithField("url", protocol.RedactURL(reg.URL)).WithField("auth", r.auth.Kind()).WithField("version", cc.Version).Debug("connected: authenticated, protocol version negotiated")
 	inv, err := r.inv.wait(ctx)
 	if err != nil {
@@ -140,6 +147,7 @@ func (r *run) registerOnce(ctx context.Context, netState string) (*protocol.Repl
 		annotations["registration-ip"] = ip
 	}
 	reportBack(annotations, netState, r.state.NetworkAddresses)
+	reportInterfaces(annotations, r.state, netState)
 	payloads := &protocol.Payloads{
 		Update:           r.state.Registered(),
 		NoSMBIOS:         reg.NoSMBIOS,
@@ -167,15 +175,19 @@ func (r *run) registerOnce(ctx context.Context, netState string) (*protocol.Repl
 	if err != nil {
 		return nil, err
 	}
-	for _, w := range protocol.KeepLocal(*r.cfg, &cfg) {
-		r.log.WithField("phase", PhaseRegister).Warn(w)
+	sentCA := cfg.Elemental.Registration.CACert
+	for _, w := range append(localconfig.KeepLocal(*r.cfg, &cfg), localconfig.ServerSent(reply.Payload)...) {
+		log.Warn(w)
 	}
+	// The server's CA is never merged: rotation takes it, or not.
+	cfg.Elemental.Registration.CACert = r.cfg.Elemental.Registration.CACert
+	r.rotateCA(ctx, log, sentCA)
 	got := log.WithField("explicit-network-config", reply.ExplicitNetworkConfig)
 	if reply.Network != nil {
 		got = got.WithField("configurator", reply.Network.Configurator).WithField("addresses", len(reply.Network.IPAddresses))
 	}
 	got.Debug("received MsgConfig")
-	r.checkServerReply(reply)
+	checkServerReply(log, reply)
 	r.cfg = &cfg
 	r.result.Registered = true
 	if r.state.InitialRegistration.IsZero() {

@@ -47,7 +47,7 @@ func TestRenderIgnoresThisHostsKeyfiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	var notOurs *apply.NotOwnedError
-	if _, err := r.plan(t.Context(), &fetched{config: nc, rendered: rd}); !errors.As(err, &notOurs) {
+	if _, err := r.plan(t.Context(), r.phase(PhasePlan), &fetched{config: nc, rendered: rd}); !errors.As(err, &notOurs) {
 		t.Errorf("a plan for this machine replaced a foreign keyfile: %v", err)
 	}
 }

@@ -6,21 +6,19 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/agent/inventory"
+	"github.com/nodereg/nodereg/agent/localconfig"
 	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
 	"github.com/nodereg/nodereg/internal/devnode"
-	"github.com/nodereg/nodereg/internal/hostpath"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/logx"
-	"github.com/nodereg/nodereg/internal/statelock"
 	"github.com/nodereg/nodereg/netpolicy"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/tpm"
@@ -74,6 +72,10 @@ type Options struct {
 	// registration server still answers over the new network; past it the
 	// change is rolled back (default DefaultReachabilityWindow).
 	ReachabilityWindow time.Duration
+	// RepairDrift: the update run (nodereg-update.service): when the
+	// server's config is the applied one, compare the live network with
+	// it and apply it again if it drifted (docs/verify.md).
+	RepairDrift bool
 	// LockWait bounds the wait for the state lock another run holds
 	// (default DefaultLockWait); past it the run ends with exit 75.
 	LockWait time.Duration
@@ -82,31 +84,40 @@ type Options struct {
 	Log      *logrus.Entry
 	Notifier Notifier
 	Clock    retry.Clock
-	Runner   apply.Runner
+	Runner   host.Runner
 }
 
-// run is what spans the whole run; what one phase hands the next (the
-// reply, the network config, the plan) is passed and returned instead.
-type run struct {
+// env is what a run works with, fixed when it starts (newRun): the
+// options (the clock among them), the logger, the notifier, the host edge
+// (real, or printing in a dry run; notLive under a scratch root), the apply
+// phase's work chosen with it, and the TPM once the identity phase opened
+// it.
+type env struct {
 	o      Options
 	log    *logrus.Entry
 	notify Notifier
-	cfg    *protocol.Config
-	state  *State
-	tpm    *tpm.TPM
-	auth   protocol.Authenticator
-	inv    *pendingInventory
+	files  host.FS
+	runner host.Runner
+	// applyPlan is PhaseApply's work: applyLive, printPlan in a dry run,
+	// persistPlan under a scratch root.
+	applyPlan func(context.Context, *phase, *fetched, *apply.Plan) error
+	tpm       *tpm.TPM
+}
+
+// run is one run: its environment and the state that spans the phases;
+// what one phase hands the next (the reply, the network config, the plan)
+// is passed and returned instead.
+type run struct {
+	env
+	cfg   *protocol.Config
+	state *State
+	auth  protocol.Authenticator
+	inv   *pendingInventory
 	// labels and annotations (but registration-ip) are what this run
 	// sends; read once.
 	labels      map[string]string
 	annotations map[string]string
 	result      Result
-	// files and runner are the run's side effects on the host: real, or
-	// printing ones in a dry run.
-	files  apply.Files
-	runner apply.Runner
-	// applyPlan is PhaseApply's work: applyLive, or printPlan in a dry run.
-	applyPlan func(context.Context, *fetched, *apply.Plan) error
 	// nmstate is the local choice of nmstate's keyfile generator; netPolicy
 	// the local network-config policy (netpolicy).
 	nmstate   apply.NmstateChoice
@@ -114,10 +125,10 @@ type run struct {
 	// offline: the plan is for some other machine (agent render), so the
 	// keyfile names are not checked against this host's keyfile directory.
 	offline bool
-	// boot is the local bootstrap network config (nil: none); bootKeyfiles
-	// the bootstrap profiles this run brought up or took over (agent/bootstrap.go).
-	boot         *bootstrap.Config
-	bootKeyfiles []string
+	// boot is the local bootstrap network config (nil: none); bootNet the
+	// bootstrap network this run brought up or took over (nil: none).
+	boot    *bootstrap.Config
+	bootNet *bootstrap.Network
 	// appliedDigest is the state's network digest as read, before install
 	// and reset forget it: whether a config of ours is applied here.
 	appliedDigest string
@@ -167,7 +178,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 func (r *run) phases(ctx context.Context) error {
 	for _, p := range []struct {
 		phase Phase
-		fn    func(context.Context) error
+		fn    func(context.Context, *phase) error
 	}{{PhaseConfig, r.loadConfig}, {PhaseState, r.loadState}, {PhaseIdentity, r.identity}, {PhaseBootstrap, r.bootstrapNetwork}} {
 		if err := r.do(ctx, p.phase, p.fn); err != nil {
 			return err
@@ -177,18 +188,20 @@ func (r *run) phases(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	net, err := step(ctx, r, PhaseFetchNetwork, func(ctx context.Context) (*fetched, error) { return r.fetchNetwork(ctx, reply) })
+	net, err := step(ctx, r, PhaseFetchNetwork, func(ctx context.Context, ph *phase) (*fetched, error) { return r.fetchNetwork(ctx, ph, reply) })
 	if err != nil {
 		return err
 	}
-	plan, err := step(ctx, r, PhasePlan, func(ctx context.Context) (*apply.Plan, error) { return r.plan(ctx, net) })
+	plan, err := step(ctx, r, PhasePlan, func(ctx context.Context, ph *phase) (*apply.Plan, error) { return r.plan(ctx, ph, net) })
 	if err != nil {
-		return err
+		return r.networkFailed(ctx, PhasePlan, net, err)
 	}
 	if r.o.Mode == ModeBoot {
-		err = r.do(ctx, PhaseApply, func(ctx context.Context) error { return r.applyPlan(ctx, net, plan) })
+		if err = r.do(ctx, PhaseApply, func(ctx context.Context, ph *phase) error { return r.applyPlan(ctx, ph, net, plan) }); err != nil {
+			return r.networkFailed(ctx, PhaseApply, net, err)
+		}
 	} else {
-		err = r.do(ctx, PhaseHandOver, func(ctx context.Context) error { return r.handOver(ctx, net, plan) })
+		err = r.do(ctx, PhaseHandOver, func(ctx context.Context, ph *phase) error { return r.handOver(ctx, ph, net, plan) })
 	}
 	if err != nil {
 		return err
@@ -217,24 +230,26 @@ func newRun(o Options) *run {
 		o.LabelsFile = DefaultLabelsFile
 	}
 	if o.Runner == nil {
-		o.Runner = apply.ExecRunner{}
+		o.Runner = host.ExecRunner{}
 	}
-	r := &run{o: o, log: o.Log, notify: o.Notifier, files: apply.HostFiles{}, runner: o.Runner}
+	r := &run{env: env{o: o, log: o.Log, notify: o.Notifier, files: host.Root(o.Root), runner: o.Runner}}
 	r.applyPlan = r.applyLive
 	if o.DryRun {
 		// A dry run is the same run with printing edges: files and
 		// commands that change the host are printed, read-only commands
 		// run, systemd is not told, and the plan is printed, not applied.
 		r.o.Out = redactingWriter{w: o.Out, r: r}
-		r.files = apply.PrintFiles{W: r.o.Out}
-		r.runner = apply.PrintRunner{W: r.o.Out, Real: o.Runner}
+		r.files = host.Print{Root: host.Root(o.Root), W: r.o.Out}
+		r.runner = host.PrintRunner{W: r.o.Out, Real: o.Runner}
 		r.notify = nopNotifier{}
 		r.applyPlan = r.printPlan
 	}
 	if o.PersistOnly && !o.DryRun {
 		// A scratch root: files are written under it, nothing reaches the
 		// host's live network or its toolkit (a dry run prints instead).
-		r.runner = notLive{log: r.log, real: o.Runner}
+		r.runner = host.NotLive{Real: o.Runner, Say: func(c host.Command) {
+			r.log.Warnf("not running %s: --root is not / (--apply-live runs it)", c)
+		}}
 		r.applyPlan = r.persistPlan
 	}
 	return r
@@ -244,39 +259,6 @@ func newRun(o Options) *run {
 // lock: a registration update or an admin's reset-network is over in
 // seconds; a boot run stuck longer than this is better retried by systemd.
 const DefaultLockWait = 30 * time.Second
-
-// lock takes the state lock for a run that may write (not a dry run): the
-// boot service, the update timer and an admin's --reset-network would
-// otherwise interleave writes to the state, the manifest and the keyfiles.
-func (r *run) lock(ctx context.Context) (unlock func(), err error) {
-	if r.o.DryRun {
-		return func() {}, nil
-	}
-	dir := filepath.Dir(r.path(r.o.StatePath))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, &PhaseError{Phase: PhaseState, Err: fmt.Errorf("creating state directory: %w", err)}
-	}
-	wait := r.o.LockWait
-	if wait <= 0 {
-		wait = DefaultLockWait
-	}
-	if r.o.Deadline > 0 && r.o.Deadline < wait {
-		wait = r.o.Deadline // --deadline bounds the whole run's wait
-	}
-	l, err := statelock.Acquire(ctx, filepath.Join(dir, statelock.Name), wait)
-	if err != nil {
-		var stopped *exitcode.StoppedError
-		if errors.As(context.Cause(ctx), &stopped) {
-			return nil, &PhaseError{Phase: PhaseState, Err: stopped}
-		}
-		// Logged as a phase's failure is: the final line leaves out the
-		// error of a PhaseError, and this one names the holder's pid.
-		r.log.WithField("phase", PhaseState).WithError(err).Error("[failed]")
-		return nil, &PhaseError{Phase: PhaseState, Err: err}
-	}
-	r.removeStaleTemps()
-	return func() { _ = l.Release() }, nil
-}
 
 func (r *run) close() {
 	r.inv.stop()
@@ -289,31 +271,31 @@ func (r *run) close() {
 	}
 }
 
-func (r *run) path(p string) string { return hostpath.Join(r.o.Root, p) }
+func (r *run) path(p string) string { return r.files.Path(p) }
 
-func (r *run) loadConfig(ctx context.Context) error {
-	cfg, nmstate, raw, err := readConfigFile(r.o.Root, r.o.ConfigPath, r.o.Overrides, r.log.WithField("phase", PhaseConfig))
+func (r *run) loadConfig(ctx context.Context, ph *phase) error {
+	f, err := localconfig.Read(r.files, r.o.ConfigPath, r.o.Overrides, ph.log)
 	if err != nil {
 		return err
 	}
-	r.cfg, r.nmstate = cfg, nmstate
-	if err := r.loadBootstrap(raw); err != nil {
+	r.cfg, r.nmstate = f.Config, f.Nmstate
+	if r.boot, err = f.Bootstrap(); err != nil {
 		return err
 	}
-	if r.netPolicy, err = netpolicy.FromConfig(r.o.ConfigPath, raw); err != nil {
-		return &ConfigError{Err: err}
+	if r.netPolicy, err = f.NetPolicy(); err != nil {
+		return err
 	}
 	if err := r.checkModeTools(); err != nil {
 		return err
 	}
-	reg := cfg.Elemental.Registration
+	reg := r.cfg.Elemental.Registration
 	// Labels and the annotations that do not depend on the connection are
 	// read once per run, not once per attempt.
 	if r.labels, err = inventory.Labels(reg.Labels, r.path(r.o.LabelsFile), r.o.Labels); err != nil {
 		return &ConfigError{Err: err}
 	}
 	r.annotations = inventory.Annotations(inventory.AnnotationOptions{
-		Root: r.o.Root, RegVersion: r.o.Version, Auth: kind(reg, reg.Auth), NoToolkit: reg.NoToolkit,
+		Files: r.files, RegVersion: r.o.Version, Auth: kind(reg, reg.Auth), NoToolkit: reg.NoToolkit,
 	})
 	if !strings.HasPrefix(reg.URL, "https://") {
 		r.log.WithField("url", protocol.RedactURL(reg.URL)).Warn("registration URL is plain http: the conversation is neither encrypted nor authenticated")
@@ -321,7 +303,7 @@ func (r *run) loadConfig(ctx context.Context) error {
 	// The inventory needs nothing from the server: collect it while the
 	// TPM and the connection are being set up; PhaseRegister sends it.
 	r.inv = collectInventory(ctx, inventory.Options{
-		Root: r.o.Root, NoSMBIOS: reg.NoSMBIOS,
+		Files: r.files, NoSMBIOS: reg.NoSMBIOS,
 		// The wait for it happens inside a connection's session, so it
 		// gets half a session at most; a slow module is left out.
 		Deadline: protocol.DefaultSessionDeadline / 2,
@@ -330,22 +312,22 @@ func (r *run) loadConfig(ctx context.Context) error {
 	return nil
 }
 
-func (r *run) loadState(ctx context.Context) error {
-	st, note, err := LoadState(r.files, r.path(r.o.StatePath))
+func (r *run) loadState(ctx context.Context, ph *phase) error {
+	st, note, err := LoadState(r.files, r.o.StatePath)
 	if err != nil {
 		return err
 	}
 	switch {
 	case note == NoteFirstRegistration:
 		// Every machine's first boot: nothing to warn about.
-		r.log.WithField("phase", PhaseState).Info(note)
+		ph.log.Info(note)
 	case note != "":
-		r.log.WithField("phase", PhaseState).Warn(note)
+		ph.log.Warn(note)
 	}
 	if st.LastPhase != "" && st.LastPhase != PhaseFinish {
 		// Saved at the hand-over: this is the first run after an install
 		// or a reset, or the toolkit did not come back.
-		r.log.WithField("phase", PhaseState).WithField("last-phase", st.LastPhase).Info("the previous run ended at its hand-over to the toolkit")
+		ph.log.WithField("last-phase", st.LastPhase).Info("the previous run ended at its hand-over to the toolkit")
 	}
 	r.appliedDigest = st.NetworkDigest
 	if r.o.Mode != ModeBoot {
@@ -358,29 +340,29 @@ func (r *run) loadState(ctx context.Context) error {
 	return nil
 }
 
-func (r *run) identity(ctx context.Context) error {
+func (r *run) identity(ctx context.Context, ph *phase) error {
 	reg := r.cfg.Elemental.Registration
 	switch reg.Auth {
 	case authMAC:
-		mac, err := inventory.MACAddress(r.o.Root)
+		mac, err := inventory.MACAddress(r.files)
 		if err != nil {
 			return configErr("auth mac: %w", err)
 		}
 		r.auth = protocol.Plain{AuthKind: kind(reg, authMAC), ID: mac}
 	case authSysUUID:
-		id, err := inventory.SystemUUID(r.o.Root)
+		id, err := inventory.SystemUUID(r.files)
 		if err != nil {
 			return configErr("auth sys-uuid: %w", err)
 		}
 		r.auth = protocol.Plain{AuthKind: kind(reg, authSysUUID), ID: id}
 	case authTPM:
-		return r.openTPM()
+		return r.openTPM(ph.log)
 	}
 	return nil
 }
 
 // kind is the auth annotation: upstream says emulated-tpm whenever
-// emulation is on, whatever the auth (PROTOCOL.md 5.2).
+// emulation is on, whatever the auth (docs/protocol.md §4.2).
 func kind(reg protocol.Registration, k string) string {
 	if reg.EmulateTPM {
 		return "emulated-tpm"
@@ -388,16 +370,16 @@ func kind(reg protocol.Registration, k string) string {
 	return k
 }
 
-func (r *run) openTPM() error {
+func (r *run) openTPM(log *logrus.Entry) error {
 	reg := r.cfg.Elemental.Registration
-	opts := tpm.Options{Device: reg.TPMDevice, AKBlob: r.state.AKBlob(), Log: r.log.WithField("phase", PhaseIdentity),
+	opts := tpm.Options{Device: reg.TPMDevice, AKBlob: r.state.AKBlob(), Log: log,
 		// A dry run writes nothing on the node, and a scratch root is not
 		// this machine's install: neither may make keys persistent in the
 		// machine's TPM.
 		NoPersist: r.o.DryRun || r.o.PersistOnly,
 	}
 	if reg.EmulateTPM {
-		uuid, _ := inventory.SystemUUID(r.o.Root)
+		uuid, _ := inventory.SystemUUID(r.files)
 		opts.Emulate = true
 		opts.Seed = tpm.ResolveSeed(true, reg.EmulatedTPMSeed, r.state.EmulatedTPM, r.state.EmulatedTPMSeed, uuid)
 		r.state.EmulatedTPM, r.state.EmulatedTPMSeed = true, opts.Seed
@@ -428,12 +410,12 @@ func (r *run) openTPM() error {
 	return nil
 }
 
-func (r *run) finish(ctx context.Context) error {
+func (r *run) finish(ctx context.Context, _ *phase) error {
 	if r.tpm != nil {
 		r.state.SetAKBlob(r.tpm.AKBlob())
 	}
 	r.state.LastPhase = PhaseFinish
-	if err := r.state.Save(r.files, r.path(r.o.StatePath)); err != nil {
+	if err := r.state.Save(r.files, r.o.StatePath); err != nil {
 		return err
 	}
 	r.notify.Ready()

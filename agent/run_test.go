@@ -15,8 +15,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/agent/handover"
 	"github.com/nodereg/nodereg/agent/retry/retrytest"
-	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/protocol"
@@ -236,7 +237,7 @@ func TestRunFollowsThePhaseList(t *testing.T) {
 	for _, mode := range []Mode{ModeBoot, ModeReset} {
 		s := &scriptedServer{script: script{gets: []answer{{reply: &protocol.ConfigReply{}}}}}
 		m := node.New(t, "52:54:00:aa:00:02", s.start(t), "    no-smbios: true\n")
-		t.Setenv(apply.EnvElemental, "/bin/true")
+		t.Setenv(host.EnvElemental, "/bin/true")
 		rec := &statusRecorder{}
 		var out strings.Builder
 		if _, err := Run(t.Context(), Options{Root: m.Root, Mode: mode, Out: &out, Notifier: rec, Clock: retrytest.NewClock(time.Now())}); err != nil {
@@ -259,15 +260,15 @@ func TestHandOverUnderAScratchRootDoesNotRunTheToolkit(t *testing.T) {
 		ran := filepath.Join(t.TempDir(), "elemental-ran")
 		toolkit := filepath.Join(t.TempDir(), "elemental")
 		testutil.Must(t, os.WriteFile(toolkit, []byte("#!/bin/sh\ntouch "+ran+"\n"), 0o755))
-		t.Setenv(apply.EnvElemental, toolkit)
-		trigger := filepath.Join(m.Root, resetCloudConfig)
+		t.Setenv(host.EnvElemental, toolkit)
+		trigger := filepath.Join(m.Root, handover.ResetCloudConfig)
 		testutil.Must(t, os.MkdirAll(filepath.Dir(trigger), 0o755))
 		testutil.Must(t, os.WriteFile(trigger, []byte("#reset\n"), 0o600))
 		var log testutil.Log
 		if _, err := Run(t.Context(), Options{Root: m.Root, Mode: ModeReset, PersistOnly: persistOnly, Log: log.Entry(), Clock: retrytest.NewClock(time.Now())}); err != nil {
 			t.Fatalf("persist-only %v: %v", persistOnly, err)
 		}
-		if _, err := os.Stat(filepath.Join(m.Root, cloudInitDir, hookFileName)); err != nil {
+		if _, err := os.Stat(filepath.Join(m.Root, handover.HookPath)); err != nil {
 			t.Errorf("persist-only %v: hook not written under the root: %v", persistOnly, err)
 		}
 		_, ranErr := os.Stat(ran)

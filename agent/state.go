@@ -2,22 +2,26 @@ package agent
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
 	"path/filepath"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/nodereg/nodereg/apply"
-	"github.com/nodereg/nodereg/bootstrap"
+	"github.com/nodereg/nodereg/agent/catrust"
+	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/internal/atomicfile"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/safefile"
+	"github.com/nodereg/nodereg/internal/statelock"
 )
 
-// State is the state file: elemental-register's keys (PROTOCOL.md 8.4), so
+// State is the state file: elemental-register's keys (docs/protocol.md §8.3), so
 // an existing node keeps its registration when the binary is swapped, plus
 // nodereg's own, which upstream readers ignore.
 type State struct {
@@ -36,6 +40,16 @@ type State struct {
 	// its network config.
 	NetworkState     string `yaml:"nodereg-network-state,omitempty"`
 	NetworkAddresses string `yaml:"nodereg-network-addresses,omitempty"`
+	// NetworkError* keep a failed plan or apply (docs/annotations.md)
+	// until a later apply succeeds: reported back at every registration
+	// meanwhile. NetworkErrorInterfaces are the failed config's, by comma.
+	NetworkError           string `yaml:"nodereg-network-error,omitempty"`
+	NetworkErrorKind       string `yaml:"nodereg-network-error-kind,omitempty"`
+	NetworkErrorPhase      Phase  `yaml:"nodereg-network-error-phase,omitempty"`
+	NetworkErrorInterfaces string `yaml:"nodereg-network-error-interfaces,omitempty"`
+	// NetworkDrift is what the last drift repair put back (the update
+	// run, docs/annotations.md); cleared by the next apply of a new config.
+	NetworkDrift string `yaml:"nodereg-network-drift-repaired,omitempty"`
 	// LastPhase is where the previous run saved this file: PhaseFinish,
 	// or PhaseHandOver when it handed over to the toolkit (install,
 	// reset), which the first run after it logs.
@@ -77,26 +91,27 @@ const NoteFirstRegistration = "no state file: first registration"
 // corrupt file is kept aside through files (as <path>.corrupt-<unix time>
 // on the host; a dry run's printing edge only says so), and the run starts
 // fresh; note says what happened.
-func LoadState(files apply.Files, path string) (st *State, note string, err error) {
-	b, err := safefile.ReadFile(path, maxStateFile)
+func LoadState(files host.FS, path string) (st *State, note string, err error) {
+	b, err := files.ReadFile(path, maxStateFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &State{}, NoteFirstRegistration, nil
 	}
+	shown := files.Path(path)
 	if errors.Is(err, safefile.ErrNotRegular) || errors.Is(err, safefile.ErrSymlink) {
 		// Not a state file: every later run would fail the same way, so
 		// it needs a person (exit 78), not a retry (issue 21, item 6).
-		return nil, "", &ConfigError{Err: fmt.Errorf("reading state file %s: %w: remove it (a person or another program put it there)", path, err)}
+		return nil, "", &ConfigError{Err: fmt.Errorf("reading state file %s: %w: remove it (a person or another program put it there)", shown, err)}
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("reading state file %s: %w", path, err)
+		return nil, "", fmt.Errorf("reading state file %s: %w", shown, err)
 	}
 	st = &State{loaded: b}
 	if uErr := yaml.Unmarshal(b, st); uErr != nil {
 		aside, rErr := files.SetAside(path)
 		if rErr != nil {
-			return nil, "", fmt.Errorf("state file %s is corrupt (%v) and could not be kept aside: %w", path, uErr, rErr)
+			return nil, "", fmt.Errorf("state file %s is corrupt (%v) and could not be kept aside: %w", shown, uErr, rErr)
 		}
-		return &State{}, fmt.Sprintf("state file %s is corrupt (%v): kept as %s, registering as new", path, uErr, aside), nil
+		return &State{}, fmt.Sprintf("state file %s is corrupt (%v): kept as %s, registering as new", shown, uErr, aside), nil
 	}
 	return st, "", nil
 }
@@ -104,7 +119,7 @@ func LoadState(files apply.Files, path string) (st *State, note string, err erro
 // Save writes the state through files (atomically on the host), creating
 // its directory with 0700 as upstream does; an unchanged state is not
 // written again.
-func (s *State) Save(files apply.Files, path string) error {
+func (s *State) Save(files host.FS, path string) error {
 	b, err := yaml.Marshal(s)
 	if err != nil {
 		return fmt.Errorf("encoding state: %w", err)
@@ -122,12 +137,44 @@ func (s *State) Save(files apply.Files, path string) error {
 	return nil
 }
 
+// lock takes the state lock for a run that may write (not a dry run): the
+// boot service, the update timer and an admin's --reset-network would
+// otherwise interleave writes to the state, the manifest and the keyfiles.
+func (r *run) lock(ctx context.Context) (unlock func(), err error) {
+	if r.o.DryRun {
+		return func() {}, nil
+	}
+	dir := path.Dir(r.o.StatePath)
+	if err := r.files.MkdirAll(dir, 0o700); err != nil {
+		return nil, &PhaseError{Phase: PhaseState, Err: fmt.Errorf("creating state directory: %w", err)}
+	}
+	wait := r.o.LockWait
+	if wait <= 0 {
+		wait = DefaultLockWait
+	}
+	if r.o.Deadline > 0 && r.o.Deadline < wait {
+		wait = r.o.Deadline // --deadline bounds the whole run's wait
+	}
+	l, err := statelock.Acquire(ctx, r.files.Path(path.Join(dir, statelock.Name)), wait)
+	if err != nil {
+		var stopped *exitcode.StoppedError
+		if errors.As(context.Cause(ctx), &stopped) {
+			return nil, &PhaseError{Phase: PhaseState, Err: stopped}
+		}
+		// Logged as a phase's failure is: the final line leaves out the
+		// error of a PhaseError, and this one names the holder's pid.
+		r.log.WithField("phase", PhaseState).WithError(err).Error("[failed]")
+		return nil, &PhaseError{Phase: PhaseState, Err: err}
+	}
+	r.removeStaleTemps()
+	return func() { _ = l.Release() }, nil
+}
+
 // removeStaleTemps removes the temp files of writes a kill -9 cut short, in
 // the directories the agent writes; the state lock is held, so none is in
 // flight (issue 21, item 6).
 func (r *run) removeStaleTemps() {
-	p := apply.DefaultPaths()
-	for _, dir := range []string{filepath.Dir(r.o.StatePath), p.KeyfileDir, p.StateDir, filepath.Dir(p.Applicator), bootstrap.RuntimeKeyfiles.Dir} {
+	for _, dir := range []string{path.Dir(r.o.StatePath), host.KeyfileDir, host.StateDir, catrust.Dir, path.Dir(host.Applicator), host.RuntimeKeyfileDir} {
 		removed, err := atomicfile.RemoveStale(r.path(dir))
 		if err != nil {
 			r.log.WithField("phase", PhaseState).WithError(err).Warn("removing stale temp files")

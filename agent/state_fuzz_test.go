@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/host"
 )
 
 // FuzzLoadState: whatever is on disk (a half-written file from another
@@ -27,7 +27,7 @@ func FuzzLoadState(f *testing.F) {
 		if err := os.WriteFile(path, content, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		st, note, err := LoadState(apply.HostFiles{}, path)
+		st, note, err := LoadState(host.Root("/"), path)
 		if err != nil {
 			t.Fatalf("LoadState failed on content alone: %v", err)
 		}
@@ -51,10 +51,10 @@ func FuzzLoadState(f *testing.F) {
 			}
 			return
 		}
-		if err := st.Save(apply.HostFiles{}, path); err != nil {
+		if err := st.Save(host.Root("/"), path); err != nil {
 			t.Fatalf("saving a state we read: %v", err)
 		}
-		again, note, err := LoadState(apply.HostFiles{}, path)
+		again, note, err := LoadState(host.Root("/"), path)
 		if err != nil || note != "" {
 			t.Fatalf("reading back our own state: %v %q", err, note)
 		}

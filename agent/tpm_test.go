@@ -33,7 +33,7 @@ func TestIdentityLeavesTheTPMAloneUnlessLive(t *testing.T) {
 			r.cfg.Elemental.Registration.Auth = authTPM
 			r.cfg.Elemental.Registration.TPMDevice = s.Device()
 			r.state = &State{}
-			if err := r.openTPM(); err != nil {
+			if err := r.openTPM(r.log); err != nil {
 				t.Fatal(err)
 			}
 			x := tpmtest.RoundTrip(context.Background(), r.auth, tpmauth.New(tpmauth.Options{}))

@@ -4,18 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/nodereg/nodereg/internal/hostpath"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/logx"
 	"github.com/nodereg/nodereg/netpolicy"
 )
 
 // Paths is the one table of host paths this package writes, relative to
-// Applier.Root.
+// the root of Applier.Files.
 type Paths struct {
 	// KeyfileDir is where NetworkManager reads persistent profiles.
 	KeyfileDir string
@@ -29,12 +28,12 @@ type Paths struct {
 	StateDir string
 }
 
-// DefaultPaths are the Elemental locations (REFERENCE.md 2.6).
+// DefaultPaths are the Elemental locations (docs/apply.md: /oem is what every boot mode sees).
 func DefaultPaths() Paths {
 	return Paths{
-		KeyfileDir: "/etc/NetworkManager/system-connections",
-		Applicator: "/oem/elemental-network.yaml",
-		StateDir:   "/oem/nodereg",
+		KeyfileDir: host.KeyfileDir,
+		Applicator: host.Applicator,
+		StateDir:   host.StateDir,
 	}
 }
 
@@ -83,20 +82,19 @@ func (e *LiveApplyError) Error() string {
 func (e *LiveApplyError) Unwrap() []error { return []error{e.Err, ErrRolledBack} }
 
 // Applier plans, persists and applies rendered network configs on the host
-// below Root. The zero value of every field but Root is usable. Its side
-// effects go through two edges only, Files and Runner: a dry run swaps in
-// PrintFiles and PrintRunner.
+// Files is. The zero value of every field but Files is usable. Its side
+// effects go through the host edge only, Files and Runner: a dry run swaps
+// in host.Print and host.PrintRunner.
 type Applier struct {
-	Root   string // "/" on the node, a temp dir in tests
-	Runner Runner // nil: ExecRunner
-	Files  Files  // nil: HostFiles
+	Files  host.FS     // host.Root("/") on the node, a temp dir in tests
+	Runner host.Runner // nil: host.ExecRunner
 	// Nmstate chooses what makes the keyfiles of an nmstate config, and
 	// so how it is applied live: nmstatectl (gc, then apply with a
 	// checkpoint) or the built-in translator (keyfiles, installed and
 	// activated as nmconnections). "": NmstateAuto.
 	Nmstate NmstateChoice
-	Tools   Tools // zero: DefaultTools
-	Paths   Paths // zero: DefaultPaths
+	Tools   host.Tools // zero: host.DefaultTools
+	Paths   Paths      // zero: DefaultPaths
 	Log     *logrus.Entry
 	// Env is added to every command (e.g. DBUS_SYSTEM_BUS_ADDRESS).
 	Env []string
@@ -113,26 +111,27 @@ type Applier struct {
 
 func (a *Applier) paths() Paths { return a.Paths.orDefault() }
 
-func (a *Applier) tools() Tools { return a.Tools.orDefault() }
+func (a *Applier) tools() host.Tools { return a.Tools.OrDefault() }
 
-func (a *Applier) runner() Runner {
+func (a *Applier) runner() host.Runner {
 	if a.Runner == nil {
-		return ExecRunner{}
+		return host.ExecRunner{}
 	}
 	return a.Runner
 }
 
-func (a *Applier) files() Files {
+func (a *Applier) files() host.FS {
 	if a.Files == nil {
-		return HostFiles{}
+		return host.Root("/")
 	}
 	return a.Files
 }
 
 func (a *Applier) log() *logrus.Entry { return logx.OrDiscard(a.Log) }
 
-// host maps an absolute host path below Root.
-func (a *Applier) host(p string) string { return hostpath.Join(a.Root, filepath.FromSlash(p)) }
+// host is where a host path is on this machine, for messages and the
+// arguments of programs; reads and writes take the host path itself.
+func (a *Applier) host(p string) string { return a.files().Path(p) }
 
 func (a *Applier) checkpointTimeout() time.Duration {
 	if a.CheckpointTimeout > 0 {
@@ -143,7 +142,7 @@ func (a *Applier) checkpointTimeout() time.Duration {
 
 // run runs c through the Runner with the applier's environment and the
 // command timeout.
-func (a *Applier) run(ctx context.Context, c Command) ([]byte, error) {
+func (a *Applier) run(ctx context.Context, c host.Command) ([]byte, error) {
 	c.Env = append(append([]string(nil), a.Env...), c.Env...)
 	t := a.CommandTimeout
 	if t <= 0 {
@@ -156,4 +155,4 @@ func (a *Applier) run(ctx context.Context, c Command) ([]byte, error) {
 }
 
 // runFunc is run as a function value, for the keyfile generators.
-func (a *Applier) runFunc() RunFunc { return a.run }
+func (a *Applier) runFunc() host.RunFunc { return a.run }

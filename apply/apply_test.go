@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/protocol"
 )
@@ -262,10 +263,10 @@ func TestToolMissingFailsFirst(t *testing.T) {
 	}{
 		{"nmstatectl", renderVector(t, "192.168.122.150"), func(root string) *Applier {
 			// Chosen explicitly: auto takes the built-in translator then.
-			return &Applier{Root: root, Tools: Tools{Nmstatectl: "/nonexistent/nmstatectl"}, Nmstate: NmstateNmstatectl}
+			return &Applier{Files: host.Root(root), Tools: host.Tools{Nmstatectl: "/nonexistent/nmstatectl"}, Nmstate: NmstateNmstatectl}
 		}},
 		{"nmc", &Rendered{Configurator: "nmc", State: map[string]any{}, Digested: []byte("interfaces: []\n")}, func(root string) *Applier {
-			return &Applier{Root: root, Tools: Tools{Nmc: "nodereg-no-such-nmc"}}
+			return &Applier{Files: host.Root(root), Tools: host.Tools{Nmc: "nodereg-no-such-nmc"}}
 		}},
 	}
 	for _, tc := range cases {
@@ -274,9 +275,9 @@ func TestToolMissingFailsFirst(t *testing.T) {
 			writeFile(t, root, "oem/90_custom.yaml", "x\n", 0o644)
 			before := testutil.Tree(t, root)
 			_, err := tc.a(root).Plan(context.Background(), tc.r)
-			var tm *ToolMissingError
+			var tm *host.ToolMissingError
 			if !errors.As(err, &tm) || tm.Tool != tc.tool || !strings.Contains(err.Error(), tc.tool) {
-				t.Fatalf("want ToolMissingError naming %s, got %v", tc.tool, err)
+				t.Fatalf("want host.ToolMissingError naming %s, got %v", tc.tool, err)
 			}
 			if !errors.Is(err, exec.ErrNotFound) && !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("cause not kept: %v", err)
@@ -288,12 +289,12 @@ func TestToolMissingFailsFirst(t *testing.T) {
 	}
 	// nmcli is needed only to apply keyfiles live.
 	root := t.TempDir()
-	a := &Applier{Root: root, Tools: Tools{Nmcli: "/nonexistent/nmcli"}}
+	a := &Applier{Files: host.Root(root), Tools: host.Tools{Nmcli: "/nonexistent/nmcli"}}
 	p := mustPlan(t, a, renderNmconnections(t, "10.0.0.2"))
 	err := a.ApplyLive(context.Background(), p, nil)
-	var tm *ToolMissingError
+	var tm *host.ToolMissingError
 	if !errors.As(err, &tm) || tm.Tool != "nmcli" {
-		t.Fatalf("want ToolMissingError nmcli, got %v", err)
+		t.Fatalf("want host.ToolMissingError nmcli, got %v", err)
 	}
 	if entries, _ := os.ReadDir(root); len(entries) != 0 {
 		t.Errorf("wrote before finding nmcli missing")
@@ -343,7 +344,7 @@ func TestHostileConfigsWriteNothing(t *testing.T) {
 }
 
 func TestParseGC(t *testing.T) {
-	// gc's double-quoted form with the blank-line trick (REFERENCE.md 3.4)
+	// gc's double-quoted form with the blank-line trick (docs/apply.md)
 	// decodes like the block form.
 	quoted := "NetworkManager:\n- - eth0.nmconnection\n  - \"[connection]\n\n    id=eth0\n\n    type=ethernet\n\n    \"\n"
 	kfs, err := parseGC([]byte(quoted))
@@ -373,7 +374,7 @@ func TestResetNetworkRemovesOnlyOwned(t *testing.T) {
 	writeFile(t, root, "oem/90_custom.yaml", "name: foreign\n", 0o644)
 	writeFile(t, root, "oem/nodereg/notes.txt", "kept\n", 0o600)
 	// Our config, persisted, and its keyfiles installed live.
-	a := &Applier{Root: root, Env: lab.env}
+	a := &Applier{Files: host.Root(root), Env: lab.env}
 	p := mustPlan(t, a, renderNmconnections(t, "10.0.0.2"))
 	if err := a.Persist(p); err != nil {
 		t.Fatal(err)
@@ -417,9 +418,9 @@ func TestResetNetworkIgnoresForeignManifestEntries(t *testing.T) {
 	writeFile(t, root, "etc/passwd", "root:x:0:0\n", 0o644)
 	writeFile(t, root, "oem/nodereg/network-manifest.json",
 		`{"version":1,"files":[{"path":"/etc/passwd","kind":"keyfile"},{"path":"/etc/NetworkManager/system-connections/../../passwd","kind":"keyfile"}]}`, 0o600)
-	a := &Applier{Root: root, Tools: Tools{Nmcli: "/nonexistent/nmcli"}}
+	a := &Applier{Files: host.Root(root), Tools: host.Tools{Nmcli: "/nonexistent/nmcli"}}
 	err := a.ResetNetwork(context.Background())
-	var tm *ToolMissingError
+	var tm *host.ToolMissingError
 	if !errors.As(err, &tm) {
 		t.Errorf("want the missing nmcli reported after removal, got %v", err)
 	}
@@ -453,7 +454,7 @@ func TestRemoveNetworkReportsWhatExisted(t *testing.T) {
 
 	var out bytes.Buffer
 	dry := stub.applier(root)
-	dry.Files, dry.Runner = PrintFiles{W: &out}, PrintRunner{W: &out}
+	dry.Files, dry.Runner = host.Print{Root: host.Root(root), W: &out}, host.PrintRunner{W: &out}
 	listed, err := dry.RemoveNetwork(context.Background())
 	if err != nil {
 		t.Fatalf("dry run: %v", err)
@@ -471,7 +472,7 @@ func TestRemoveNetworkReportsWhatExisted(t *testing.T) {
 	a.Tools.Nmcli = "/nonexistent/nmcli"
 	removed, err := a.RemoveNetwork(context.Background())
 	var reload *ReloadError
-	var tm *ToolMissingError
+	var tm *host.ToolMissingError
 	if !errors.As(err, &reload) || !errors.As(err, &tm) {
 		t.Errorf("without nmcli: want a *ReloadError naming the missing tool, got %v", err)
 	}
@@ -506,7 +507,7 @@ func TestApplyLiveKeyfilesRollsBack(t *testing.T) {
 	// The previous keyfile is ours: the previous config's manifest lists it.
 	writeFile(t, root, "oem/nodereg/network-manifest.json", `{"version":1,"files":[{"path":"/etc/NetworkManager/system-connections/eth0.nmconnection","kind":"keyfile"}]}`, 0o600)
 	before := testutil.Tree(t, root)
-	a := &Applier{Root: root, Env: lab.env}
+	a := &Applier{Files: host.Root(root), Env: lab.env}
 	p := mustPlan(t, a, renderNmconnections(t, "10.0.0.2"))
 	err := a.ApplyLive(context.Background(), p, nil)
 	if !errors.Is(err, ErrRolledBack) || !strings.Contains(err.Error(), "connection up") {
@@ -538,8 +539,8 @@ func TestDryRunWritesNothing(t *testing.T) {
 		a := stub.applier(root)
 		// The dry run's edges: printed files and commands; only the
 		// read-only ones run.
-		a.Files = PrintFiles{W: &out}
-		a.Runner = PrintRunner{W: &out, Real: a.runner()}
+		a.Files = host.Print{Root: host.Root(root), W: &out}
+		a.Runner = host.PrintRunner{W: &out, Real: a.runner()}
 		a.Tools.Nmcli = "/bin/false" // nothing may run it but a read-only query
 		p := mustPlan(t, a, r)
 		p.Print(&out)
@@ -601,47 +602,10 @@ func TestKeyfilesPassNmcliOffline(t *testing.T) {
 	}
 }
 
-func TestExecRunner(t *testing.T) {
-	r := ExecRunner{}
-	out, err := r.Run(context.Background(), Command{Name: "sh", Args: []string{"-c", "cat; printf x"}, Stdin: []byte("in:")})
-	if err != nil || string(out) != "in:x" {
-		t.Fatalf("stdin: %q %v", out, err)
-	}
-	// No Stdin: the program reads /dev/null, not ours.
-	out, err = r.Run(context.Background(), Command{Name: "sh", Args: []string{"-c", "cat"}})
-	if err != nil || len(out) != 0 {
-		t.Fatalf("nil stdin: %q %v", out, err)
-	}
-	_, err = r.Run(context.Background(), Command{Name: "sh", Args: []string{"-c", "echo out; echo oops >&2; exit 3"}, Env: []string{"A=b c"}})
-	var ce *CommandError
-	if !errors.As(err, &ce) || ce.ExitCode != 3 {
-		t.Fatalf("want CommandError exit 3, got %v", err)
-	}
-	for _, want := range []string{"'A=b c' sh -c", "oops", "out"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q lacks %q", err, want)
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, err := r.Run(ctx, Command{Name: "sleep", Args: []string{"5"}}); !errors.Is(err, context.Canceled) {
-		t.Errorf("cancelled run: %v", err)
-	}
-}
-
-func TestToolsFromEnv(t *testing.T) {
-	env := map[string]string{EnvNmstatectl: "/opt/nmstatectl", EnvElemental: "/usr/bin/elemental-test", "NODEREG_SYSTEMCTL": "/bin/sc"}
-	got := ToolsFromEnv(func(k string) string { return env[k] })
-	want := Tools{Nmstatectl: "/opt/nmstatectl", Nmcli: "nmcli", Nmc: "nmc", Elemental: "/usr/bin/elemental-test"}
-	if got != want {
-		t.Errorf("ToolsFromEnv = %+v, want %+v", got, want)
-	}
-}
-
 func BenchmarkRenderPersist(b *testing.B) {
 	nc := loadVector(b)
 	root := b.TempDir()
-	a := &Applier{Root: root}
+	a := &Applier{Files: host.Root(root)}
 	for i := 0; i < b.N; i++ {
 		nc.Configurator = "nmconnections"
 		r, err := Render(&protocol.NetworkConfig{

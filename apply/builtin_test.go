@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/nmstate"
 	"github.com/nodereg/nodereg/protocol"
@@ -25,7 +26,7 @@ func TestNmstateChoice(t *testing.T) {
 	cases := []struct {
 		choice     NmstateChoice
 		nmstatectl bool
-		want       string // generator, or "missing" for a ToolMissingError
+		want       string // generator, or "missing" for a host.ToolMissingError
 	}{
 		{"", true, GeneratorNmstatectl},
 		{NmstateAuto, true, GeneratorNmstatectl},
@@ -46,9 +47,9 @@ func TestNmstateChoice(t *testing.T) {
 			}
 			p, err := a.Plan(context.Background(), renderVector(t, "192.168.122.150"))
 			if tc.want == "missing" {
-				var tm *ToolMissingError
+				var tm *host.ToolMissingError
 				if !errors.As(err, &tm) || tm.Tool != "nmstatectl" {
-					t.Fatalf("want ToolMissingError nmstatectl, got %v", err)
+					t.Fatalf("want host.ToolMissingError nmstatectl, got %v", err)
 				}
 				return
 			}
@@ -83,7 +84,7 @@ func TestNmstateChoice(t *testing.T) {
 			}
 		})
 	}
-	a := &Applier{Root: t.TempDir(), Nmstate: "nmstate-rs"}
+	a := &Applier{Files: host.Root(t.TempDir()), Nmstate: "nmstate-rs"}
 	var fe *FieldError
 	if _, err := a.Plan(context.Background(), renderVector(t, "192.168.122.150")); !errors.As(err, &fe) || !strings.Contains(err.Error(), `"nmstate-rs"`) {
 		t.Errorf("a bad choice: want a FieldError naming it, got %v", err)
@@ -91,9 +92,9 @@ func TestNmstateChoice(t *testing.T) {
 }
 
 // The seed template through the built-in: the [ipv4] the IPAM design
-// documents (REFERENCE.md / PROTOCOL.md 7.5), and no command run.
+// documents (docs/protocol.md §7.1), and no command run.
 func TestBuiltinSeedTemplate(t *testing.T) {
-	a := &Applier{Root: t.TempDir(), Tools: Tools{Nmstatectl: noNmstatectl}}
+	a := &Applier{Files: host.Root(t.TempDir()), Tools: host.Tools{Nmstatectl: noNmstatectl}}
 	p := mustPlan(t, a, renderVector(t, "192.168.122.150"))
 	if len(p.Keyfiles) != 1 || p.Keyfiles[0].Name != "enp1s0.nmconnection" {
 		t.Fatalf("keyfiles %v", p.Keyfiles)
@@ -121,7 +122,7 @@ func TestBuiltinRefusalNamesKey(t *testing.T) {
 	for _, tc := range cases {
 		root := t.TempDir()
 		r := &Rendered{Configurator: protocol.ConfiguratorNmstate, Digested: []byte(tc.state)}
-		a := &Applier{Root: root, Nmstate: NmstateBuiltin}
+		a := &Applier{Files: host.Root(root), Nmstate: NmstateBuiltin}
 		_, err := a.Plan(context.Background(), r)
 		var fe *FieldError
 		var ne *nmstate.Error
@@ -154,7 +155,7 @@ func TestSameFilesWhicheverGenerator(t *testing.T) {
 	stub := newStub(t)
 	gcA := stub.applier(t.TempDir())
 	byGC := mustPlan(t, gcA, r)
-	biA := &Applier{Root: t.TempDir(), Nmstate: NmstateBuiltin}
+	biA := &Applier{Files: host.Root(t.TempDir()), Nmstate: NmstateBuiltin}
 	byBuiltin := mustPlan(t, biA, r)
 	if byGC.Generator != GeneratorNmstatectl || byBuiltin.Generator != GeneratorBuiltin {
 		t.Fatalf("generators %q %q", byGC.Generator, byBuiltin.Generator)
@@ -204,12 +205,12 @@ func TestSameFilesWhicheverGenerator(t *testing.T) {
 	if err := biA.Persist(byBuiltin); err != nil {
 		t.Fatal(err)
 	}
-	tg, tb := testutil.Tree(t, gcA.Root), testutil.Tree(t, biA.Root)
+	tg, tb := testutil.Tree(t, gcA.Files.Path("/")), testutil.Tree(t, biA.Files.Path("/"))
 	if !reflect.DeepEqual(slices.Sorted(maps.Keys(tg)), slices.Sorted(maps.Keys(tb))) {
 		t.Errorf("persisted trees differ: %v / %v", slices.Sorted(maps.Keys(tg)), slices.Sorted(maps.Keys(tb)))
 	}
 	// The keyfile as the applicator writes it at boot, then a reset.
-	writeFile(t, biA.Root, keyfileDirRel+"/"+byBuiltin.Keyfiles[0].Name, string(byBuiltin.Keyfiles[0].Content), 0o600)
+	writeFile(t, biA.Files.Path("/"), keyfileDirRel+"/"+byBuiltin.Keyfiles[0].Name, string(byBuiltin.Keyfiles[0].Content), 0o600)
 	biA.Tools.Nmcli = "/nonexistent/nmcli"
 	files, err := biA.RemoveNetwork(context.Background())
 	var re *ReloadError
@@ -257,7 +258,7 @@ func TestApplyLiveBuiltinGoesKeyfileWay(t *testing.T) {
 func TestApplyLiveBuiltinLeavesDownProfilesDown(t *testing.T) {
 	root := t.TempDir()
 	lab := startNM(t, path.Join(root, keyfileDirRel))
-	a := &Applier{Root: root, Env: lab.env, Nmstate: NmstateBuiltin}
+	a := &Applier{Files: host.Root(root), Env: lab.env, Nmstate: NmstateBuiltin}
 	r := &Rendered{Configurator: protocol.ConfiguratorNmstate, Digested: []byte("interfaces:\n- {name: eth9, type: ethernet, state: down}\n")}
 	p := mustPlan(t, a, r)
 	if len(p.Keyfiles) != 1 || !strings.Contains(string(p.Keyfiles[0].Content), "autoconnect=false\n") {

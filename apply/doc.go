@@ -13,7 +13,8 @@
 //   - reset.go: the removal of exactly what the agent wrote (ResetNetwork)
 //   - keyfile.go: the one keyfile parser; yipfile.go: the applicator
 //
-// Every host path sits under Applier.Root; every file goes through Files and
-// every program through Runner, so tests use a scratch root and a dry run
-// swaps in PrintFiles and PrintRunner.
+// Every host path sits below the root of Applier.Files (a host.FS, the host
+// edge); every file goes through it and every program through Runner, so
+// tests use a scratch root and a dry run swaps in host.Print and
+// host.PrintRunner.
 package apply

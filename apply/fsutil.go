@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"path/filepath"
+	"path"
 	"slices"
 	"strings"
 
-	"github.com/nodereg/nodereg/internal/safefile"
+	"github.com/nodereg/nodereg/internal/host"
 )
 
 // maxOwnedFile bounds a file the agent owns and reads back (keyfile,
@@ -20,17 +20,17 @@ const maxOwnedFile = 4 << 20
 // them back byte for byte.
 type snapshot map[string][]byte // nil value: the file did not exist
 
-func takeSnapshot(paths ...string) (snapshot, error) {
+func takeSnapshot(files host.FS, paths ...string) (snapshot, error) {
 	s := snapshot{}
 	for _, p := range paths {
-		b, err := safefile.ReadFile(p, maxOwnedFile)
+		b, err := files.ReadFile(p, maxOwnedFile)
 		switch {
 		case err == nil:
 			s[p] = b
 		case errors.Is(err, fs.ErrNotExist):
 			s[p] = nil
 		default:
-			return nil, fmt.Errorf("saving %s before the change: %w", p, err)
+			return nil, fmt.Errorf("saving %s before the change: %w", files.Path(p), err)
 		}
 	}
 	return s, nil
@@ -38,7 +38,7 @@ func takeSnapshot(paths ...string) (snapshot, error) {
 
 // restore writes every file back through files, or removes the ones that
 // did not exist. Files this package writes are all 0600.
-func (s snapshot) restore(files Files) error {
+func (s snapshot) restore(files host.FS) error {
 	var errs []error
 	for _, p := range slices.Sorted(maps.Keys(s)) {
 		if s[p] == nil {
@@ -50,11 +50,12 @@ func (s snapshot) restore(files Files) error {
 	return errors.Join(errs...)
 }
 
-// within joins name to dir and refuses a result outside dir; names are
-// checked earlier, this is the last guard before touching the host.
+// within joins name to dir (host paths) and refuses a result outside dir;
+// names are checked earlier, this is the last guard before touching the
+// host.
 func within(dir, name string) (string, error) {
-	p := filepath.Join(dir, name)
-	if filepath.Dir(p) != filepath.Clean(dir) || strings.HasPrefix(name, ".") {
+	p := path.Join(dir, name)
+	if path.Dir(p) != path.Clean(dir) || strings.HasPrefix(name, ".") {
 		return "", fmt.Errorf("file name %q would leave %s", name, dir)
 	}
 	return p, nil

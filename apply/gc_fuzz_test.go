@@ -9,7 +9,8 @@ import (
 // Accepted keyfiles have names that stay in the keyfile directory, are
 // unique, and parse as keyfiles.
 func FuzzParseGC(f *testing.F) {
-	// The two encodings REFERENCE.md 3.4 says nmstatectl produces.
+	// The two encodings nmstatectl gc produces (docs/apply.md: block or
+	// double-quoted).
 	f.Add([]byte("NetworkManager:\n- - eth0.nmconnection\n  - |\n    [connection]\n    id=eth0\n    type=ethernet\n    interface-name=eth0\n\n    [ipv4]\n    address0=192.168.122.150/24\n    method=manual\n"))
 	f.Add([]byte("NetworkManager:\n- - eth0.nmconnection\n  - \"[connection]\n\n    id=eth0\n\n    type=ethernet\n\n    \"\n- - bond0.nmconnection\n  - \"[connection]\n\n    id=bond0\n\n    type=bond\n\n    \"\n"))
 	f.Add([]byte("NetworkManager: []\n"))

@@ -12,6 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/safefile"
 	"github.com/nodereg/nodereg/nmstate"
 )
@@ -21,7 +22,7 @@ import (
 // prints them). nmstate's keyfiles come from NmstatectlGC or
 // BuiltinNmstate, as Applier.Nmstate chooses.
 type KeyfileGenerator interface {
-	Generate(ctx context.Context, digested []byte) ([]Keyfile, []Command, error)
+	Generate(ctx context.Context, digested []byte) ([]Keyfile, []host.Command, error)
 }
 
 // BuiltinNmstate generates nmstate's keyfiles with package nmstate, the
@@ -33,7 +34,7 @@ type KeyfileGenerator interface {
 type BuiltinNmstate struct{}
 
 // Generate implements KeyfileGenerator.
-func (BuiltinNmstate) Generate(_ context.Context, digested []byte) ([]Keyfile, []Command, error) {
+func (BuiltinNmstate) Generate(_ context.Context, digested []byte) ([]Keyfile, []host.Command, error) {
 	out, err := nmstate.GenerateKeyfiles(digested)
 	var ne *nmstate.Error
 	if errors.As(err, &ne) {
@@ -108,18 +109,18 @@ const (
 // nothing).
 type NmstatectlGC struct {
 	Path string // the nmstatectl executable
-	Run  RunFunc
+	Run  host.RunFunc
 }
 
 // Generate implements KeyfileGenerator.
-func (g NmstatectlGC) Generate(ctx context.Context, digested []byte) ([]Keyfile, []Command, error) {
-	gc := Command{Name: g.Path, Args: []string{"gc", "-"}, Stdin: digested, ReadOnly: true}
+func (g NmstatectlGC) Generate(ctx context.Context, digested []byte) ([]Keyfile, []host.Command, error) {
+	gc := host.Command{Name: g.Path, Args: []string{"gc", "-"}, Stdin: digested, ReadOnly: true}
 	out, err := g.Run(ctx, gc)
 	if err != nil {
-		return nil, []Command{gc}, fmt.Errorf("generating keyfiles: %w", err)
+		return nil, []host.Command{gc}, fmt.Errorf("generating keyfiles: %w", err)
 	}
 	kfs, err := parseGC(out)
-	return kfs, []Command{gc}, err
+	return kfs, []host.Command{gc}, err
 }
 
 // parseGC reads nmstatectl gc's YAML: NetworkManager -> [[name, text], ...].
@@ -158,10 +159,10 @@ func parseGC(out []byte) ([]Keyfile, error) {
 // directory and collects the keyfiles it generates.
 type nmcGenerator struct {
 	path string
-	run  RunFunc
+	run  host.RunFunc
 }
 
-func (g nmcGenerator) Generate(ctx context.Context, digested []byte) ([]Keyfile, []Command, error) {
+func (g nmcGenerator) Generate(ctx context.Context, digested []byte) ([]Keyfile, []host.Command, error) {
 	tmp, err := os.MkdirTemp("", "nodereg-nmc-")
 	if err != nil {
 		return nil, nil, err
@@ -175,9 +176,9 @@ func (g nmcGenerator) Generate(ctx context.Context, digested []byte) ([]Keyfile,
 		return nil, nil, err
 	}
 	// ReadOnly for the host: it writes only into the private directory.
-	gen := Command{Name: g.path, Args: []string{"generate", "--config-dir", in, "--output-dir", out}, ReadOnly: true}
+	gen := host.Command{Name: g.path, Args: []string{"generate", "--config-dir", in, "--output-dir", out}, ReadOnly: true}
 	if _, err := g.run(ctx, gen); err != nil {
-		return nil, []Command{gen}, fmt.Errorf("generating keyfiles: %w", err)
+		return nil, []host.Command{gen}, fmt.Errorf("generating keyfiles: %w", err)
 	}
 	var kfs []Keyfile
 	seen := map[string]bool{}
@@ -203,5 +204,5 @@ func (g nmcGenerator) Generate(ctx context.Context, digested []byte) ([]Keyfile,
 		kfs = append(kfs, Keyfile{Name: name, Content: b})
 		return nil
 	})
-	return kfs, []Command{gen}, err
+	return kfs, []host.Command{gen}, err
 }

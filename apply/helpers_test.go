@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 	"os"
@@ -56,7 +57,7 @@ func count(l []string, s string) int {
 }
 
 func (s *stubEnv) applier(root string, extraEnv ...string) *Applier {
-	return &Applier{Root: root, Tools: Tools{Nmstatectl: stubPath}, Env: s.env(extraEnv...)}
+	return &Applier{Files: host.Root(root), Tools: host.Tools{Nmstatectl: stubPath}, Env: s.env(extraEnv...)}
 }
 
 func writeFile(t testing.TB, root, p, content string, perm os.FileMode) {

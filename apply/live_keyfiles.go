@@ -7,56 +7,43 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/nodereg/nodereg/internal/host"
 )
 
-func reloadCommand(nmcli string) Command {
-	return Command{Name: nmcli, Args: []string{"connection", "reload"}}
+func reloadCommand(nmcli string) host.Command {
+	return host.Command{Name: nmcli, Args: []string{"connection", "reload"}}
 }
 
-func profilesCommand(nmcli string) Command {
-	return Command{Name: nmcli, Args: []string{"-t", "-f", "UUID,FILENAME", "connection", "show"}, ReadOnly: true}
+func profilesCommand(nmcli string) host.Command {
+	return host.Command{Name: nmcli, Args: []string{"-t", "-f", "UUID,FILENAME", "connection", "show"}, ReadOnly: true}
 }
 
 func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(context.Context) error) error {
-	nmcli, err := Lookup("nmcli", a.tools().Nmcli)
+	nmcli, err := host.Lookup("nmcli", a.tools().Nmcli)
 	if err != nil {
 		return fmt.Errorf("apply network live (%s): %w", p.Configurator, err)
 	}
 	files := a.files()
-	dir := a.host(p.paths.KeyfileDir)
-	var targets []string
-	for _, kf := range p.Keyfiles {
-		t, err := within(dir, kf.Name)
-		if err != nil {
-			return fmt.Errorf("apply network live (%s): %w", p.Configurator, err)
-		}
-		targets = append(targets, t)
+	dir := p.paths.KeyfileDir
+	targets, err := keyfileTargets(p)
+	if err != nil {
+		return fmt.Errorf("apply network live (%s): %w", p.Configurator, err)
 	}
 	log := a.log().WithField("configurator", p.Configurator)
 	if note := p.GeneratorNote(); note != "" {
 		log = log.WithField("generator", p.Generator)
 		log.Info(note)
 	}
-	// Keyfiles owned by the previous config and not by this one go away
-	// too, else NetworkManager keeps two profiles for one device.
-	old, err := a.readManifest()
+	stale, err := a.staleKeyfiles(p, targets)
 	if err != nil {
 		return fmt.Errorf("apply network live (%s): %w", p.Configurator, err)
 	}
-	var stale []string
-	for _, f := range old.Files {
-		if f.Kind != kindKeyfile || path.Dir(f.Path) != p.paths.KeyfileDir {
-			continue
-		}
-		if h := a.host(f.Path); !slices.Contains(targets, h) {
-			stale = append(stale, h)
-		}
-	}
-	prevKeyfiles, err := takeSnapshot(append(slices.Clone(targets), stale...)...)
+	prevKeyfiles, err := takeSnapshot(files, append(slices.Clone(targets), stale...)...)
 	if err != nil {
 		return fmt.Errorf("apply network live (%s): %w", p.Configurator, err)
 	}
-	prevFiles, err := takeSnapshot(a.persistTargets(p)...)
+	prevFiles, err := takeSnapshot(files, a.persistTargets(p)...)
 	if err != nil {
 		return fmt.Errorf("apply network live (%s): %w", p.Configurator, err)
 	}
@@ -70,7 +57,7 @@ func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(con
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.checkpointTimeout())
 		defer cancel()
 		errs := []error{prevKeyfiles.restore(files), prevFiles.restore(files)}
-		if _, err := a.activate(rctx, nmcli, prevFilesUp, prevKeyfiles); err != nil {
+		if _, err := a.activate(rctx, nmcli, a.hostPaths(prevFilesUp), a.byHostPath(prevKeyfiles)); err != nil {
 			errs = append(errs, err)
 		}
 		log.WithError(cause).WithField("step", step).Warn("network change rolled back")
@@ -91,9 +78,9 @@ func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(con
 	}
 	content := map[string][]byte{}
 	for i, t := range targets {
-		content[t] = p.Keyfiles[i].Content
+		content[a.host(t)] = p.Keyfiles[i].Content
 	}
-	if step, err := a.activate(ctx, nmcli, targets, content); err != nil {
+	if step, err := a.activate(ctx, nmcli, a.hostPaths(targets), content); err != nil {
 		return back(step, err)
 	}
 	if err := a.checkReachable(ctx, reachable); err != nil {
@@ -106,14 +93,47 @@ func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(con
 	return nil
 }
 
+// keyfileTargets are the host paths the plan's keyfiles go to.
+func keyfileTargets(p *Plan) ([]string, error) {
+	var targets []string
+	for _, kf := range p.Keyfiles {
+		t, err := within(p.paths.KeyfileDir, kf.Name)
+		if err != nil {
+			return nil, err
+		}
+		targets = append(targets, t)
+	}
+	return targets, nil
+}
+
+// staleKeyfiles are the keyfiles owned by the previous config and not by
+// this one: they go away too, else NetworkManager keeps two profiles for
+// one device.
+func (a *Applier) staleKeyfiles(p *Plan, targets []string) ([]string, error) {
+	old, err := a.readManifest()
+	if err != nil {
+		return nil, err
+	}
+	var stale []string
+	for _, f := range old.Files {
+		if f.Kind != kindKeyfile || path.Dir(f.Path) != p.paths.KeyfileDir {
+			continue
+		}
+		if h := path.Clean(f.Path); !slices.Contains(targets, h) {
+			stale = append(stale, h)
+		}
+	}
+	return stale, nil
+}
+
 // Activate reloads NetworkManager's profiles and brings up the ones stored
-// in files (host paths, anywhere NetworkManager reads keyfiles from, such
+// in files (paths as on this machine, anywhere NetworkManager reads keyfiles from, such
 // as its runtime directory under /run), by UUID, as a live keyfile apply
 // does. No files: only the reload. Every file named is brought up, whatever
 // its autoconnect: the caller asks for it. The agent's bootstrap network
 // uses it.
 func (a *Applier) Activate(ctx context.Context, files []string) error {
-	nmcli, err := Lookup("nmcli", a.tools().Nmcli)
+	nmcli, err := host.Lookup("nmcli", a.tools().Nmcli)
 	if err != nil {
 		return err
 	}
@@ -124,7 +144,7 @@ func (a *Applier) Activate(ctx context.Context, files []string) error {
 }
 
 // activate reloads NetworkManager's profiles and brings up the ones stored
-// in files (host paths), by UUID, but for those whose content says
+// in files (paths as on this machine, as nmcli names them), by UUID, but for those whose content says
 // autoconnect=false (nmstate's `state: down`): a boot would not bring them
 // up either. A nil content brings every file up (Activate).
 func (a *Applier) activate(ctx context.Context, nmcli string, files []string, content map[string][]byte) (step string, err error) {
@@ -145,7 +165,7 @@ func (a *Applier) activate(ctx context.Context, nmcli string, files []string, co
 		if !ok {
 			return "connection up", fmt.Errorf("NetworkManager did not load %s (check its keyfile directory and the file's contents)", f)
 		}
-		if _, err := a.run(ctx, Command{Name: nmcli, Args: []string{"connection", "up", "uuid", uuid}}); err != nil {
+		if _, err := a.run(ctx, host.Command{Name: nmcli, Args: []string{"connection", "up", "uuid", uuid}}); err != nil {
 			return "connection up", err
 		}
 	}
@@ -180,4 +200,23 @@ func parseProfiles(out []byte) map[string]string {
 		m[file] = uuid
 	}
 	return m
+}
+
+// hostPaths maps host paths to where they are on this machine (what nmcli
+// reports as a profile's FILENAME).
+func (a *Applier) hostPaths(ps []string) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = a.host(p)
+	}
+	return out
+}
+
+// byHostPath is s keyed by where each file is on this machine.
+func (a *Applier) byHostPath(s snapshot) map[string][]byte {
+	out := make(map[string][]byte, len(s))
+	for p, b := range s {
+		out[a.host(p)] = b
+	}
+	return out
 }

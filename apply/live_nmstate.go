@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -52,7 +53,7 @@ func (a *Applier) checkReachable(ctx context.Context, reachable func(context.Con
 }
 
 func (a *Applier) applyNmstate(ctx context.Context, p *Plan, reachable func(context.Context) error) error {
-	nmstatectl, err := Lookup("nmstatectl", a.tools().Nmstatectl)
+	nmstatectl, err := host.Lookup("nmstatectl", a.tools().Nmstatectl)
 	if err != nil {
 		return fmt.Errorf("apply network live (nmstate): %w", err)
 	}
@@ -60,7 +61,7 @@ func (a *Applier) applyNmstate(ctx context.Context, p *Plan, reachable func(cont
 	apply, commit := cmds[0], cmds[1]
 	log := a.log().WithField("configurator", p.Configurator).WithField("generator", p.Generator)
 	log.Info(p.GeneratorNote())
-	prev, err := takeSnapshot(a.persistTargets(p)...)
+	prev, err := takeSnapshot(a.files(), a.persistTargets(p)...)
 	if err != nil {
 		return fmt.Errorf("apply network live (nmstate): %w", err)
 	}
@@ -69,7 +70,7 @@ func (a *Applier) applyNmstate(ctx context.Context, p *Plan, reachable func(cont
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.checkpointTimeout())
 		defer cancel()
 		var errs []error
-		if _, err := a.run(rctx, Command{Name: nmstatectl, Args: []string{"rollback"}}); err != nil {
+		if _, err := a.run(rctx, host.Command{Name: nmstatectl, Args: []string{"rollback"}}); err != nil {
 			if step == "nmstatectl apply" {
 				// A failed apply rolls its own checkpoint back, so there
 				// may be nothing left to roll back; a killed one leaves

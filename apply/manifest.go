@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
-
-	"github.com/nodereg/nodereg/internal/safefile"
 )
 
 const manifestName = "network-manifest.json"
@@ -74,8 +72,8 @@ const maxManifest = 1 << 20
 // a dead end at every boot helps nobody, and ResetNetwork then falls back
 // on what the applicator names.
 func (a *Applier) readManifest() (*Manifest, error) {
-	file := a.host(a.paths().manifestPath())
-	b, err := safefile.ReadFile(file, maxManifest)
+	file := a.paths().manifestPath()
+	b, err := a.files().ReadFile(file, maxManifest)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &Manifest{}, nil
 	}
@@ -86,9 +84,9 @@ func (a *Applier) readManifest() (*Manifest, error) {
 	if uErr := json.Unmarshal(b, &m); uErr != nil {
 		aside, err := a.files().SetAside(file)
 		if err != nil {
-			return nil, fmt.Errorf("network manifest %s is corrupt (%v) and cannot be kept aside: %w", file, uErr, err)
+			return nil, fmt.Errorf("network manifest %s is corrupt (%v) and cannot be kept aside: %w", a.host(file), uErr, err)
 		}
-		a.log().WithField("file", file).WithField("kept-as", aside).WithError(uErr).Warn("network manifest is corrupt: kept aside, starting without it")
+		a.log().WithField("file", a.host(file)).WithField("kept-as", aside).WithError(uErr).Warn("network manifest is corrupt: kept aside, starting without it")
 		return &Manifest{Corrupt: true}, nil
 	}
 	return &m, nil
@@ -99,7 +97,7 @@ func (a *Applier) writeManifest(m *Manifest) error {
 	if err != nil {
 		return err
 	}
-	return a.files().WriteFile(a.host(a.paths().manifestPath()), b, 0o600)
+	return a.files().WriteFile(a.paths().manifestPath(), b, 0o600)
 }
 
 // mergeFiles is b then the entries of a not in b, by path.

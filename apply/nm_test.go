@@ -14,7 +14,7 @@ import (
 
 // nmLab is a real NetworkManager (Debian's network-manager) running in a
 // network namespace of its own, on a private D-Bus, reading keyfiles from a
-// scratch root (REFERENCE.md 3.9). Its /run and /var/lib/NetworkManager are
+// scratch root (docs/apply.md). Its /run and /var/lib/NetworkManager are
 // private tmpfs mounts so the host's state is left alone; DNS, hostname and
 // default profiles are switched off for the same reason.
 type nmLab struct {

@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
-
-	"github.com/nodereg/nodereg/internal/safefile"
 )
 
 // NotOwnedError refuses a keyfile the plan would write over a file the
@@ -44,7 +41,7 @@ func (a *Applier) checkOwnership(p *Plan) error {
 		if owned[target] {
 			continue
 		}
-		if _, err := os.Lstat(a.host(target)); err == nil {
+		if _, err := a.files().Lstat(target); err == nil {
 			return &NotOwnedError{Path: target}
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("plan network (%s): checking %s: %w", p.Configurator, target, err)
@@ -58,7 +55,7 @@ func (a *Applier) checkOwnership(p *Plan) error {
 func (a *Applier) ownedPaths() (map[string]bool, error) {
 	owned := map[string]bool{}
 	var files []ManifestFile
-	b, err := safefile.ReadFile(a.host(a.paths().manifestPath()), maxManifest)
+	b, err := a.files().ReadFile(a.paths().manifestPath(), maxManifest)
 	var m Manifest
 	switch {
 	case err == nil && json.Unmarshal(b, &m) == nil:

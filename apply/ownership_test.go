@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/testutil"
 )
 
@@ -49,10 +50,12 @@ func TestPlanRefusesForeignKeyfile(t *testing.T) {
 		render  func(t *testing.T) *Rendered
 	}{
 		{"nmconnections", "eth0.nmconnection",
-			func(_ *stubEnv, root string) *Applier { return &Applier{Root: root} },
+			func(_ *stubEnv, root string) *Applier { return &Applier{Files: host.Root(root)} },
 			func(t *testing.T) *Rendered { return renderNmconnections(t, "10.0.0.2") }},
 		{"nmstate built-in", nmstateName,
-			func(_ *stubEnv, root string) *Applier { return &Applier{Root: root, Nmstate: NmstateBuiltin} },
+			func(_ *stubEnv, root string) *Applier {
+				return &Applier{Files: host.Root(root), Nmstate: NmstateBuiltin}
+			},
 			func(t *testing.T) *Rendered { return renderVector(t, "192.168.122.150") }},
 		{"nmstate by nmstatectl", nmstateName,
 			func(stub *stubEnv, root string) *Applier { return stub.applier(root) },
@@ -113,7 +116,7 @@ func TestApplicatorNamedKeyfileIsTakenOver(t *testing.T) {
 			writeFile(t, root, "oem/nodereg/network-manifest.json", manifest, 0o600)
 		}
 		before := testutil.Tree(t, root)
-		a := &Applier{Root: root}
+		a := &Applier{Files: host.Root(root)}
 		if _, err := a.Plan(context.Background(), renderNmconnections(t, "10.0.0.2")); err != nil {
 			t.Errorf("manifest %q: Plan over the applicator's keyfile: %v", manifest, err)
 		}
@@ -126,7 +129,7 @@ func TestApplicatorNamedKeyfileIsTakenOver(t *testing.T) {
 	root := t.TempDir()
 	writeFile(t, root, keyfileDirRel+"/eth0.nmconnection", foreignKeyfile, 0o600)
 	writeFile(t, root, "oem/nodereg/network-manifest.json", `{"version":1,"files":[{"path":"/etc/NetworkManager/system-connections/eth1.nmconnection","kind":"keyfile"}]}`, 0o600)
-	_, err := (&Applier{Root: root}).Plan(context.Background(), renderNmconnections(t, "10.0.0.2"))
+	_, err := (&Applier{Files: host.Root(root)}).Plan(context.Background(), renderNmconnections(t, "10.0.0.2"))
 	wantNotOwned(t, err, "/"+keyfileDirRel+"/eth0.nmconnection")
 }
 

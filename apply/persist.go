@@ -2,7 +2,7 @@ package apply
 
 import (
 	"fmt"
-	"path/filepath"
+	"path"
 
 	"github.com/nodereg/nodereg/protocol"
 )
@@ -36,11 +36,11 @@ func (p *Plan) Persisted() ([]PersistedFile, error) {
 // persistTargets are the host files Persist may replace, so a failed live
 // apply can restore all of them.
 func (a *Applier) persistTargets(p *Plan) []string {
-	return []string{a.host(p.paths.Applicator), a.host(p.digestedPath()), a.host(a.paths().manifestPath())}
+	return []string{p.paths.Applicator, p.digestedPath(), a.paths().manifestPath()}
 }
 
 // Persist writes the digested config, the yip applicator and the manifest
-// under Root/oem, each atomically. The manifest is written first with the
+// under /oem, each atomically. The manifest is written first with the
 // union of old and new files, so an interruption never leaves an owned file
 // unlisted. A none plan persists nothing.
 func (a *Applier) Persist(p *Plan) error {
@@ -58,20 +58,20 @@ func (a *Applier) Persist(p *Plan) error {
 	m := p.manifest()
 	union := m
 	union.Files = mergeFiles(old.Files, m.Files)
-	stateDir := a.host(a.paths().StateDir)
+	stateDir := a.paths().StateDir
 	if err := files.MkdirAll(stateDir, 0o700); err != nil {
-		return fmt.Errorf("persist network: creating %s: %w", stateDir, err)
+		return fmt.Errorf("persist network: creating %s: %w", a.host(stateDir), err)
 	}
-	if err := files.MkdirAll(filepath.Dir(a.host(p.paths.Applicator)), 0o755); err != nil {
+	if err := files.MkdirAll(path.Dir(p.paths.Applicator), 0o755); err != nil {
 		return fmt.Errorf("persist network: %w", err)
 	}
 	if err := a.writeManifest(&union); err != nil {
 		return fmt.Errorf("persist network: %w", err)
 	}
-	if err := files.WriteFile(a.host(p.digestedPath()), p.Digested, 0o600); err != nil {
+	if err := files.WriteFile(p.digestedPath(), p.Digested, 0o600); err != nil {
 		return fmt.Errorf("persist network: digested config: %w", err)
 	}
-	if err := files.WriteFile(a.host(p.paths.Applicator), p.Applicator, 0o600); err != nil {
+	if err := files.WriteFile(p.paths.Applicator, p.Applicator, 0o600); err != nil {
 		return fmt.Errorf("persist network: yip applicator: %w", err)
 	}
 	if err := a.writeManifest(&m); err != nil {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/nmstate"
 	"github.com/nodereg/nodereg/protocol"
 )
@@ -28,7 +29,7 @@ type Plan struct {
 	Generator string
 	// Ran are the commands run while planning (side-effect free);
 	// Live are the ones ApplyLive would run.
-	Ran, Live []Command
+	Ran, Live []host.Command
 
 	paths  Paths
 	digest string
@@ -88,7 +89,7 @@ func (a *Applier) PlanKeyfiles(ctx context.Context, r *Rendered) (*Plan, error) 
 	case protocol.ConfiguratorNmconnections:
 		p.Keyfiles = append(p.Keyfiles, r.Keyfiles...)
 	case protocol.ConfiguratorNmc:
-		nmc, err := Lookup("nmc", tools.Nmc)
+		nmc, err := host.Lookup("nmc", tools.Nmc)
 		if err != nil {
 			return nil, fmt.Errorf("plan network (nmc): %w", err)
 		}
@@ -133,9 +134,9 @@ func (a *Applier) nmstatectl() (string, error) {
 	case NmstateBuiltin:
 		return "", nil
 	case NmstateNmstatectl:
-		return Lookup("nmstatectl", a.tools().Nmstatectl)
+		return host.Lookup("nmstatectl", a.tools().Nmstatectl)
 	}
-	p, err := Lookup("nmstatectl", a.tools().Nmstatectl)
+	p, err := host.Lookup("nmstatectl", a.tools().Nmstatectl)
 	if err != nil {
 		a.log().WithField("choice", choice).Debugf("%v: nmstate keyfiles by the built-in translator", err)
 		return "", nil
@@ -169,8 +170,8 @@ func (a *Applier) timeoutArg() string {
 
 // nmstateCommands are the live apply of an nmstate config: apply with a
 // checkpoint, then commit.
-func nmstateCommands(nmstatectl, timeout string, digested []byte) []Command {
-	return []Command{
+func nmstateCommands(nmstatectl, timeout string, digested []byte) []host.Command {
+	return []host.Command{
 		{Name: nmstatectl, Args: []string{"apply", "--no-commit", "--timeout", timeout, "-"}, Stdin: digested},
 		{Name: nmstatectl, Args: []string{"commit"}},
 	}
@@ -180,11 +181,11 @@ func nmstateCommands(nmstatectl, timeout string, digested []byte) []Command {
 // run. Profiles are activated by UUID, looked up by the keyfile's path: an
 // id may also name a profile NetworkManager made itself for an interface
 // that already had an address (then `up id` would activate that one).
-func (a *Applier) keyfileCommands(nmcli string, kfs []Keyfile) []Command {
-	cmds := []Command{reloadCommand(nmcli), profilesCommand(nmcli)}
+func (a *Applier) keyfileCommands(nmcli string, kfs []Keyfile) []host.Command {
+	cmds := []host.Command{reloadCommand(nmcli), profilesCommand(nmcli)}
 	for _, kf := range kfs {
 		if autoconnects(kf.Content) {
-			cmds = append(cmds, Command{Name: nmcli, Args: []string{"connection", "up", "uuid", "<UUID of " + path.Join(a.paths().KeyfileDir, kf.Name) + ">"}})
+			cmds = append(cmds, host.Command{Name: nmcli, Args: []string{"connection", "up", "uuid", "<UUID of " + path.Join(a.paths().KeyfileDir, kf.Name) + ">"}})
 		}
 	}
 	return cmds

@@ -5,6 +5,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -19,7 +20,7 @@ func TestPlanKeepsGeneratorOrder(t *testing.T) {
 		"- {name: enp7s0, ipv4: {enabled: false}, ipv6: {enabled: false}}\n" +
 		"- {name: enp8s0, ipv4: {enabled: false}, ipv6: {enabled: false}}\n"
 	r := &Rendered{Configurator: protocol.ConfiguratorNmstate, Digested: []byte(state)}
-	a := &Applier{Root: t.TempDir(), Nmstate: NmstateBuiltin}
+	a := &Applier{Files: host.Root(t.TempDir()), Nmstate: NmstateBuiltin}
 	p, err := a.Plan(context.Background(), r)
 	if err != nil {
 		t.Fatal(err)

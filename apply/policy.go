@@ -25,7 +25,7 @@ func (a *Applier) checkPolicyKeyfiles(p *Plan) error {
 
 // checkPolicyForeign refuses a plan keyfile whose UUID or id a profile that
 // is not ours already has, anywhere NetworkManager loads profiles from
-// under Root. Ours: what the manifest (or the applicator) names, and the
+// on the host. Ours: what the manifest (or the applicator) names, and the
 // plan's own targets.
 func (a *Applier) checkPolicyForeign(p *Plan) error {
 	if len(p.Keyfiles) == 0 {
@@ -38,7 +38,7 @@ func (a *Applier) checkPolicyForeign(p *Plan) error {
 	for _, kf := range p.Keyfiles {
 		owned[path.Join(p.paths.KeyfileDir, kf.Name)] = true
 	}
-	foreign, err := a.Policy.Foreign(a.Root, func(hp string) bool { return owned[hp] })
+	foreign, err := a.Policy.Foreign(a.files(), func(hp string) bool { return owned[hp] })
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ import (
 
 // UnresolvedError reports a {name} placeholder with no address in
 // ipAddresses. Upstream servers can hand out a config whose claims are still
-// pending (PROTOCOL.md 7.5), so the agent treats this as "not ready yet".
+// pending (docs/protocol.md §7.1), so the agent treats this as "not ready yet".
 type UnresolvedError struct {
 	Placeholder string // the name between the braces
 	Path        string // where it was found, e.g. config.interfaces[0].ipv4.address[0].ip
@@ -104,19 +104,10 @@ func Render(nc *protocol.NetworkConfig) (*Rendered, error) {
 	if ifaces, ok := nc.Config["interfaces"].Value.([]any); ok && len(ifaces) > MaxConnections {
 		return nil, &FieldError{Path: "config.interfaces", Reason: fmt.Sprintf("%d interfaces, more than the %d allowed", len(ifaces), MaxConnections)}
 	}
-	r := &renderer{addrs: map[string]string{}}
-	for _, name := range slices.Sorted(maps.Keys(nc.IPAddresses)) {
-		path := "ipAddresses." + name
-		if !nameRE.MatchString(name) {
-			return nil, &FieldError{Path: path, Reason: "name is not a valid placeholder name"}
-		}
-		a, err := netip.ParseAddr(nc.IPAddresses[name])
-		if err != nil || a.Zone() != "" {
-			return nil, &FieldError{Path: path, Reason: fmt.Sprintf("%q is not an IP address", nc.IPAddresses[name])}
-		}
-		r.addrs[name] = a.String()
+	r, err := newRenderer(nc.IPAddresses)
+	if err != nil {
+		return nil, err
 	}
-
 	out := &Rendered{Configurator: conf}
 	if conf == protocol.ConfiguratorNmconnections {
 		kfs, err := r.keyfiles(nc.Config)
@@ -155,11 +146,27 @@ func Render(nc *protocol.NetworkConfig) (*Rendered, error) {
 		}
 	}
 	out.State = state
-	var err error
 	if out.Digested, err = marshalYAML(state); err != nil {
 		return nil, fmt.Errorf("render network config: encoding state: %w", err)
 	}
 	return out, nil
+}
+
+// newRenderer checks the placeholders' names and addresses.
+func newRenderer(ips map[string]string) (*renderer, error) {
+	r := &renderer{addrs: map[string]string{}}
+	for _, name := range slices.Sorted(maps.Keys(ips)) {
+		path := "ipAddresses." + name
+		if !nameRE.MatchString(name) {
+			return nil, &FieldError{Path: path, Reason: "name is not a valid placeholder name"}
+		}
+		a, err := netip.ParseAddr(ips[name])
+		if err != nil || a.Zone() != "" {
+			return nil, &FieldError{Path: path, Reason: fmt.Sprintf("%q is not an IP address", ips[name])}
+		}
+		r.addrs[name] = a.String()
+	}
+	return r, nil
 }
 
 type renderer struct {

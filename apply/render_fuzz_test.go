@@ -7,6 +7,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -16,7 +17,7 @@ import (
 // carries no template delimiter, no unresolved placeholder of a known name
 // and only keyfile names that stay in their directory.
 func FuzzRender(f *testing.F) {
-	// testdata/fuzz holds the captured upstream payloads (shared/vectors).
+	// testdata/fuzz holds the captured upstream payloads (tests/vectors).
 	f.Add([]byte("configurator: nmstate\nipAddresses: {ip: 10.0.0.5}\nconfig:\n  interfaces:\n  - {name: eth0, type: ethernet, state: up, ipv4: {enabled: true, address: [{ip: '{ip}', prefix-length: 24}]}}\n"))
 	f.Add([]byte("configurator: nmconnections\nipAddresses: {ip: 10.0.0.5}\nconfig:\n  eth0: \"[connection]\\nid=eth0\\ntype=ethernet\\n[ipv4]\\naddress1={ip}/24\\nmethod=manual\\n\"\n"))
 	f.Add([]byte("configurator: nmc\nipAddresses: {ip: 'fd00::5'}\nconfig:\n  interfaces: [{name: eth0, type: ethernet, ipv6: {enabled: true, address: [{ip: '{ip}', prefix-length: 64}]}}]\n"))
@@ -56,7 +57,7 @@ func FuzzRender(f *testing.F) {
 		if r.Configurator == protocol.ConfiguratorNmstate {
 			// The whole plan through the built-in translator: refused
 			// with the key named, or keyfiles that pass the same gate.
-			a := &Applier{Root: t.TempDir(), Nmstate: NmstateBuiltin}
+			a := &Applier{Files: host.Root(t.TempDir()), Nmstate: NmstateBuiltin}
 			p, err := a.Plan(t.Context(), r)
 			var fe *FieldError
 			switch {

@@ -5,14 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"slices"
 
 	"github.com/mudler/yip/pkg/schema"
 	"gopkg.in/yaml.v3"
 
-	"github.com/nodereg/nodereg/internal/safefile"
+	"github.com/nodereg/nodereg/internal/host"
 )
 
 // ReloadError says the agent's network files are removed but
@@ -60,12 +59,12 @@ func (a *Applier) RemoveNetwork(ctx context.Context) ([]string, error) {
 			a.log().WithField("path", f.Path).Warn("reset network: manifest entry outside the agent's directories ignored")
 			continue
 		}
-		candidates = append(candidates, a.host(p))
+		candidates = append(candidates, p)
 	}
-	candidates = append(candidates, a.host(pp.Applicator), a.host(pp.manifestPath()))
+	candidates = append(candidates, pp.Applicator, pp.manifestPath())
 	var present []string
 	for _, c := range candidates {
-		if _, err := os.Lstat(c); err == nil && !slices.Contains(present, c) {
+		if _, err := a.files().Lstat(c); err == nil && !slices.Contains(present, c) {
 			present = append(present, c)
 		}
 	}
@@ -76,7 +75,7 @@ func (a *Applier) RemoveNetwork(ctx context.Context) ([]string, error) {
 			errs = append(errs, err)
 			continue
 		}
-		removed = append(removed, p)
+		removed = append(removed, a.host(p))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return removed, fmt.Errorf("reset network: %w", err)
@@ -86,7 +85,7 @@ func (a *Applier) RemoveNetwork(ctx context.Context) ([]string, error) {
 	}
 	// A missing nmcli is reported after the files are gone (they are what
 	// the next boot reads), when the Runner could not run it either.
-	nmcli, lookErr := Lookup("nmcli", a.tools().Nmcli)
+	nmcli, lookErr := host.Lookup("nmcli", a.tools().Nmcli)
 	if lookErr != nil {
 		nmcli = a.tools().Nmcli
 	}
@@ -102,8 +101,8 @@ func (a *Applier) RemoveNetwork(ctx context.Context) ([]string, error) {
 // applicatorFiles lists the files the applicator writes, for a reset
 // without a manifest; a missing applicator names none.
 func (a *Applier) applicatorFiles() ([]ManifestFile, error) {
-	file := a.host(a.paths().Applicator)
-	b, err := safefile.ReadFile(file, maxOwnedFile)
+	file := a.paths().Applicator
+	b, err := a.files().ReadFile(file, maxOwnedFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -112,7 +111,7 @@ func (a *Applier) applicatorFiles() ([]ManifestFile, error) {
 	}
 	var y schema.YipConfig
 	if err := yaml.Unmarshal(b, &y); err != nil {
-		return nil, fmt.Errorf("reading the applicator %s: %w", file, err)
+		return nil, fmt.Errorf("reading the applicator %s: %w", a.host(file), err)
 	}
 	var out []ManifestFile
 	for _, stages := range y.Stages {

@@ -15,6 +15,8 @@ import (
 	"github.com/mudler/yip/pkg/plugins"
 	"github.com/sirupsen/logrus"
 	"github.com/twpayne/go-vfs/v4"
+
+	"github.com/nodereg/nodereg/internal/host"
 )
 
 // rootConsole runs yip's `if` and `commands` with the scratch root's /run
@@ -184,13 +186,14 @@ func TestApplicatorNeutralisesTemplates(t *testing.T) {
 func TestApplicatorNmconnectionsUnderYip(t *testing.T) {
 	needNamespaces(t)
 	r := renderNmconnections(t, "192.168.122.10")
-	a := &Applier{Root: bootRoot(t, "recovery_mode")}
+	root := bootRoot(t, "recovery_mode")
+	a := &Applier{Files: host.Root(root)}
 	p := mustPlan(t, a, r)
 	if err := a.Persist(p); err != nil {
 		t.Fatal(err)
 	}
-	runInitramfs(t, a.Root)
-	got := readFile(t, a.Root, "etc/NetworkManager/system-connections/eth0.nmconnection")
+	runInitramfs(t, root)
+	got := readFile(t, root, "etc/NetworkManager/system-connections/eth0.nmconnection")
 	if !bytes.Equal([]byte(got), r.Keyfiles[0].Content) || !strings.Contains(got, "address1=192.168.122.10/24,") {
 		t.Errorf("keyfile after yip:\n%s", got)
 	}

@@ -72,20 +72,11 @@ func (p *ARPProber) Probe(ctx context.Context, iface string, addr netip.Addr) (P
 		return ProbeResult{}, fmt.Errorf("ARP probe: %s is not an IPv4 address", addr)
 	}
 	target := addr.Unmap().As4()
-	ifi, err := net.InterfaceByName(iface)
+	ifi, err := probeInterface(iface)
 	if err != nil {
-		return ProbeResult{}, fmt.Errorf("ARP probe: interface %s: %w", iface, err)
-	}
-	if ifi.Flags&net.FlagUp == 0 {
-		return ProbeResult{}, fmt.Errorf("ARP probe: %s: %w", iface, ErrLinkDown)
-	}
-	if ifi.Flags&net.FlagRunning == 0 {
-		return ProbeResult{}, fmt.Errorf("ARP probe: %s: %w", iface, ErrNoCarrier)
+		return ProbeResult{}, err
 	}
 	own := ifi.HardwareAddr
-	if len(own) != 6 {
-		return ProbeResult{}, fmt.Errorf("ARP probe: %s has no Ethernet address", iface)
-	}
 	proto := htons(unix.ETH_P_ARP)
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, int(proto))
 	if err != nil {
@@ -151,6 +142,25 @@ func (p *ARPProber) Probe(ctx context.Context, iface string, addr netip.Addr) (P
 			return ProbeResult{Taken: true, Holder: holder}, nil
 		}
 	}
+}
+
+// probeInterface is iface when it can be probed: up, with carrier and an
+// Ethernet address.
+func probeInterface(iface string) (*net.Interface, error) {
+	ifi, err := net.InterfaceByName(iface)
+	if err != nil {
+		return nil, fmt.Errorf("ARP probe: interface %s: %w", iface, err)
+	}
+	if ifi.Flags&net.FlagUp == 0 {
+		return nil, fmt.Errorf("ARP probe: %s: %w", iface, ErrLinkDown)
+	}
+	if ifi.Flags&net.FlagRunning == 0 {
+		return nil, fmt.Errorf("ARP probe: %s: %w", iface, ErrNoCarrier)
+	}
+	if len(ifi.HardwareAddr) != 6 {
+		return nil, fmt.Errorf("ARP probe: %s has no Ethernet address", iface)
+	}
+	return ifi, nil
 }
 
 // maxFramesPerPoll bounds one batch of reads. A segment that never falls

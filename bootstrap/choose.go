@@ -8,11 +8,11 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
+	"path"
 	"strings"
 
 	"github.com/nodereg/nodereg/apply"
-	"github.com/nodereg/nodereg/internal/atomicfile"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -200,7 +200,7 @@ func walkRange(ctx context.Context, p *placeholder, f Facts, prober Prober, inUs
 type KeyfileTarget struct {
 	// Dir is NetworkManager's runtime keyfile directory: profiles there
 	// live in memory and vanish at reboot (nm-settings-keyfile(5),
-	// REFERENCE.md 3.7), so a machine that reboots before registering
+	// docs/bootstrap.md), so a machine that reboots before registering
 	// starts clean.
 	Dir string
 	// Prefix starts every file name the agent writes there; removal
@@ -211,20 +211,29 @@ type KeyfileTarget struct {
 }
 
 // RuntimeKeyfiles is the one target of bootstrap keyfiles.
-var RuntimeKeyfiles = KeyfileTarget{Dir: "/run/NetworkManager/system-connections", Prefix: "nodereg-bootstrap-", Mode: 0o600}
+var RuntimeKeyfiles = KeyfileTarget{Dir: host.RuntimeKeyfileDir, Prefix: "nodereg-bootstrap-", Mode: 0o600}
 
 // Path is where the keyfile named name (an apply.Keyfile's Name, e.g.
-// "eth0.nmconnection") goes under root.
-func (t KeyfileTarget) Path(root, name string) string {
-	return filepath.Join(root, t.Dir, t.Prefix+name)
+// "eth0.nmconnection") goes on files' machine.
+func (t KeyfileTarget) Path(files host.FS, name string) string {
+	return files.Path(t.hostPath(name))
 }
 
-// Owned lists the bootstrap keyfiles present under root: regular files
-// named Prefix*.nmconnection. The agent uses it to know a bootstrap network
-// is already up (after an exit 75) and to remove it once the IPAM config
-// works.
-func (t KeyfileTarget) Owned(root string) ([]string, error) {
-	entries, err := os.ReadDir(filepath.Join(root, t.Dir))
+// hostPath is the keyfile named name as a host path.
+func (t KeyfileTarget) hostPath(name string) string { return path.Join(t.Dir, t.Prefix+name) }
+
+// Owned lists the bootstrap keyfiles present in files, as paths on its
+// machine: regular files named Prefix*.nmconnection. The agent uses it to
+// know a bootstrap network is already up (after an exit 75) and to remove
+// it once the IPAM config works.
+func (t KeyfileTarget) Owned(files host.FS) ([]string, error) {
+	owned, err := t.owned(files)
+	return onMachine(files, owned), err
+}
+
+// owned is Owned as host paths.
+func (t KeyfileTarget) owned(files host.FS) ([]string, error) {
+	entries, err := files.ReadDir(t.Dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
@@ -234,10 +243,22 @@ func (t KeyfileTarget) Owned(root string) ([]string, error) {
 	var out []string
 	for _, e := range entries {
 		if e.Type().IsRegular() && strings.HasPrefix(e.Name(), t.Prefix) && strings.HasSuffix(e.Name(), ".nmconnection") {
-			out = append(out, filepath.Join(root, t.Dir, e.Name()))
+			out = append(out, path.Join(t.Dir, e.Name()))
 		}
 	}
 	return out, nil
+}
+
+// onMachine maps host paths to where they are on files' machine.
+func onMachine(files host.FS, ps []string) []string {
+	if ps == nil {
+		return nil
+	}
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = files.Path(p)
+	}
+	return out
 }
 
 // Print writes what the plan means, for agent --dry-run and agent render
@@ -273,20 +294,21 @@ func (p *Plan) Print(w io.Writer) error {
 }
 
 // Write puts rendered keyfiles (apply's, for either configurator) into the
-// target under root, each atomically with Mode, creating the directory
-// (0755, as NetworkManager creates it) when missing. It returns the host
-// paths written, for nmcli connection load / activation by file. On error
+// target in files, each atomically with Mode, creating the directory
+// (0755, as NetworkManager creates it) when missing. It returns the paths
+// written (as on files' machine), for nmcli connection load / activation by file. On error
 // the files this call wrote are removed again: a half-written bootstrap
 // would come up with some interfaces only.
-func (t KeyfileTarget) Write(root string, kfs []apply.Keyfile) (paths []string, err error) {
-	dir := filepath.Join(root, t.Dir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+func (t KeyfileTarget) Write(files host.FS, kfs []apply.Keyfile) (paths []string, err error) {
+	dir := files.Path(t.Dir)
+	if err := files.MkdirAll(t.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("bootstrap: creating %s: %w", dir, err)
 	}
+	var written []string
 	defer func() {
 		if err != nil {
-			for _, p := range paths {
-				_ = atomicfile.Remove(p)
+			for _, p := range written {
+				_ = files.Remove(p)
 			}
 			paths = nil
 		}
@@ -295,26 +317,27 @@ func (t KeyfileTarget) Write(root string, kfs []apply.Keyfile) (paths []string, 
 		if kf.Name == "" || strings.ContainsAny(kf.Name, `/\`) || strings.HasPrefix(kf.Name, ".") {
 			return paths, fmt.Errorf("bootstrap: keyfile name %q would leave %s", kf.Name, dir)
 		}
-		p := t.Path(root, kf.Name)
-		if err := atomicfile.Write(p, kf.Content, t.Mode); err != nil {
+		p := t.hostPath(kf.Name)
+		if err := files.WriteFile(p, kf.Content, t.Mode); err != nil {
 			return paths, fmt.Errorf("bootstrap: %w", err)
 		}
-		paths = append(paths, p)
+		written = append(written, p)
+		paths = append(paths, files.Path(p))
 	}
 	return paths, nil
 }
 
-// Remove deletes the bootstrap keyfiles under root (Owned) and nothing
+// Remove deletes the bootstrap keyfiles in files (Owned) and nothing
 // else; the agent then reloads NetworkManager's profiles.
-func (t KeyfileTarget) Remove(root string) ([]string, error) {
-	owned, err := t.Owned(root)
+func (t KeyfileTarget) Remove(files host.FS) ([]string, error) {
+	owned, err := t.owned(files)
 	if err != nil {
 		return nil, err
 	}
 	for i, p := range owned {
-		if err := atomicfile.Remove(p); err != nil {
-			return owned[:i], fmt.Errorf("bootstrap: %w", err)
+		if err := files.Remove(p); err != nil {
+			return onMachine(files, owned[:i]), fmt.Errorf("bootstrap: %w", err)
 		}
 	}
-	return owned, nil
+	return onMachine(files, owned), nil
 }

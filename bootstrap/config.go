@@ -27,7 +27,7 @@ const (
 )
 
 // Config is elemental.registration.bootstrap-network. Configurator and
-// Config mean what they mean in the server's network config (PROTOCOL.md
+// Config mean what they mean in the server's network config (docs/protocol.md
 // 7.5) and are rendered by the same code; only the addresses differ: each
 // placeholder names a local Source instead of an address.
 type Config struct {
@@ -98,7 +98,13 @@ func FromConfigFile(b []byte) (*Config, error) {
 	if err := yaml.Unmarshal(b, &doc); err != nil {
 		return nil, &ConfigError{Reason: "config file is not YAML", Err: err}
 	}
-	n := lookup(&doc, "elemental", "registration", "bootstrap-network")
+	return FromConfigNode(&doc)
+}
+
+// FromConfigNode is FromConfigFile for a file already parsed (the agent
+// parses its config file once per run).
+func FromConfigNode(doc *yaml.Node) (*Config, error) {
+	n := lookup(doc, "elemental", "registration", "bootstrap-network")
 	if n == nil || (n.Kind == yaml.ScalarNode && n.Tag == "!!null") {
 		return nil, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/testutil/netns"
 )
 
@@ -17,7 +18,7 @@ func TestPermanentMACMatchesSysfsOnUnchangedNICs(t *testing.T) {
 	checked := 0
 	for _, e := range entries {
 		dir := filepath.Join("/sys/class/net", e.Name())
-		if dest, _ := os.Readlink(dir); strings.Contains(dest, "devices/virtual/") || readTrim(filepath.Join(dir, "addr_assign_type")) != "0" {
+		if dest, _ := os.Readlink(dir); strings.Contains(dest, "devices/virtual/") || readTrim(host.Root("/"), filepath.Join(dir, "addr_assign_type")) != "0" {
 			continue
 		}
 		hw, err := permanentMAC(e.Name())
@@ -25,7 +26,7 @@ func TestPermanentMACMatchesSysfsOnUnchangedNICs(t *testing.T) {
 			t.Errorf("%s: %v", e.Name(), err)
 			continue
 		}
-		if got, want := hw.String(), readTrim(filepath.Join(dir, "address")); got != want {
+		if got, want := hw.String(), readTrim(host.Root("/"), filepath.Join(dir, "address")); got != want {
 			t.Errorf("%s: ETHTOOL_GPERMADDR says %s, sysfs %s", e.Name(), got, want)
 		}
 		checked++

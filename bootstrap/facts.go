@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
+	"path"
 	"slices"
 	"strings"
+
+	"github.com/nodereg/nodereg/internal/host"
 )
 
 // Facts are what a static entry can match and what seeds a range's start:
@@ -51,8 +53,8 @@ func (f Facts) String() string {
 // permAddrFunc reads a NIC's burnt-in address from the kernel.
 type permAddrFunc func(ifname string) (net.HardwareAddr, error)
 
-// ReadFacts reads the facts of the running machine under root (the
-// agent's --root; "" or "/" for the real system).
+// ReadFacts reads the facts of the machine files is (the agent's --root;
+// host.Root("/") for the real system).
 //
 // MACs: on the real system each NIC's permanent address comes from the
 // kernel (the ETHTOOL_GPERMADDR ioctl), because /sys/class/net/*/address
@@ -62,27 +64,27 @@ type permAddrFunc func(ifname string) (net.HardwareAddr, error)
 // taken only when addr_assign_type says it is permanent (0). Interfaces
 // under devices/virtual (veth, bridges, bonds) are skipped: their MACs are
 // random or borrowed, as for the PLAIN mac identifier.
-func ReadFacts(root string) (Facts, error) {
+func ReadFacts(files host.FS) (Facts, error) {
 	var perm permAddrFunc
-	if root == "" || root == "/" {
+	if files.Path("/") == "/" {
 		perm = permanentMAC
 	}
-	return readFacts(root, perm)
+	return readFacts(files, perm)
 }
 
-func readFacts(root string, perm permAddrFunc) (Facts, error) {
+func readFacts(files host.FS, perm permAddrFunc) (Facts, error) {
 	var f Facts
-	dir := filepath.Join(root, "sys/class/net")
-	entries, err := os.ReadDir(dir)
+	const dir = host.SysClassNet
+	entries, err := files.ReadDir(dir)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return f, fmt.Errorf("bootstrap: reading %s: %w", dir, err)
+		return f, fmt.Errorf("bootstrap: reading %s: %w", files.Path(dir), err)
 	}
 	for _, e := range entries {
 		name := e.Name()
 		if name == "lo" || name == "bonding_masters" {
 			continue
 		}
-		if dest, err := os.Readlink(filepath.Join(dir, name)); err == nil && strings.Contains(dest, "devices/virtual/") {
+		if dest, err := os.Readlink(files.Path(path.Join(dir, name))); err == nil && strings.Contains(dest, "devices/virtual/") {
 			continue
 		}
 		mac := ""
@@ -91,8 +93,8 @@ func readFacts(root string, perm permAddrFunc) (Facts, error) {
 				mac = hw.String()
 			}
 		}
-		if mac == "" && readTrim(filepath.Join(dir, name, "addr_assign_type")) == "0" {
-			mac = readTrim(filepath.Join(dir, name, "address"))
+		if mac == "" && readTrim(files, path.Join(dir, name, "addr_assign_type")) == "0" {
+			mac = readTrim(files, path.Join(dir, name, "address"))
 		}
 		if m, err := normaliseMAC(mac); err == nil && m != "00:00:00:00:00:00" {
 			f.MACs = append(f.MACs, m)
@@ -100,9 +102,9 @@ func readFacts(root string, perm permAddrFunc) (Facts, error) {
 	}
 	slices.Sort(f.MACs)
 	f.MACs = slices.Compact(f.MACs)
-	dmi := filepath.Join(root, "sys/class/dmi/id")
-	f.Serial = usableDMI(readTrim(filepath.Join(dmi, "product_serial")))
-	f.UUID = strings.ToLower(usableDMI(readTrim(filepath.Join(dmi, "product_uuid"))))
+	const dmi = host.DMIIDDir
+	f.Serial = usableDMI(readTrim(files, path.Join(dmi, "product_serial")))
+	f.UUID = strings.ToLower(usableDMI(readTrim(files, path.Join(dmi, "product_uuid"))))
 	return f, nil
 }
 
@@ -119,8 +121,11 @@ func usableDMI(v string) string {
 	return v
 }
 
-func readTrim(p string) string {
-	b, err := os.ReadFile(p)
+// maxSysfsValue bounds one sysfs attribute read (a page at most).
+const maxSysfsValue = 64 << 10
+
+func readTrim(files host.FS, p string) string {
+	b, err := files.ReadFile(p, maxSysfsValue)
 	if err != nil {
 		return ""
 	}

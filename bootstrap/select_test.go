@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/host"
 )
 
 func previewAddr(t *testing.T, c *Config, f Facts) (string, error) {
@@ -111,7 +112,7 @@ func TestPreviewRendersWithApply(t *testing.T) {
 	if ch.FirstTry.String() != "10.231.0.22" || ch.Probed || ch.Interface != "eth0" || ch.Source != "static[1] (serial CZ2041XJ7R)" {
 		t.Errorf("choice %+v", ch)
 	}
-	if got := p.Keyfiles.Path("/tmp/root", r.Keyfiles[0].Name); got != "/tmp/root/run/NetworkManager/system-connections/nodereg-bootstrap-bootstrap-eth0.nmconnection" {
+	if got := p.Keyfiles.Path(host.Root("/tmp/root"), r.Keyfiles[0].Name); got != "/tmp/root/run/NetworkManager/system-connections/nodereg-bootstrap-bootstrap-eth0.nmconnection" {
 		t.Errorf("keyfile path %s", got)
 	}
 }
@@ -119,7 +120,7 @@ func TestPreviewRendersWithApply(t *testing.T) {
 func TestOwnedKeyfiles(t *testing.T) {
 	root := t.TempDir()
 	dir := filepath.Join(root, "run/NetworkManager/system-connections")
-	if got, err := RuntimeKeyfiles.Owned(root); err != nil || got != nil {
+	if got, err := RuntimeKeyfiles.Owned(host.Root(root)); err != nil || got != nil {
 		t.Fatalf("no directory: %v, %v", got, err)
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "nodereg-bootstrap-dir.nmconnection"), 0o755); err != nil {
@@ -130,7 +131,7 @@ func TestOwnedKeyfiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := RuntimeKeyfiles.Owned(root)
+	got, err := RuntimeKeyfiles.Owned(host.Root(root))
 	if err != nil || len(got) != 1 || got[0] != filepath.Join(dir, "nodereg-bootstrap-eth0.nmconnection") {
 		t.Fatalf("owned: %v, %v", got, err)
 	}
@@ -172,7 +173,7 @@ func TestReadFactsFromSysfs(t *testing.T) {
 	if err := os.Symlink("../../../devices/virtual/net/br0", filepath.Join(root, "sys/class/net/br0")); err != nil {
 		t.Fatal(err)
 	}
-	f, err := readFacts(root, nil)
+	f, err := readFacts(host.Root(root), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +190,7 @@ func TestReadFactsDropsFirmwarePlaceholders(t *testing.T) {
 		"sys/class/dmi/id/product_serial": "To Be Filled By O.E.M.",
 		"sys/class/dmi/id/product_uuid":   "03000200-0400-0500-0006-000700080009",
 	})
-	f, err := readFacts(root, nil)
+	f, err := readFacts(host.Root(root), nil)
 	if err != nil || f.Serial != "" || f.UUID != "" || len(f.MACs) != 0 {
 		t.Fatalf("facts %s, %v", f, err)
 	}
@@ -266,7 +267,7 @@ func TestWriteAndRemoveKeyfiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	kfs := []apply.Keyfile{{Name: "bootstrap-eth0.nmconnection", Content: []byte("[connection]\nid=a\n")}, {Name: "bootstrap-eth1.nmconnection", Content: []byte("[connection]\nid=b\n")}}
-	paths, err := RuntimeKeyfiles.Write(root, kfs)
+	paths, err := RuntimeKeyfiles.Write(host.Root(root), kfs)
 	if err != nil || len(paths) != 2 {
 		t.Fatalf("write: %v %v", paths, err)
 	}
@@ -279,7 +280,7 @@ func TestWriteAndRemoveKeyfiles(t *testing.T) {
 			t.Errorf("%s holds %q", p, b)
 		}
 	}
-	removed, err := RuntimeKeyfiles.Remove(root)
+	removed, err := RuntimeKeyfiles.Remove(host.Root(root))
 	if err != nil || len(removed) != 2 {
 		t.Fatalf("remove: %v %v", removed, err)
 	}
@@ -292,10 +293,10 @@ func TestWriteAndRemoveKeyfiles(t *testing.T) {
 func TestWriteRefusesEscapingNameAndLeavesNothing(t *testing.T) {
 	root := t.TempDir()
 	kfs := []apply.Keyfile{{Name: "ok.nmconnection", Content: []byte("a")}, {Name: "../../etc/x.nmconnection", Content: []byte("b")}}
-	if paths, err := RuntimeKeyfiles.Write(root, kfs); err == nil || paths != nil {
+	if paths, err := RuntimeKeyfiles.Write(host.Root(root), kfs); err == nil || paths != nil {
 		t.Fatalf("write with an escaping name: %v %v", paths, err)
 	}
-	if owned, _ := RuntimeKeyfiles.Owned(root); len(owned) != 0 {
+	if owned, _ := RuntimeKeyfiles.Owned(host.Root(root)); len(owned) != 0 {
 		t.Fatalf("half-written bootstrap left behind: %v", owned)
 	}
 }

@@ -4,14 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
 
-	"github.com/nodereg/nodereg/internal/safefile"
+	"github.com/nodereg/nodereg/internal/host"
 )
 
 // ProfileDirs are the directories NetworkManager loads keyfiles from
@@ -36,16 +34,16 @@ type Profile struct {
 	ID, UUID string // as NetworkManager reads them; UUID lower-case
 }
 
-// Foreign lists the profiles NetworkManager would load under root that are
+// Foreign lists the profiles NetworkManager would load from files that are
 // not the agent's: neither ours(host path) nor under one of
 // p.OwnedPrefixes. It skips what NetworkManager skips: hidden, backup and
 // temporary names, certificates, files not ending in .nmconnection outside
 // /etc, anything but a regular file owned by root and private to it, and
 // files it cannot parse.
-func (p Policy) Foreign(root string, ours func(hostPath string) bool) ([]Profile, error) {
+func (p Policy) Foreign(files host.FS, ours func(hostPath string) bool) ([]Profile, error) {
 	var out []Profile
 	for _, dir := range ProfileDirs {
-		entries, err := os.ReadDir(filepath.Join(root, dir))
+		entries, err := files.ReadDir(dir)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -60,8 +58,7 @@ func (p Policy) Foreign(root string, ours func(hostPath string) bool) ([]Profile
 			if len(out) == maxProfiles {
 				return nil, fmt.Errorf("network policy: more than %d profiles under %v", maxProfiles, ProfileDirs)
 			}
-			if pr, ok := loadProfile(filepath.Join(root, hp)); ok {
-				pr.Path = hp
+			if pr, ok := loadProfile(files, hp); ok {
 				out = append(out, pr)
 			}
 		}
@@ -99,15 +96,15 @@ func mkstempSuffix(name string) bool {
 	return true
 }
 
-func loadProfile(file string) (Profile, bool) {
-	fi, err := os.Lstat(file)
+func loadProfile(files host.FS, hostPath string) (Profile, bool) {
+	fi, err := files.Lstat(hostPath)
 	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o077 != 0 {
 		return Profile{}, false
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 {
 		return Profile{}, false
 	}
-	b, err := safefile.ReadFile(file, maxProfileSize)
+	b, err := files.ReadFile(hostPath, maxProfileSize)
 	if err != nil {
 		return Profile{}, false
 	}
@@ -115,8 +112,8 @@ func loadProfile(file string) (Profile, bool) {
 	if err != nil || secs["connection"] == nil || generated(secs) {
 		return Profile{}, false
 	}
-	e := effective(secs, filepath.Base(file))
-	return Profile{ID: e.id, UUID: e.uuid}, true
+	e := effective(secs, path.Base(hostPath))
+	return Profile{Path: hostPath, ID: e.id, UUID: e.uuid}, true
 }
 
 // generated: a profile NetworkManager made itself and keeps under /run

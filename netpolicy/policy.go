@@ -11,7 +11,8 @@
 // already loads from elsewhere.
 //
 // It works on plain data (the rendered nmstate tree, keyfile bytes, a list of
-// profiles on disk); of this module it imports only internal/safefile.
+// profiles read through the host edge); of this module it imports only
+// internal/host.
 package netpolicy
 
 import (
@@ -120,9 +121,21 @@ type localFile struct {
 // FromConfig reads the policy from the local config file's bytes (file names
 // it in errors). No key: the zero Policy.
 func FromConfig(file string, b []byte) (Policy, error) {
-	var lf localFile
-	if err := yaml.Unmarshal(b, &lf); err != nil {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
 		return Policy{}, &ConfigError{Where: file, Err: err}
+	}
+	return FromConfigNode(file, &doc)
+}
+
+// FromConfigNode is FromConfig for a file already parsed (doc), so the
+// local config is parsed once (agent/localconfig).
+func FromConfigNode(file string, doc *yaml.Node) (Policy, error) {
+	var lf localFile
+	if doc.Kind != 0 {
+		if err := doc.Decode(&lf); err != nil {
+			return Policy{}, &ConfigError{Where: file, Err: err}
+		}
 	}
 	n := &lf.Elemental.Registration.Policy
 	if n.Kind == 0 {

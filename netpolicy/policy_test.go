@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/nodereg/nodereg/internal/host"
 )
 
 const goodKeyfile = "[connection]\nid=eth0\nuuid=0f2e8c2e-6b1d-4a0e-9a8e-3b5c2d7f1a01\ntype=ethernet\ninterface-name=eth0\n\n[ethernet]\n\n[ipv4]\naddress1=192.168.122.10/24,192.168.122.1\ndns=192.168.122.1;\nmethod=manual\n\n[ipv6]\nmethod=disabled\n\n[proxy]\n"
@@ -164,7 +166,7 @@ func TestForeignProfiles(t *testing.T) {
 	// NetworkManager's own profile for a device it found configured.
 	writeProfile(t, root, "/run/NetworkManager/system-connections/eth0.nmconnection", "[connection]\nid=eth0\nuuid=0f2e8c2e-6b1d-4a0e-9a8e-3b5c2d7f1a99\ninterface-name=eth0\n\n[.nmmeta]\nnm-generated=true\nvolatile=true\nexternal=true\n", 0o600)
 	p := Policy{OwnedPrefixes: []string{"/run/NetworkManager/system-connections/nodereg-bootstrap-"}}
-	got, err := p.Foreign(root, func(hp string) bool { return hp == "/etc/NetworkManager/system-connections/ours.nmconnection" })
+	got, err := p.Foreign(host.Root(root), func(hp string) bool { return hp == "/etc/NetworkManager/system-connections/ours.nmconnection" })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 // Authorization header prefixes, case-sensitive, no space before the
-// identifier or token (PROTOCOL.md 5).
+// identifier or token (docs/protocol.md §4).
 const (
 	PrefixTPM   = "Bearer TPM"
 	PrefixPlain = "Bearer PLAIN"

@@ -15,7 +15,7 @@ import (
 const (
 	// MaxReplyNodes is the most YAML nodes a reply may expand to, aliases
 	// expanded: one node per 32 bytes of the frame limit (131,072).
-	// Upstream's own encoding (PROTOCOL.md 7.2) spends 17 bytes per byte
+	// Upstream's own encoding (docs/protocol.md §6.2) spends 17 bytes per byte
 	// of a schemaless value, so this admits about 128 KiB of cloud-config
 	// and network config JSON, far above real replies, while a reply at the
 	// limit costs tens of MB to hold, not GBs.

@@ -58,14 +58,14 @@ const (
 )
 
 // DefaultSessionDeadline is upstream's RegistrationDeadlineSeconds: both
-// sides give a connection 10 s in all (PROTOCOL.md 2.5).
+// sides give a connection 10 s in all (docs/protocol.md §1.4).
 const DefaultSessionDeadline = 10 * time.Second
 
 // DialOptions configure one connection to the registration server.
 type DialOptions struct {
 	URL string
 	// CACert is a path to an existing PEM file or the PEM text itself, as
-	// elemental.registration.ca-cert (PROTOCOL.md 2.4).
+	// elemental.registration.ca-cert (docs/protocol.md §1.3).
 	CACert string
 	// NoSystemPool trusts only CACert. Upstream always adds the system pool.
 	NoSystemPool bool
@@ -78,7 +78,7 @@ type DialOptions struct {
 
 // WebSocketURL converts a registration URL as upstream does: the first
 // "http" becomes "ws". Unlike upstream we require an http(s) scheme, since
-// the substring replace mangles other URLs (PROTOCOL.md 2.1 pitfall).
+// the substring replace mangles other URLs (docs/protocol.md §9).
 func WebSocketURL(u string) (string, error) {
 	if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 		return "", fmt.Errorf("registration URL %q: scheme must be http or https", RedactURL(u))
@@ -88,11 +88,11 @@ func WebSocketURL(u string) (string, error) {
 
 // CAPEM is the PEM text of elemental.registration.ca-cert from the local
 // config or a flag: the PEM text itself, or the path of a regular file
-// holding it (PROTOCOL.md 2.4), read without following a symlink and at
+// holding it (docs/protocol.md §1.3), read without following a symlink and at
 // most safefile.MaxPEM bytes. It is the one loader for the CA: the TLS
 // client and the system-agent kubeconfig use the same bytes, and a CA that
 // cannot be read is an error, never its path passed on as data. A ca-cert
-// from the server is PEM text only (KeepLocal).
+// from the server is PEM text only (agent/localconfig.KeepLocal).
 func CAPEM(caCert string) ([]byte, error) {
 	if caCert == "" {
 		return nil, errors.New("ca-cert: empty")
@@ -274,7 +274,7 @@ func (cc *ClientConn) authenticate(ctx context.Context, auth Authenticator) erro
 }
 
 // closedDuringAuth explains the silent close upstream servers use to
-// reject a client (PROTOCOL.md 2.6).
+// reject a client (docs/protocol.md §1.5).
 func closedDuringAuth(err error) error {
 	var ce *websocket.CloseError
 	if errors.As(err, &ce) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isNetClosed(err) {
@@ -339,7 +339,7 @@ type Payloads struct {
 var ErrUpdateUnsupported = errors.New("elemental-operator protocol version does not support update")
 
 // Register runs the registration on a negotiated connection, decoding the
-// config reply on top of cfg (PROTOCOL.md 4.2, 4.3, 3.5 gates).
+// config reply on top of cfg (docs/protocol.md §3.2, §3.3, §2.5 gates).
 func (cc *ClientConn) Register(ctx context.Context, reg *Payloads, cfg *Config) (*Reply, error) {
 	r, err := cc.register(ctx, reg, cfg)
 	if err != nil {
@@ -406,7 +406,7 @@ func (cc *ClientConn) register(ctx context.Context, reg *Payloads, cfg *Config) 
 }
 
 // EncodeJSON is upstream's payload encoding: encoding/json's stream encoder,
-// sorted keys, HTML escaping, one trailing newline (PROTOCOL.md 3.3).
+// sorted keys, HTML escaping, one trailing newline (docs/protocol.md §2.3).
 func EncodeJSON(v any) ([]byte, error) {
 	var b strings.Builder
 	if err := json.NewEncoder(&b).Encode(v); err != nil {
@@ -434,7 +434,7 @@ func (cc *ClientConn) sendRaw(step string, t MsgType, p []byte) error {
 // ExplicitNetworkConfig asks for the network config with MsgNetworkConfig on
 // this (fresh) connection. Only for servers that announced it or that the
 // admin configured as explicit: released operators drop the connection on
-// 0x0C (PROTOCOL.md 7.4). The answer is the config, or *ErrorReply with a
+// 0x0C (docs/protocol.md §7.3). The answer is the config, or *ErrorReply with a
 // reason such as WaitingForIPAddress.
 func (cc *ClientConn) ExplicitNetworkConfig(ctx context.Context) (*NetworkConfig, error) {
 	nc, err := cc.explicitNetworkConfig(ctx)

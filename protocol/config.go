@@ -11,8 +11,8 @@ import (
 )
 
 // Config is the elemental configuration: the local config file of the agent
-// (elemental.registration.*, PROTOCOL.md 8.2) and the server's MsgConfig
-// reply (7.1) share this shape. YAML field names are upstream's.
+// (elemental.registration.*, docs/protocol.md §8.2) and the server's MsgConfig
+// reply (§6.1) share this shape. YAML field names are upstream's.
 type Config struct {
 	Elemental   Elemental           `yaml:"elemental" json:"elemental"`
 	CloudConfig map[string]RawValue `yaml:"cloud-config,omitempty" json:"cloud-config,omitempty"`
@@ -34,11 +34,11 @@ type Registration struct {
 	EmulatedTPMSeed int64  `yaml:"emulated-tpm-seed,omitempty" json:"emulated-tpm-seed,omitempty"`
 	NoSMBIOS        bool   `yaml:"no-smbios,omitempty" json:"no-smbios,omitempty"`
 	Auth            string `yaml:"auth,omitempty" json:"auth,omitempty"`
-	// Local-only keys: the server never sends them (7.1).
+	// Local-only keys: the server never sends them (§6.5).
 	NoToolkit bool              `yaml:"no-toolkit,omitempty" json:"no-toolkit,omitempty"`
 	Labels    map[string]string `yaml:"labels,omitempty" json:"labels,omitempty"`
 	// NetworkConfig is nodereg's extension: how to ask for the network
-	// config ("auto", "embedded", "explicit"); see DESIGN.md. Upstream
+	// config ("auto", "embedded", "explicit"); see docs/protocol.md §7.4. Upstream
 	// clients ignore the key.
 	NetworkConfig string `yaml:"network-config,omitempty" json:"network-config,omitempty"`
 	// TPMDevice is nodereg's extension: "" picks /dev/tpmrm0 then
@@ -100,7 +100,7 @@ type SystemAgent struct {
 	SecretNamespace string `yaml:"secret-namespace,omitempty" json:"secret-namespace,omitempty"`
 }
 
-// Network configurators (PROTOCOL.md 7.5).
+// Network configurators (docs/protocol.md §7.1).
 const (
 	ConfiguratorNone          = "none"
 	ConfiguratorNmc           = "nmc"
@@ -109,7 +109,7 @@ const (
 )
 
 // NetworkConfig is the inventory's network config as it reaches the node:
-// appended to MsgConfig (7.3) or sent as JSON in MsgNetworkConfig (7.4).
+// appended to MsgConfig (§6.3) or sent as JSON in MsgNetworkConfig (§7.3).
 type NetworkConfig struct {
 	Configurator string              `yaml:"configurator,omitempty" json:"configurator,omitempty"`
 	IPAddresses  map[string]string   `yaml:"ipAddresses,omitempty" json:"ipAddresses,omitempty"`
@@ -123,7 +123,7 @@ func (n *NetworkConfig) IsReal() bool {
 
 // RawValue is a schemaless value (a Kubernetes RawExtension upstream). On the
 // wire yaml.v3 writes it as {raw: [byte, ...], object: null}, the bytes being
-// the JSON text (PROTOCOL.md 7.2). Decoding accepts that form and plain YAML
+// the JSON text (docs/protocol.md §6.2). Decoding accepts that form and plain YAML
 // alike; encoding to YAML always writes the raw form, so upstream clients
 // decode what we send; encoding to JSON writes the plain value.
 type RawValue struct {
@@ -228,7 +228,7 @@ func (r *RawValue) UnmarshalJSON(b []byte) error { return json.Unmarshal(b, &r.V
 
 // ErrorReply is the MsgError payload: upstream's one-field YAML plus
 // nodereg's machine-readable reason and retry hint, which upstream clients
-// ignore (DESIGN.md).
+// ignore (docs/protocol.md §7.5).
 type ErrorReply struct {
 	Message           string `yaml:"message"`
 	Reason            string `yaml:"reason,omitempty"`

@@ -11,7 +11,7 @@ import (
 // survive our own encoding: what we would hand to an upstream client decodes
 // to the same network config.
 func FuzzDecodeConfigReply(f *testing.F) {
-	// testdata/fuzz holds the captured upstream payloads (shared/vectors).
+	// testdata/fuzz holds the captured upstream payloads (tests/vectors).
 	f.Add([]byte("elemental: {registration: {url: http://x/}}\nconfigurator: nmstate\nipAddresses: {a: 10.0.0.1}\nconfig: {interfaces: {raw: [91, 93], object: null}}\nexplicitNetworkConfig: true\n"))
 	f.Add([]byte("config: {x: {raw: [300], object: null}}\n"))
 	f.Add([]byte("config: {x: {raw: null}}\n"))

@@ -100,7 +100,7 @@ func rawDial(t *testing.T, srv *httptest.Server, auth string) *websocket.Conn {
 	return ws
 }
 
-// Server answers to MsgVersion: PROTOCOL.md section 11.
+// Server answers to MsgVersion: docs/protocol.md §10.
 func TestServerVersionNegotiation(t *testing.T) {
 	srv := startServer(t, &recordingHandler{})
 	cases := []struct {

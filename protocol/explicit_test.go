@@ -9,7 +9,7 @@ import (
 )
 
 // seedPRReply is what the server of commit 342bba26 wrote after 0x0C
-// (PROTOCOL.md 7.4): compact JSON of spec.network, no configurator, config
+// (docs/protocol.md §7.3): compact JSON of spec.network, no configurator, config
 // as plain JSON.
 const seedPRReply = `{"ipAddresses":{"ip1":"192.168.122.10"},"config":{"interfaces":[{"name":"eth0","type":"ethernet","state":"up","ipv4":{"enabled":true,"address":[{"ip":"{ip1}","prefix-length":24}]}}]}}`
 

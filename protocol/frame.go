@@ -8,7 +8,7 @@ import (
 )
 
 // DefaultMaxFrame bounds one message on both sides. Upstream sets no limit
-// (PROTOCOL.md 2.5); the largest real payloads (system data of a big machine)
+// (docs/protocol.md §1.4); the largest real payloads (system data of a big machine)
 // are a few hundred KiB, so 4 MiB leaves room without letting a peer make us
 // buffer without end.
 const DefaultMaxFrame = 4 << 20
@@ -16,7 +16,7 @@ const DefaultMaxFrame = 4 << 20
 // DefaultMaxConversation bounds the bytes read over one whole connection.
 const DefaultMaxConversation = 16 << 20
 
-// ErrFrame marks a message that breaks the framing rules of PROTOCOL.md 3.1.
+// ErrFrame marks a message that breaks the framing rules of docs/protocol.md §2.1.
 var ErrFrame = errors.New("malformed message")
 
 // DecodeFrame splits one typed message into its type and payload, with the

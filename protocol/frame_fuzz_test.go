@@ -13,7 +13,7 @@ func FuzzDecodeFrame(f *testing.F) {
 	f.Add([]byte{byte(MsgReady)})
 	f.Add([]byte{byte(MsgVersion), Version})
 	f.Add([]byte{0xff, 'x'})
-	// testdata/fuzz holds the captured upstream payloads (shared/vectors).
+	// testdata/fuzz holds the captured upstream payloads (tests/vectors).
 	f.Fuzz(func(t *testing.T, b []byte) {
 		mt, p, err := DecodeFrame(b)
 		if err != nil {

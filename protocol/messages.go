@@ -6,7 +6,7 @@ import "fmt"
 type MsgType byte
 
 // Message types, byte for byte as elemental-operator defines them
-// (PROTOCOL.md 3.2).
+// (docs/protocol.md §2.2).
 const (
 	MsgUndefined     MsgType = 0x00
 	MsgReady         MsgType = 0x01
@@ -30,7 +30,7 @@ const (
 // Version is the protocol version this package speaks.
 const Version = byte(MsgLast)
 
-// Negotiated-version thresholds that gate behaviour (PROTOCOL.md 3.5).
+// Negotiated-version thresholds that gate behaviour (docs/protocol.md §2.5).
 const (
 	minServerAcceptedVersion = 5  // servers reject clients at or below MsgGet (4)
 	versionUpdate            = 10 // MsgUpdate

@@ -8,7 +8,7 @@ import (
 )
 
 // The registration token is the last path segment of the registration URL
-// (PROTOCOL.md 2.1). Anyone holding it can register machines, so it must
+// (docs/protocol.md §1.1). Anyone holding it can register machines, so it must
 // not reach a log: not in the URL, not in what a server echoes back
 // (upstream's and regserver's 404 body names the token it did not find).
 

@@ -40,7 +40,7 @@ func EncodeError(err error) []byte {
 // EncodeConfigReply builds the MsgConfig payload for a client that negotiated
 // version v: the config YAML, then (v >= 12, real configurator) the network
 // config appended to the same document, then the announcement key
-// (PROTOCOL.md 7.3, DESIGN.md).
+// (docs/protocol.md §6.3, §6.4).
 func EncodeConfigReply(r *ConfigReply, v byte) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := yaml.NewEncoder(&buf)
@@ -79,7 +79,7 @@ type Reply struct {
 
 // DecodeConfigReply decodes a MsgConfig payload on top of cfg, so keys the
 // server does not send (no-toolkit, labels) keep their local values, as
-// upstream does (PROTOCOL.md 7.1); the same document is decoded again for
+// upstream does (docs/protocol.md §6.1); the same document is decoded again for
 // the network section and the announcement. The document is parsed once and
 // held to one budget (MaxReplyNodes, MaxReplyText) before anything is
 // decoded; on error cfg is unchanged.
@@ -127,7 +127,7 @@ func (c *Config) clone() Config {
 }
 
 // DecodeNetworkConfigJSON decodes a MsgNetworkConfig payload, held to the
-// reply budget. The seed PR's server (commit 342bba26, PROTOCOL.md 7.4)
+// reply budget. The seed PR's server (commit 342bba26, docs/protocol.md §7.3)
 // sends {"ipAddresses":{...},"config":{...}} with no configurator, from a
 // time when nmstate was the only one: a config without configurator is
 // therefore nmstate here (and only here; in MsgConfig, see Unused).

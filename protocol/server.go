@@ -19,7 +19,7 @@ type ServerOptions struct {
 	Auth     []ServerAuthenticator
 	MaxFrame int64
 	// Deadline bounds the whole session after the upgrade (default 10 s,
-	// as upstream; PROTOCOL.md 2.5).
+	// as upstream; docs/protocol.md §1.4).
 	Deadline time.Duration
 	// Log is accepted for the callers' sake; the conversation reports
 	// through its returned error, which the caller logs.
@@ -27,7 +27,7 @@ type ServerOptions struct {
 }
 
 // IsWebSocketUpgrade reports whether r asks for a websocket, with the same
-// header test as upstream (PROTOCOL.md 2.4).
+// header test as upstream (docs/protocol.md §1.3).
 func IsWebSocketUpgrade(r *http.Request) bool {
 	return headerHas(r.Header, "Connection", "upgrade") && headerHas(r.Header, "Upgrade", "websocket")
 }
@@ -76,7 +76,7 @@ func Accept(w http.ResponseWriter, r *http.Request, o ServerOptions, h SessionHa
 	c := NewConn(ws, o.MaxFrame)
 
 	// Like upstream, an authentication failure closes the connection
-	// without a message (PROTOCOL.md 2.6): upstream clients expect that.
+	// without a message (docs/protocol.md §1.5): upstream clients expect that.
 	if auth == nil {
 		return stepErr(StepAuth, fmt.Errorf("%w: unsupported Authorization scheme", ErrAuth))
 	}
@@ -151,7 +151,7 @@ func serveLoop(ctx context.Context, c *Conn, s *ServerSession, h SessionHandler)
 			}
 			return stepErr(StepConfig, c.Write(MsgConfig, b))
 		case MsgNetworkConfig:
-			// nodereg's explicit exchange (DESIGN.md); only after the
+			// nodereg's explicit exchange (docs/protocol.md §7.3); only after the
 			// client negotiated 12, as commit 342bba26 required.
 			if s.Version < versionNetworkConfig {
 				return stepErr(StepNetworkConfig, fmt.Errorf("%w: got unexpected message: %s", ErrFrame, t))
@@ -171,7 +171,7 @@ func serveLoop(ctx context.Context, c *Conn, s *ServerSession, h SessionHandler)
 	}
 }
 
-// negotiateServer is upstream's decodeProtocolVersion (PROTOCOL.md 3.5).
+// negotiateServer is upstream's decodeProtocolVersion (docs/protocol.md §2.5).
 func negotiateServer(p []byte) (byte, error) {
 	if len(p) != 1 {
 		return 0, fmt.Errorf("%w: unknown format of protocol version (%d bytes)", ErrFrame, len(p))

@@ -18,7 +18,7 @@ type SessionHandler interface {
 	// Get answers MsgGet with everything the client sent in s: it creates
 	// or updates the inventory and returns the config reply.
 	Get(ctx context.Context, s *ServerSession) (*ConfigReply, error)
-	// NetworkConfig answers an explicit MsgNetworkConfig (DESIGN.md):
+	// NetworkConfig answers an explicit MsgNetworkConfig (docs/protocol.md §7.3):
 	// the network config once every claim holds an address, else an
 	// *ErrorReply with reason WaitingForIPAddress, PoolExhausted or
 	// AllocationFailed and RetryAfterSeconds.
@@ -47,10 +47,10 @@ type ServerSession struct {
 type ConfigReply struct {
 	Config Config
 	// Network is appended to the MsgConfig YAML when it is real and the
-	// negotiated version is at least 12 (PROTOCOL.md 7.3).
+	// negotiated version is at least 12 (docs/protocol.md §6.3).
 	Network *NetworkConfig
 	// ExplicitNetworkConfig announces that this server answers
-	// MsgNetworkConfig on a second connection (DESIGN.md).
+	// MsgNetworkConfig on a second connection (docs/protocol.md §6.4).
 	ExplicitNetworkConfig bool
 }
 

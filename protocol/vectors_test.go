@@ -11,7 +11,8 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Vectors in this file come from PROTOCOL.md section 11 and shared/vectors.
+// Vectors in this file are those of docs/protocol.md §10 (tests/vectors, read
+// through internal/vectors).
 
 func TestMessageTypeBytes(t *testing.T) {
 	want := map[MsgType]byte{

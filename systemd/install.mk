@@ -21,7 +21,7 @@ AGENT_BIN ?= bin/agent
 # replaced; set COMPAT_LINKS=no to skip them.
 COMPAT_LINKS ?= yes
 
-NODEREG_UNITS := nodereg.service nodereg-update.service nodereg-update.timer nodereg-reset.service nodereg-install.service
+NODEREG_UNITS := nodereg.service nodereg-update.service nodereg-update.timer nodereg-reset.service nodereg-install.service nodereg-verify.service
 NODEREG_DEFAULT_AGENT := /usr/sbin/nodereg-agent
 
 INSTALL ?= install

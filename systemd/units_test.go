@@ -14,7 +14,7 @@ import (
 )
 
 // units lists every unit file shipped in this directory.
-var units = []string{"nodereg.service", "nodereg-update.service", "nodereg-update.timer", "nodereg-reset.service", "nodereg-install.service"}
+var units = []string{"nodereg.service", "nodereg-update.service", "nodereg-update.timer", "nodereg-reset.service", "nodereg-install.service", "nodereg-verify.service"}
 
 const agentPath = "/usr/sbin/nodereg-agent"
 
@@ -215,6 +215,9 @@ func TestUpdateTimerAndService(t *testing.T) {
 	if got := svc.one(t, "Service.ExecStart"); strings.Contains(got, "--reset") || strings.Contains(got, "--install") {
 		t.Errorf("update ExecStart=%s must be a plain registration", got)
 	}
+	if exec := strings.Fields(svc.one(t, "Service.ExecStart")); !slices.Contains(exec, "--repair-drift") {
+		t.Errorf("update ExecStart=%v: the timer's run repairs drift (docs/verify.md)", exec)
+	}
 	if got := svc.one(t, "Service.NotifyAccess"); got != "main" {
 		t.Errorf("NotifyAccess=%s, want main so STATUS reaches systemctl", got)
 	}
@@ -288,7 +291,7 @@ func conditionsHold(u unitFile, exists map[string]bool) bool {
 }
 
 // TestModesPickTheRightUnits checks, mode by mode (the sentinels written by
-// elemental's dracut hook, REFERENCE.md 2.3), which units may act.
+// elemental's dracut hook, docs/boot-simulation.md), which units may act.
 func TestModesPickTheRightUnits(t *testing.T) {
 	modes := map[string][]string{
 		"active":   {"/run/elemental/active_mode"},
@@ -297,8 +300,8 @@ func TestModesPickTheRightUnits(t *testing.T) {
 		"live":     {"/run/elemental/live_mode"},
 	}
 	want := map[string][]string{
-		"active":   {"nodereg-update.service", "nodereg-update.timer", "nodereg.service"},
-		"passive":  {"nodereg-update.service", "nodereg-update.timer", "nodereg.service"},
+		"active":   {"nodereg-update.service", "nodereg-update.timer", "nodereg-verify.service", "nodereg.service"},
+		"passive":  {"nodereg-update.service", "nodereg-update.timer", "nodereg-verify.service", "nodereg.service"},
 		"recovery": {"nodereg-reset.service"},
 		"live":     {"nodereg-install.service"},
 	}
@@ -348,5 +351,27 @@ func TestExitStatusesMatchTheAgentsTable(t *testing.T) {
 		if got, want := u.one(t, "Service.RestartPreventExitStatus"), statuses(exitcode.NoRestart); got != want {
 			t.Errorf("%s: RestartPreventExitStatus=%s, want %s", name, got, want)
 		}
+	}
+}
+
+// The verify unit is the boot assessment's check: after the boot run, read
+// only, and still active afterwards when it passed (docs/verify.md).
+func TestVerifyService(t *testing.T) {
+	u := parseUnit(t, "nodereg-verify.service")
+	exec := strings.Fields(u.one(t, "Service.ExecStart"))
+	if len(exec) != 2 || exec[0] != agentPath || exec[1] != "verify" {
+		t.Errorf("ExecStart=%v, want %s verify", exec, agentPath)
+	}
+	if got := u.one(t, "Service.Type"); got != "oneshot" {
+		t.Errorf("Type=%s, want oneshot", got)
+	}
+	if got := u.one(t, "Service.RemainAfterExit"); got != "yes" {
+		t.Errorf("RemainAfterExit=%s: systemctl is-active must report the verdict", got)
+	}
+	if !slices.Contains(u.words("Unit.After"), "nodereg.service") {
+		t.Error("verify must run after the boot run")
+	}
+	if len(u["Service.Restart"]) != 0 {
+		t.Error("a failed check must stay failed, not be retried into a pass")
 	}
 }

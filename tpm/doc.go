@@ -1,5 +1,5 @@
 // Package tpm proves a node's identity with its TPM 2.0, wire-compatible
-// with elemental-register's "tpm" authentication (TPM.md), using go-tpm's
+// with elemental-register's "tpm" authentication (docs/protocol.md §4.1, §4.4), using go-tpm's
 // tpm2 API directly.
 //
 // One *TPM is opened per run and keeps what it creates (EK, AK) loaded until

@@ -20,7 +20,7 @@ import (
 	"github.com/nodereg/nodereg/tpm/wire"
 )
 
-// Golden vectors of TPM.md §11 (seed → TPM hash, SRK Name, EK Name).
+// Golden vectors (docs/protocol.md §10) (seed → TPM hash, SRK Name, EK Name).
 var goldenSeeds = []struct {
 	seed          int64
 	hash, srk, ek string
@@ -89,7 +89,7 @@ func TestEmulatedRoundTripWireShape(t *testing.T) {
 	if x.Identity.Kind != "tpm" || x.Identity.Hash != want {
 		t.Errorf("identity %+v, want tpm/%s", x.Identity, want)
 	}
-	// PROTOCOL.md §11: header prefix and length for seed 1.
+	// docs/protocol.md §10: header prefix and length for seed 1.
 	if !strings.HasPrefix(x.Token, "Bearer TPMeyJFSyI6IkxTMHRMUzFDUlVkSlRp") {
 		t.Errorf("token prefix %q", x.Token[:40])
 	}
@@ -115,7 +115,7 @@ func TestEmulatedRoundTripWireShape(t *testing.T) {
 	if !strings.HasPrefix(string(d.EK), "-----BEGIN PUBLIC KEY-----\n") {
 		t.Errorf("EK PEM %q", d.EK[:30])
 	}
-	// TPM.md §4 sizes and §14 structure.
+	// The key sizes and structures of docs/protocol.md §4.1.
 	for name, c := range map[string]struct {
 		b []byte
 		n int
@@ -155,7 +155,7 @@ func TestEmulatedRoundTripWireShape(t *testing.T) {
 	if !regexp.MustCompile(`^\{"Secret":"[A-Za-z0-9+/]{43}="\}\n$`).Match(x.Response) {
 		t.Errorf("response %q", x.Response)
 	}
-	// TPM.md §7 flow A: 14 commands, two primaries, one Create.
+	// docs/protocol.md §4.4: a cold emulated run is 14 commands, two primaries, one Create.
 	tp.Close()
 	c := tp.Counts()
 	if c.Commands != 14 || c.CreatePrimary != 2 || c.Create != 1 {

@@ -11,7 +11,7 @@ import (
 const RandomSeed = -1
 
 // ResolveSeed picks the emulated TPM's seed as elemental-register's
-// GetTPMSeed does (PROTOCOL.md 5.2). The caller stores the result in the
+// GetTPMSeed does (docs/protocol.md §4.2). The caller stores the result in the
 // state file with stateEmulated = emulate.
 func ResolveSeed(emulate bool, cfgSeed int64, stateEmulated bool, stateSeed int64, smbiosUUID string) int64 {
 	switch {

@@ -51,7 +51,7 @@ func register(t testing.TB, s *tpmtest.Swtpm, blob []byte, srv *tpmauth.Authenti
 }
 
 // tpm2ToolsEKHash reads the persisted EK with tpm2-tools, an implementation
-// independent of ours (TPM.md §3 shell cross-check).
+// independent of ours (the cross-check of docs/protocol.md §4.4).
 func tpm2ToolsEKHash(t *testing.T, s *tpmtest.Swtpm) string {
 	t.Helper()
 	if _, err := exec.LookPath("tpm2_readpublic"); err != nil {
@@ -83,7 +83,7 @@ func TestSwtpmRoundTripAndAKReuse(t *testing.T) {
 	if !strings.HasPrefix(x.Token, "Bearer TPMeyJFSyI6IkxTMHRMUzFDUlVkSlRp") {
 		t.Errorf("token prefix %.40q", x.Token)
 	}
-	// TPM.md §7 flow B: at most 17 commands; EK and SRK primaries, one AK.
+	// docs/protocol.md §4.4: a cold swtpm run is at most 17 commands; EK and SRK primaries, one AK.
 	if cold.Commands > 17 || cold.CreatePrimary != 2 || cold.Create != 1 {
 		t.Errorf("cold run: %d commands, %d CreatePrimary, %d Create; want ≤17/2/1", cold.Commands, cold.CreatePrimary, cold.Create)
 	}

@@ -12,7 +12,7 @@ const (
 
 // ekTemplate is the TCG default RSA EK template; a nonce read from NV (when
 // the manufacturer provisioned one) goes at the front of unique, which is
-// otherwise 256 zero bytes (TPM.md §3).
+// otherwise 256 zero bytes (docs/protocol.md §4.4).
 func ekTemplate(nonce []byte) tpm2.TPMTPublic {
 	t := tpm2.RSAEKTemplate
 	unique := make([]byte, 256)
@@ -22,7 +22,7 @@ func ekTemplate(nonce []byte) tpm2.TPMTPublic {
 }
 
 // srkTemplate is what go-attestation creates at 0x81000001 when nothing is
-// there (TPM.md §4); go-tpm's template is byte-identical.
+// there (docs/protocol.md §4.4); go-tpm's template is byte-identical.
 func srkTemplate() tpm2.TPMTPublic { return tpm2.RSASRKTemplate }
 
 // akTemplate is go-attestation's AK: RSA-2048 restricted signing key with

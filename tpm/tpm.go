@@ -171,7 +171,7 @@ func (t *TPM) AKBlob() []byte {
 // Authenticator returns the protocol client side of this TPM.
 func (t *TPM) Authenticator() protocol.Authenticator { return authenticator{t} }
 
-// ensureEK selects the EK as go-attestation's EKs() does (TPM.md §3): the RSA
+// ensureEK selects the EK as go-attestation's EKs() does (docs/protocol.md §4.4): the RSA
 // EK certificate in NV when it parses, else the key from the default
 // template. A persistent EK whose key matches the one we derived on an
 // earlier run stands in for the template derivation, sparing a key

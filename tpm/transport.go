@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"net"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,14 +16,16 @@ import (
 	"github.com/google/go-tpm/tpm2"
 	"github.com/google/go-tpm/tpm2/transport"
 	"github.com/google/go-tpm/tpm2/transport/linuxtpm"
+
+	"github.com/nodereg/nodereg/internal/host"
 )
 
 // Default device candidates, in order: the kernel resource manager
 // multiplexes processes and flushes our transients when we exit; the raw
 // device is exclusive and leaks whatever is not flushed.
 const (
-	DeviceRM  = "/dev/tpmrm0"
-	DeviceRaw = "/dev/tpm0"
+	DeviceRM  = host.TPMDeviceRM
+	DeviceRaw = host.TPMDeviceRaw
 	// SocketScheme prefixes a swtpm data socket path in Options.Device.
 	SocketScheme = "unix://"
 )
@@ -47,7 +48,7 @@ func openTransport(opts Options) (transport.TPMCloser, string, error) {
 		return t, fmt.Sprintf("emulated TPM (seed %d)", opts.Seed), nil
 	}
 	if sock, ok := strings.CutPrefix(opts.Device, SocketScheme); ok {
-		path := filepath.Join(opts.Root, sock)
+		path := host.Root(opts.Root).Path(sock)
 		timeout := opts.CommandTimeout
 		if timeout <= 0 {
 			timeout = defaultCommandTimeout
@@ -64,7 +65,7 @@ func openTransport(opts Options) (transport.TPMCloser, string, error) {
 	}
 	var errs []error
 	for _, c := range candidates {
-		path := filepath.Join(opts.Root, c)
+		path := host.Root(opts.Root).Path(c)
 		t, err := linuxtpm.Open(path)
 		if err == nil {
 			return t, path, nil
@@ -84,7 +85,7 @@ func openTransport(opts Options) (transport.TPMCloser, string, error) {
 func candidatePaths(root string, cs []string) []string {
 	out := make([]string, len(cs))
 	for i, c := range cs {
-		out[i] = filepath.Join(root, c)
+		out[i] = host.Root(root).Path(c)
 	}
 	return out
 }

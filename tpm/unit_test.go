@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-tpm/tpm2"
 )
 
-// Template bytes from TPM.md §3 and §4.
+// Template bytes of the keys of docs/protocol.md §4.4.
 func TestTemplatesMatchTPMmd(t *testing.T) {
 	zeros := strings.Repeat("00", 256)
 	for name, c := range map[string]struct {
@@ -36,7 +36,7 @@ func TestTemplatesMatchTPMmd(t *testing.T) {
 	}
 }
 
-// PROTOCOL.md 5.2 table and §11 vectors.
+// docs/protocol.md §4.2 table and §11 vectors.
 func TestResolveSeed(t *testing.T) {
 	const uuid = "8e2f4b1a-0c3d-4e5f-9a6b-7c8d9e0f1a2b"
 	const fromUUID = -7319619821676586453

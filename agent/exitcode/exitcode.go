@@ -1,8 +1,8 @@
 // Package exitcode is the agent's one table from a failure to a process exit
 // status (sysexits.h), so systemd can act on it: RestartPreventExitStatus
 // lists what a restart cannot fix, Restart=on-failure retries the rest. The
-// in-process retry loop (agent/retry) asks the same table whether another
-// attempt can help.
+// in-process retry loop (agent/retry) is handed Retryable, so it asks the
+// same table whether another attempt can help.
 //
 // Classification goes by error types and sentinels (errors.As, errors.Is),
 // never by message text: a reworded message must not change an exit status.
@@ -17,8 +17,10 @@ import (
 	"os"
 	"syscall"
 
+	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/statelock"
 	"github.com/nodereg/nodereg/netpolicy"
 	"github.com/nodereg/nodereg/protocol"
@@ -128,8 +130,10 @@ func Of(err error) int {
 }
 
 // Retryable reports whether another attempt in the same process may
-// succeed: only what the table calls "try again later".
-func Retryable(err error) bool { return Of(err) == TempFail }
+// succeed: only what the table calls "try again later" and the caller did
+// not mark retry.Terminal (an exhausted pool: exit 75, but not in this
+// process). It is the agent's one retry.Classifier.
+func Retryable(err error) bool { return !retry.IsTerminal(err) && Of(err) == TempFail }
 
 type row struct {
 	name  string
@@ -163,7 +167,7 @@ var table = []row{
 	{"server has no address yet", TempFail, is[*protocol.ErrorReply]},
 	{"certificate verification", Config, certificateRejected},
 	{"network config the node cannot use", Config, func(err error) bool {
-		return is[*apply.FieldError](err) || is[*apply.ToolMissingError](err)
+		return is[*apply.FieldError](err) || is[*host.ToolMissingError](err)
 	}},
 	// What the network policy refuses (netpolicy): the server's config
 	// or the node's policy must change.
@@ -180,7 +184,7 @@ var table = []row{
 	// twice, a static address someone else holds: the admin's table must
 	// change.
 	{"bootstrap network config", Config, func(err error) bool {
-		return is[*bootstrap.ConfigError](err) || is[*bootstrap.NoMatchError](err) ||
+		return is[*bootstrap.ConfigError](err) || is[*bootstrap.EnvError](err) || is[*bootstrap.NoMatchError](err) ||
 			is[*bootstrap.AmbiguousError](err) || is[*bootstrap.TakenError](err)
 	}},
 	// Every range address held, or a probe that could not run (no carrier,
@@ -224,10 +228,14 @@ func refusedOnPurpose(code int) bool {
 	return false
 }
 
-// pendingReason: the reasons a later attempt can succeed with.
+// pendingReason: the reasons a later attempt can succeed with: address
+// claims still pending, and regserver's per-client limits on new machines
+// (docs/regserver.md), which say when to come back (retryAfterSeconds,
+// honoured by agent/retry).
 func pendingReason(reason string) bool {
 	switch reason {
-	case protocol.ReasonWaitingForIPAddress, protocol.ReasonPoolExhausted, protocol.ReasonAllocationFailed:
+	case protocol.ReasonWaitingForIPAddress, protocol.ReasonPoolExhausted, protocol.ReasonAllocationFailed,
+		protocol.ReasonRateLimited, protocol.ReasonTooManyPending:
 		return true
 	}
 	return false

@@ -25,6 +25,7 @@ import (
 	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/statelock"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/protocol"
@@ -135,6 +136,38 @@ func TestPendingAddressesAndPoolExhaustedAre75(t *testing.T) {
 	expect(t, &protocol.ErrorReply{Reason: protocol.ReasonAllocationFailed}, 75)
 }
 
+// regserver's per-client limits are try-again-later, after the wait the
+// server names: the retry loop waits retryAfterSeconds, not its own curve.
+func TestRateLimitedAndTooManyPendingAre75AfterTheHint(t *testing.T) {
+	for _, reason := range []string{protocol.ReasonRateLimited, protocol.ReasonTooManyPending} {
+		refusal := &protocol.ErrorReply{Message: "slow down", Reason: reason, RetryAfterSeconds: 42}
+		expect(t, refusal, 75)
+		var waits []time.Duration
+		attempts := 0
+		p := retry.Policy{Deadline: time.Hour, Initial: time.Millisecond, Max: time.Millisecond, Retryable: exitcode.Retryable,
+			Clock: instantClock{}, OnWait: func(_ int, d time.Duration, _ error) { waits = append(waits, d) }}
+		err := p.Do(context.Background(), "registration", func(context.Context, int) error {
+			if attempts++; attempts < 2 {
+				return wrapped(refusal)
+			}
+			return nil
+		})
+		if err != nil || attempts != 2 || len(waits) != 1 || waits[0] != 42*time.Second {
+			t.Errorf("%s: %d attempts, waits %v, err %v; want 2 attempts after one wait of 42s", reason, attempts, waits, err)
+		}
+	}
+}
+
+// instantClock is a clock whose waits end at once.
+type instantClock struct{}
+
+func (instantClock) Now() time.Time { return time.Unix(0, 0) }
+func (instantClock) After(time.Duration) <-chan time.Time {
+	c := make(chan time.Time, 1)
+	c <- time.Unix(0, 0)
+	return c
+}
+
 // selfSigned makes a CA-less server certificate valid from notBefore to
 // notAfter for 127.0.0.1, returned with its PEM.
 func selfSigned(t *testing.T, notBefore, notAfter time.Time) (tls.Certificate, []byte) {
@@ -189,7 +222,7 @@ func TestExpiredCertificateIs78(t *testing.T) {
 
 func TestNetworkConfigNodeCannotUseIs78(t *testing.T) {
 	expect(t, &apply.FieldError{Path: "config.interfaces[0].name", Reason: "bad"}, 78)
-	expect(t, &apply.ToolMissingError{Tool: "nmstatectl", Err: errors.New("not found")}, 78)
+	expect(t, &host.ToolMissingError{Tool: "nmstatectl", Err: errors.New("not found")}, 78)
 }
 
 func TestTPMMissingIs78(t *testing.T) {
@@ -213,13 +246,14 @@ func TestNetworkFailuresAre75(t *testing.T) {
 	expect(t, context.DeadlineExceeded, 75)
 	expect(t, fmt.Errorf("registration: giving up: %w: %w", retry.ErrDeadline, errors.New("i/o timeout")), 75)
 	expect(t, tpm.ErrBusy, 75)
+	expect(t, &bootstrap.DeadlineError{Deadline: time.Second, Probed: 3, Held: 3}, 75)
 }
 
 // The retry loop stops at once on a "needs a person" error, so a bad CA or
 // an unknown registration never spends the 10-minute deadline.
 func TestRetryStopsOnNeedsAPerson(t *testing.T) {
 	attempts := 0
-	p := retry.Policy{Deadline: time.Hour, Initial: time.Millisecond, Max: time.Millisecond}
+	p := retry.Policy{Deadline: time.Hour, Initial: time.Millisecond, Max: time.Millisecond, Retryable: exitcode.Retryable}
 	err := p.Do(context.Background(), "registration", func(ctx context.Context, _ int) error {
 		attempts++
 		return dial(t, statusServer(t, http.StatusNotFound), "")

@@ -7,24 +7,24 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/safefile"
 )
 
 // AnnotationOptions are the inputs of the MsgAnnotations payload.
 type AnnotationOptions struct {
-	Root           string // os-release is read from Root/etc/os-release
-	RegVersion     string // agent version, e.g. "v1.9.2"
-	Auth           string // "tpm", "mac", "sys-uuid" or "emulated-tpm"
-	RegistrationIP string // local address of the websocket connection, port already cut; "" = omit
+	Files          host.FS // the machine whose os-release is read (nil: host.Root("/"))
+	RegVersion     string  // agent version, e.g. "v1.9.2"
+	Auth           string  // "tpm", "mac", "sys-uuid" or "emulated-tpm"
+	RegistrationIP string  // local address of the websocket connection, port already cut; "" = omit
 	NoToolkit      bool
 }
 
-// osReleaseKeys maps os-release keys to annotation keys (PROTOCOL.md 6.4).
+// osReleaseKeys maps os-release keys to annotation keys (docs/protocol.md §5.4).
 var osReleaseKeys = map[string]string{
 	"NAME": "os.name", "VERSION": "os.version", "VERSION_ID": "os.version-id", "ID": "os.id",
 	"PRETTY_NAME": "os.pretty-name", "IMAGE": "os.image", "CPE_NAME": "os.cpe-name",
@@ -46,11 +46,11 @@ func Annotations(o AnnotationOptions) map[string]string {
 	if o.NoToolkit {
 		out["os.unmanaged"] = "true"
 	}
-	root := o.Root
-	if root == "" {
-		root = "/"
+	files := o.Files
+	if files == nil {
+		files = host.Root("/")
 	}
-	b, err := os.ReadFile(filepath.Join(root, "etc/os-release"))
+	b, err := os.ReadFile(files.Path(host.OSRelease))
 	if err != nil {
 		return out
 	}
@@ -72,7 +72,7 @@ func Annotations(o AnnotationOptions) map[string]string {
 const maxLabelsFile = 1 << 20
 
 // Labels merges the registration labels with upstream's precedence
-// (PROTOCOL.md 8.3), lowest first: the config file's labels, the local
+// (docs/protocol.md §5.5), lowest first: the config file's labels, the local
 // labels file (missing is fine, unparseable is an error), the --label flags
 // ("k=v" or "k=v,k2=v2").
 func Labels(config map[string]string, labelsFile string, flags []string) (map[string]string, error) {

@@ -28,6 +28,7 @@ import (
 	"github.com/jaypipes/ghw/pkg/topology"
 	"github.com/sirupsen/logrus"
 
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/logx"
 )
 
@@ -53,28 +54,28 @@ const (
 
 // Options configures Collect.
 type Options struct {
-	Root      string        // host root prefix ("/" in production, temp dir in tests)
+	Files     host.FS       // the machine: host.Root("/") in production (nil), a temp dir in tests
 	NoSMBIOS  bool          // skip the SMBIOS map entirely
 	Deadline  time.Duration // whole collection; 0 means DefaultDeadline
 	Dmidecode string        // path of dmidecode; "" = look it up in PATH, absent → /sys fallback
 	Log       *logrus.Entry
 
 	// InterfaceAddrs returns the addresses of a network interface, in the
-	// order the kernel lists them. nil means: the live interfaces when Root
+	// order the kernel lists them. nil means: the live interfaces when Files
 	// is "/", none otherwise (a fake tree has no live interfaces).
 	InterfaceAddrs func(name string) ([]netip.Addr, error)
 }
 
 // Inventory is what a node sends about its hardware.
 type Inventory struct {
-	SMBIOS           map[string]any  // MsgSmbios payload (PROTOCOL.md 6.1 shape)
-	SystemDataV2     map[string]any  // MsgSystemDataV2 label map (6.2), with the "System Data" legacy tree
-	LegacySystemData json.RawMessage // MsgSystemData (6.3) for servers negotiating 6..10
+	SMBIOS           map[string]any  // MsgSmbios payload (docs/protocol.md §5.1 shape)
+	SystemDataV2     map[string]any  // MsgSystemDataV2 label map (§5.2), with the "System Data" legacy tree
+	LegacySystemData json.RawMessage // MsgSystemData (§5.3) for servers negotiating 6..10
 	Degraded         []string        // families that failed, each logged once
 }
 
-// host holds what the ghw modules returned; a nil field is a failed module.
-type host struct {
+// ghwHost holds what the ghw modules returned; a nil field is a failed module.
+type ghwHost struct {
 	Memory    *memory.Info    `json:"memory"`
 	Block     *block.Info     `json:"block"`
 	CPU       *cpu.Info       `json:"cpu"`
@@ -96,7 +97,7 @@ type runtimeInfo struct {
 
 type result struct {
 	family string
-	apply  func(*host, *Inventory)
+	apply  func(*ghwHost, *Inventory)
 	err    error
 }
 
@@ -106,10 +107,13 @@ type result struct {
 // unusable.
 func Collect(ctx context.Context, o Options) (*Inventory, error) {
 	log := logx.OrDiscard(o.Log)
-	root := o.Root
-	if root == "" {
-		root = "/"
+	files := o.Files
+	if files == nil {
+		files = host.Root("/")
 	}
+	// ghw reads below a directory of its own (its chroot): the one place
+	// the edge's root is needed as a path.
+	root := files.Path("/")
 	if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
 		if err == nil {
 			err = errors.New("not a directory")
@@ -126,6 +130,36 @@ func Collect(ctx context.Context, o Options) (*Inventory, error) {
 	gate := &logGate{}
 	defer gate.close()
 
+	jobs := ghwJobs(root, o.InterfaceAddrs, log, gate)
+	if !o.NoSMBIOS {
+		jobs[FamilySMBIOS] = func() (func(*ghwHost, *Inventory), error) {
+			m, err := collectSMBIOS(ctx, root, o.Dmidecode, log)
+			return func(_ *ghwHost, inv *Inventory) { inv.SMBIOS = m }, err
+		}
+	}
+	h, inv := gather(ctx, jobs, deadline, log)
+	if inv.SMBIOS == nil && !o.NoSMBIOS {
+		// Still sendable: the server merges whatever keys there are.
+		inv.SMBIOS = map[string]any{}
+	}
+
+	inv.SystemDataV2 = systemDataV2(h)
+	legacy, err := legacySystemData(h)
+	if err != nil {
+		return nil, fmt.Errorf("inventory: encoding legacy system data: %w", err)
+	}
+	inv.LegacySystemData = legacy
+	log.WithField("duration", time.Since(start).Round(time.Microsecond)).
+		Debugf("inventory: collected (%d families left out)", len(inv.Degraded))
+	return inv, nil
+}
+
+// job is one family's collection: it returns what to store, or an error.
+type job func() (func(*ghwHost, *Inventory), error)
+
+// ghwJobs is the table of ghw's families, each read under root; addrs
+// (nil: the live interfaces' on the real root) gives the NICs' addresses.
+func ghwJobs(root string, addrs func(string) ([]netip.Addr, error), log *logrus.Entry, gate *logGate) map[string]job {
 	ghwOpts := []any{
 		ghw.WithChroot(root),
 		// ethtool per NIC is slow and its output differs between versions;
@@ -134,91 +168,100 @@ func Collect(ctx context.Context, o Options) (*Inventory, error) {
 		ghw.WithDisableTopology(),
 		ghw.WithLogger(slog.New(logrusHandler{log, gate})),
 	}
-	addrs := o.InterfaceAddrs
 	if addrs == nil && filepath.Clean(root) == "/" {
 		addrs = liveInterfaceAddrs
 	}
-
-	jobs := map[string]func() (func(*host, *Inventory), error){
-		FamilyProduct: func() (func(*host, *Inventory), error) {
+	// tree refuses a family whose sysfs tree cannot be read: ghw reports
+	// an unreadable /sys/block as "no disks", and a broken tree must not
+	// pass for a diskless machine.
+	tree := func(p, what string) error {
+		if _, err := os.ReadDir(host.Root(root).Path(p)); err != nil {
+			return fmt.Errorf("reading the %s tree: %w", what, err)
+		}
+		return nil
+	}
+	return map[string]job{
+		FamilyProduct: func() (func(*ghwHost, *Inventory), error) {
 			i, err := product.New(ghwOpts...)
-			return func(h *host, _ *Inventory) { h.Product = i }, err
+			return func(h *ghwHost, _ *Inventory) { h.Product = i }, err
 		},
-		FamilyBIOS: func() (func(*host, *Inventory), error) {
+		FamilyBIOS: func() (func(*ghwHost, *Inventory), error) {
 			i, err := bios.New(ghwOpts...)
-			return func(h *host, _ *Inventory) { h.BIOS = i }, err
+			return func(h *ghwHost, _ *Inventory) { h.BIOS = i }, err
 		},
-		FamilyBaseBoard: func() (func(*host, *Inventory), error) {
+		FamilyBaseBoard: func() (func(*ghwHost, *Inventory), error) {
 			i, err := baseboard.New(ghwOpts...)
-			return func(h *host, _ *Inventory) { h.Baseboard = i }, err
+			return func(h *ghwHost, _ *Inventory) { h.Baseboard = i }, err
 		},
-		FamilyChassis: func() (func(*host, *Inventory), error) {
+		FamilyChassis: func() (func(*ghwHost, *Inventory), error) {
 			i, err := chassis.New(ghwOpts...)
-			return func(h *host, _ *Inventory) { h.Chassis = i }, err
+			return func(h *ghwHost, _ *Inventory) { h.Chassis = i }, err
 		},
-		FamilyMemory: func() (func(*host, *Inventory), error) {
+		FamilyMemory: func() (func(*ghwHost, *Inventory), error) {
 			i, err := memory.New(ghwOpts...)
-			return func(h *host, _ *Inventory) { h.Memory = i }, err
+			return func(h *ghwHost, _ *Inventory) { h.Memory = i }, err
 		},
-		FamilyCPU: func() (func(*host, *Inventory), error) {
-			if _, err := os.ReadDir(filepath.Join(root, "sys/devices/system/cpu")); err != nil {
-				return nil, fmt.Errorf("reading the CPU tree: %w", err)
+		FamilyCPU: func() (func(*ghwHost, *Inventory), error) {
+			if err := tree(host.SysCPU, "CPU"); err != nil {
+				return nil, err
 			}
 			i, err := cpu.New(ghwOpts...)
 			if err == nil && len(i.Processors) == 0 {
 				err = errors.New("no processor found")
 			}
-			return func(h *host, _ *Inventory) { h.CPU = i }, err
+			return func(h *ghwHost, _ *Inventory) { h.CPU = i }, err
 		},
-		FamilyStorage: func() (func(*host, *Inventory), error) {
-			// ghw reports an unreadable /sys/block as "no disks"; a broken
-			// tree must not pass for a diskless machine.
-			if _, err := os.ReadDir(filepath.Join(root, "sys/block")); err != nil {
-				return nil, fmt.Errorf("reading the block tree: %w", err)
-			}
-			i, err := block.New(ghwOpts...)
-			return func(h *host, _ *Inventory) { h.Block = i }, err
-		},
-		FamilyNetwork: func() (func(*host, *Inventory), error) {
-			if _, err := os.ReadDir(filepath.Join(root, "sys/class/net")); err != nil {
-				return nil, fmt.Errorf("reading the network tree: %w", err)
-			}
-			i, err := net.New(ghwOpts...)
-			if err != nil {
+		FamilyStorage: func() (func(*ghwHost, *Inventory), error) {
+			if err := tree(host.SysBlock, "block"); err != nil {
 				return nil, err
 			}
-			m := map[string][]netip.Addr{}
-			if addrs != nil {
-				for _, nic := range i.NICs {
-					// An interface that vanished since the sysfs walk just
-					// has no address.
-					if a, err := addrs(nic.Name); err == nil {
-						m[nic.Name] = a
-					}
-				}
+			i, err := block.New(ghwOpts...)
+			return func(h *ghwHost, _ *Inventory) { h.Block = i }, err
+		},
+		FamilyNetwork: func() (func(*ghwHost, *Inventory), error) {
+			if err := tree(host.SysClassNet, "network"); err != nil {
+				return nil, err
 			}
-			return func(h *host, _ *Inventory) { h.Network, h.addrs = i, m }, nil
+			return collectNetwork(ghwOpts, addrs)
 		},
-		FamilyGPU: func() (func(*host, *Inventory), error) {
+		FamilyGPU: func() (func(*ghwHost, *Inventory), error) {
 			i, err := collectGPU(root, log)
-			return func(h *host, _ *Inventory) { h.GPU = i }, err
+			return func(h *ghwHost, _ *Inventory) { h.GPU = i }, err
 		},
-		FamilyTopology: func() (func(*host, *Inventory), error) {
+		FamilyTopology: func() (func(*ghwHost, *Inventory), error) {
 			i, err := topology.New(ghwOpts...)
-			return func(h *host, _ *Inventory) { h.Topology = i }, err
+			return func(h *ghwHost, _ *Inventory) { h.Topology = i }, err
 		},
-		FamilyRuntime: func() (func(*host, *Inventory), error) {
+		FamilyRuntime: func() (func(*ghwHost, *Inventory), error) {
 			name, err := hostname(root)
-			return func(h *host, _ *Inventory) { h.Runtime = &runtimeInfo{Hostname: name} }, err
+			return func(h *ghwHost, _ *Inventory) { h.Runtime = &runtimeInfo{Hostname: name} }, err
 		},
 	}
-	if !o.NoSMBIOS {
-		jobs[FamilySMBIOS] = func() (func(*host, *Inventory), error) {
-			m, err := collectSMBIOS(ctx, root, o.Dmidecode, log)
-			return func(_ *host, inv *Inventory) { inv.SMBIOS = m }, err
+}
+
+// collectNetwork is ghw's NICs and, through addrs, their addresses.
+func collectNetwork(ghwOpts []any, addrs func(string) ([]netip.Addr, error)) (func(*ghwHost, *Inventory), error) {
+	i, err := net.New(ghwOpts...)
+	if err != nil {
+		return nil, err
+	}
+	m := map[string][]netip.Addr{}
+	if addrs != nil {
+		for _, nic := range i.NICs {
+			// An interface that vanished since the sysfs walk just has
+			// no address.
+			if a, err := addrs(nic.Name); err == nil {
+				m[nic.Name] = a
+			}
 		}
 	}
+	return func(h *ghwHost, _ *Inventory) { h.Network, h.addrs = i, m }, nil
+}
 
+// gather runs the jobs concurrently and keeps what finished before ctx
+// ends; the families that failed or did not finish are named in Degraded,
+// each logged once.
+func gather(ctx context.Context, jobs map[string]job, deadline time.Duration, log *logrus.Entry) (*ghwHost, *Inventory) {
 	// Buffered so that a module still running at the deadline can finish
 	// and exit without anyone listening.
 	results := make(chan result, len(jobs))
@@ -234,7 +277,7 @@ func Collect(ctx context.Context, o Options) (*Inventory, error) {
 		}()
 	}
 
-	h := &host{}
+	h := &ghwHost{}
 	inv := &Inventory{}
 	pending := map[string]bool{}
 	for f := range jobs {
@@ -262,20 +305,7 @@ func Collect(ctx context.Context, o Options) (*Inventory, error) {
 		log.WithField("family", f).Warnf("inventory: %s left out: %v", f, err)
 	}
 	sort.Strings(inv.Degraded)
-	if inv.SMBIOS == nil && !o.NoSMBIOS {
-		// Still sendable: the server merges whatever keys there are.
-		inv.SMBIOS = map[string]any{}
-	}
-
-	inv.SystemDataV2 = systemDataV2(h)
-	legacy, err := legacySystemData(h)
-	if err != nil {
-		return nil, fmt.Errorf("inventory: encoding legacy system data: %w", err)
-	}
-	inv.LegacySystemData = legacy
-	log.WithField("duration", time.Since(start).Round(time.Microsecond)).
-		Debugf("inventory: collected (%d families left out)", len(inv.Degraded))
-	return inv, nil
+	return h, inv
 }
 
 // collectSMBIOS prefers dmidecode, whose text is what upstream sends; without
@@ -305,8 +335,8 @@ func collectSMBIOS(ctx context.Context, root, dmidecode string, log *logrus.Entr
 
 func hostname(root string) (string, error) {
 	var errs []error
-	for _, p := range []string{"proc/sys/kernel/hostname", "etc/hostname"} {
-		b, err := os.ReadFile(filepath.Join(root, p))
+	for _, p := range []string{host.HostnameProc, host.HostnameFile} {
+		b, err := os.ReadFile(host.Root(root).Path(p))
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -19,6 +19,7 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/sirupsen/logrus/hooks/test"
 
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/vectors"
 )
 
@@ -52,7 +53,7 @@ func testLogger() (*logrus.Entry, *test.Hook) {
 
 func TestCollectFixtureVM1(t *testing.T) {
 	log, hook := testLogger()
-	inv, err := Collect(context.Background(), Options{Root: "testdata/vm1", Log: log, InterfaceAddrs: vm1Addrs})
+	inv, err := Collect(context.Background(), Options{Files: host.Root("testdata/vm1"), Log: log, InterfaceAddrs: vm1Addrs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,17 +182,17 @@ func TestCollectBrokenModuleDegradesItsFamilyOnly(t *testing.T) {
 		legacy string
 	}{
 		{"unreadable block tree", func(root string) error {
-			if err := os.RemoveAll(filepath.Join(root, "sys/block")); err != nil {
+			if err := os.RemoveAll(host.Root(root).Path("/sys/block")); err != nil {
 				return err
 			}
 			// A file where the directory should be cannot be listed, even by root.
-			return os.WriteFile(filepath.Join(root, "sys/block"), []byte("broken\n"), 0o644)
+			return os.WriteFile(host.Root(root).Path("/sys/block"), []byte("broken\n"), 0o644)
 		}, FamilyStorage, "Block Devices"},
 		{"no meminfo", func(root string) error {
-			return os.Remove(filepath.Join(root, "proc/meminfo"))
+			return os.Remove(host.Root(root).Path("/proc/meminfo"))
 		}, FamilyMemory, "Memory"},
 		{"no CPU tree", func(root string) error {
-			return os.RemoveAll(filepath.Join(root, "sys/devices/system/cpu"))
+			return os.RemoveAll(host.Root(root).Path("/sys/devices/system/cpu"))
 		}, FamilyCPU, "CPU"},
 	}
 	for _, c := range cases {
@@ -201,7 +202,7 @@ func TestCollectBrokenModuleDegradesItsFamilyOnly(t *testing.T) {
 				t.Fatal(err)
 			}
 			log, hook := testLogger()
-			inv, err := Collect(context.Background(), Options{Root: root, Log: log, InterfaceAddrs: vm1Addrs})
+			inv, err := Collect(context.Background(), Options{Files: host.Root(root), Log: log, InterfaceAddrs: vm1Addrs})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -227,7 +228,7 @@ func TestCollectBrokenModuleDegradesItsFamilyOnly(t *testing.T) {
 // read) is cut off by the deadline; the others are still sent.
 func TestCollectDeadlineCutsHungModule(t *testing.T) {
 	root := copyTree(t, "testdata/vm1")
-	meminfo := filepath.Join(root, "proc/meminfo")
+	meminfo := host.Root(root).Path("/proc/meminfo")
 	if err := os.Remove(meminfo); err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +244,7 @@ func TestCollectDeadlineCutsHungModule(t *testing.T) {
 	log, hook := testLogger()
 	// The deadline is the test's whole cost (the hung module waits it
 	// out); the other modules need a few milliseconds of it.
-	inv, err := Collect(context.Background(), Options{Root: root, Log: log, InterfaceAddrs: vm1Addrs, Deadline: time.Second})
+	inv, err := Collect(context.Background(), Options{Files: host.Root(root), Log: log, InterfaceAddrs: vm1Addrs, Deadline: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +260,7 @@ func TestCollectDeadlineCutsHungModule(t *testing.T) {
 }
 
 func TestCollectNoSMBIOS(t *testing.T) {
-	inv, err := Collect(context.Background(), Options{Root: "testdata/vm1", NoSMBIOS: true, InterfaceAddrs: vm1Addrs})
+	inv, err := Collect(context.Background(), Options{Files: host.Root("testdata/vm1"), NoSMBIOS: true, InterfaceAddrs: vm1Addrs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +270,7 @@ func TestCollectNoSMBIOS(t *testing.T) {
 }
 
 func TestCollectBadRoot(t *testing.T) {
-	if _, err := Collect(context.Background(), Options{Root: "testdata/does-not-exist"}); err == nil {
+	if _, err := Collect(context.Background(), Options{Files: host.Root("testdata/does-not-exist")}); err == nil {
 		t.Fatal("want an error for a missing root")
 	}
 }
@@ -282,7 +283,7 @@ func TestSystemDataV2ShapeMatchesUpstreamVector(t *testing.T) {
 	if err := json.Unmarshal(raw, &vec); err != nil {
 		t.Fatal(err)
 	}
-	inv, err := Collect(context.Background(), Options{Root: "testdata/vm1", InterfaceAddrs: vm1Addrs})
+	inv, err := Collect(context.Background(), Options{Files: host.Root("testdata/vm1"), InterfaceAddrs: vm1Addrs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +359,7 @@ func kinds(m map[string]any) map[string]string {
 
 func TestCollectLive(t *testing.T) {
 	log, hook := testLogger()
-	inv, err := Collect(context.Background(), Options{Root: "/", Log: log})
+	inv, err := Collect(context.Background(), Options{Files: host.Root("/"), Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,14 +375,14 @@ func TestCollectLive(t *testing.T) {
 	if cpu["TotalProcessors"] == "0" {
 		t.Error("no processor on live data")
 	}
-	host, _ := os.Hostname()
-	if got := inv.SystemDataV2["Runtime"].(map[string]any)["Hostname"]; got != host {
-		t.Errorf("hostname %v, want %v", got, host)
+	hostName, _ := os.Hostname()
+	if got := inv.SystemDataV2["Runtime"].(map[string]any)["Hostname"]; got != hostName {
+		t.Errorf("hostname %v, want %v", got, hostName)
 	}
 	if inv.SMBIOS == nil {
 		t.Error("SMBIOS map is nil although enabled")
 	}
-	doc, err := Dump(inv, map[string]string{"a": "b"}, Annotations(AnnotationOptions{Root: "/", Auth: "tpm"}))
+	doc, err := Dump(inv, map[string]string{"a": "b"}, Annotations(AnnotationOptions{Files: host.Root("/"), Auth: "tpm"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +398,7 @@ func BenchmarkCollect(b *testing.B) {
 	var runs []time.Duration
 	for b.Loop() {
 		start := time.Now()
-		if _, err := Collect(context.Background(), Options{Root: "/"}); err != nil {
+		if _, err := Collect(context.Background(), Options{Files: host.Root("/")}); err != nil {
 			b.Fatal(err)
 		}
 		runs = append(runs, time.Since(start))
@@ -410,11 +411,11 @@ func BenchmarkCollect(b *testing.B) {
 // names, and says so once.
 func TestCollectWithoutPCIIDs(t *testing.T) {
 	root := copyTree(t, "testdata/vm1")
-	if err := os.RemoveAll(filepath.Join(root, "usr")); err != nil {
+	if err := os.RemoveAll(host.Root(root).Path("/usr")); err != nil {
 		t.Fatal(err)
 	}
 	log, hook := testLogger()
-	inv, err := Collect(context.Background(), Options{Root: root, Log: log, InterfaceAddrs: vm1Addrs})
+	inv, err := Collect(context.Background(), Options{Files: host.Root(root), Log: log, InterfaceAddrs: vm1Addrs})
 	if err != nil {
 		t.Fatal(err)
 	}

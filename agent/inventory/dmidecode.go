@@ -24,7 +24,7 @@ func RecordKey(title string, n int) string {
 }
 
 // ParseDmidecode parses dmidecode's text output into the map elemental's
-// parser produces (PROTOCOL.md 6.1), and adds every record of a repeated type
+// parser produces (docs/protocol.md §5.1), and adds every record of a repeated type
 // under RecordKey(title, n).
 func ParseDmidecode(out []byte) (map[string]any, error) {
 	type record struct {

@@ -10,7 +10,8 @@ import (
 	"github.com/nodereg/nodereg/internal/vectors"
 )
 
-// The sample and the upstream view are PROTOCOL.md 6.1 verbatim.
+// The sample (dmidecode 3.4 output) and upstream's view of it are fixed
+// inputs, in the shape docs/protocol.md §5.1 describes.
 const protocolSample = "# dmidecode 3.4\n" +
 	"Getting SMBIOS data from sysfs.\n" +
 	"SMBIOS 3.0.0 present.\n" +
@@ -92,7 +93,7 @@ func TestParseDmidecodeProtocolSample(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Upstream-compatible view: drop our extra record keys and compare with
-	// the map printed in PROTOCOL.md 6.1.
+	// upstream's map for that sample (docs/protocol.md §5.1).
 	upstream := map[string]any{}
 	for k, v := range got {
 		if k != RecordKey("Processor Information", 1) && k != RecordKey("Processor Information", 2) {

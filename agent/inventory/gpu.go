@@ -17,16 +17,13 @@ import (
 	"github.com/jaypipes/ghw/pkg/pci"
 	"github.com/jaypipes/pcidb"
 	"github.com/sirupsen/logrus"
+
+	"github.com/nodereg/nodereg/internal/host"
 )
 
-// pciIDsPaths are where distributions put the PCI ID database, relative to
-// the root; the same places pcidb searches, minus the network fetch.
-var pciIDsPaths = [...]string{
-	"usr/share/hwdata/pci.ids",
-	"usr/share/misc/pci.ids",
-	"usr/share/hwdata/pci.ids.gz",
-	"usr/share/misc/pci.ids.gz",
-}
+// pciIDsPaths are where distributions put the PCI ID database, below the
+// root; the same places pcidb searches, minus the network fetch.
+var pciIDsPaths = host.PCIIDs
 
 var rePCIAddress = regexp.MustCompile(`^[[:xdigit:]]{4}:[[:xdigit:]]{2}:[[:xdigit:]]{2}\.[[:xdigit:]]$`)
 
@@ -35,7 +32,7 @@ var rePCIAddress = regexp.MustCompile(`^[[:xdigit:]]{4}:[[:xdigit:]]{2}:[[:xdigi
 // of loading the whole PCI database, which costs more than the rest of the
 // inventory together. Without a database the names are left out.
 func collectGPU(root string, log *logrus.Entry) (*gpu.Info, error) {
-	drm := filepath.Join(root, "sys/class/drm")
+	drm := host.Root(root).Path(host.SysDRM)
 	entries, err := os.ReadDir(drm)
 	if errors.Is(err, fs.ErrNotExist) {
 		// Virtual machines and containers without graphics have no DRM class.
@@ -119,7 +116,7 @@ func collectGPU(root string, log *logrus.Entry) (*gpu.Info, error) {
 // "" asks for the vendor name.
 func lookupPCINames(root string, vendors map[string]bool) (func(vendor, product string) string, error) {
 	for _, p := range pciIDsPaths {
-		f, err := os.Open(filepath.Join(root, p))
+		f, err := os.Open(host.Root(root).Path(p))
 		if err != nil {
 			continue
 		}

@@ -6,16 +6,18 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/nodereg/nodereg/internal/host"
 )
 
 // ErrNoIdentifier is returned when no usable PLAIN identifier exists.
 var ErrNoIdentifier = errors.New("no usable identifier")
 
-// MACAddress returns the PLAIN `mac` identifier (PROTOCOL.md 5.3): the
+// MACAddress returns the PLAIN `mac` identifier (docs/protocol.md §4.3): the
 // lexicographically smallest permanent MAC of a non-virtual interface,
-// including interfaces that are down.
-func MACAddress(root string) (string, error) {
-	dir := filepath.Join(root, "sys/class/net")
+// including interfaces that are down, on the machine files is.
+func MACAddress(files host.FS) (string, error) {
+	dir := files.Path(host.SysClassNet)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return "", fmt.Errorf("mac identifier: reading %s: %w", dir, err)
@@ -48,14 +50,14 @@ func MACAddress(root string) (string, error) {
 	return best, nil
 }
 
-// SystemUUID returns the PLAIN `sys-uuid` identifier (PROTOCOL.md 5.3): the
+// SystemUUID returns the PLAIN `sys-uuid` identifier (docs/protocol.md §4.3): the
 // SMBIOS product UUID as the kernel exports it, case preserved.
 //
 // Upstream sends ghw's "unknown" when the file cannot be read; every such
 // machine would then share one hash and take over each other's inventory,
 // so an unreadable file is an error here.
-func SystemUUID(root string) (string, error) {
-	path := filepath.Join(root, dmiIDDir, "product_uuid")
+func SystemUUID(files host.FS) (string, error) {
+	path := files.Path(filepath.Join(dmiIDDir, "product_uuid"))
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "", fmt.Errorf("sys-uuid identifier: %w (%w)", err, ErrNoIdentifier)

@@ -3,6 +3,7 @@ package inventory
 import (
 	"encoding/json"
 	"errors"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/vectors"
 	"os"
 	"path/filepath"
@@ -14,7 +15,7 @@ import (
 func TestMACAddressFixture(t *testing.T) {
 	// eth1's 52:54:00:00:00:02 sorts before eth0's; dummy0 (00:…:01) is
 	// virtual, br0's address is not permanent, lo is skipped.
-	got, err := MACAddress("testdata/vm1")
+	got, err := MACAddress(host.Root("testdata/vm1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +26,7 @@ func TestMACAddressFixture(t *testing.T) {
 
 func TestMACAddressNoCandidate(t *testing.T) {
 	root := t.TempDir()
-	dir := filepath.Join(root, "sys/class/net/eth0")
+	dir := host.Root(root).Path("/sys/class/net/eth0")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -34,33 +35,33 @@ func TestMACAddressNoCandidate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := MACAddress(root); !errors.Is(err, ErrNoIdentifier) {
+	if _, err := MACAddress(host.Root(root)); !errors.Is(err, ErrNoIdentifier) {
 		t.Errorf("err = %v, want ErrNoIdentifier", err)
 	}
-	if _, err := MACAddress(t.TempDir()); err == nil {
+	if _, err := MACAddress(host.Root(t.TempDir())); err == nil {
 		t.Error("want an error without /sys/class/net")
 	}
 }
 
 func TestSystemUUID(t *testing.T) {
-	got, err := SystemUUID("testdata/vm1")
+	got, err := SystemUUID(host.Root("testdata/vm1"))
 	if err != nil || got != "4C4C4544-0042-3010-8058-B4C04F4E4E32" {
 		t.Errorf("SystemUUID = %q, %v (case must be preserved)", got, err)
 	}
 	for _, bad := range []string{"", "  \n", "Unspecified", "None", "Not Settable", "Not Present"} {
 		root := t.TempDir()
-		dir := filepath.Join(root, "sys/class/dmi/id")
+		dir := host.Root(root).Path("/sys/class/dmi/id")
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(filepath.Join(dir, "product_uuid"), []byte(bad+"\n"), 0o400); err != nil {
 			t.Fatal(err)
 		}
-		if id, err := SystemUUID(root); !errors.Is(err, ErrNoIdentifier) {
+		if id, err := SystemUUID(host.Root(root)); !errors.Is(err, ErrNoIdentifier) {
 			t.Errorf("%q: got %q, %v; want ErrNoIdentifier", bad, id, err)
 		}
 	}
-	if _, err := SystemUUID(t.TempDir()); !errors.Is(err, ErrNoIdentifier) {
+	if _, err := SystemUUID(host.Root(t.TempDir())); !errors.Is(err, ErrNoIdentifier) {
 		t.Errorf("unreadable UUID: err = %v, want ErrNoIdentifier", err)
 	}
 }
@@ -80,21 +81,21 @@ BUG_REPORT_URL="https://bugs.debian.org/"
 func TestAnnotationsMatchUpstreamVector(t *testing.T) {
 	raw := vectors.Read(t, "upstream-annotations.json")
 	root := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
+	if err := os.MkdirAll(host.Root(root).Path("/etc"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(root, "etc/os-release"), []byte(debian12OSRelease), 0o644); err != nil {
+	if err := os.WriteFile(host.Root(root).Path("/etc/os-release"), []byte(debian12OSRelease), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	got := Annotations(AnnotationOptions{
-		Root: root, RegVersion: "0.1.0-dev", Auth: "emulated-tpm",
+		Files: host.Root(root), RegVersion: "0.1.0-dev", Auth: "emulated-tpm",
 		RegistrationIP: "127.0.0.1",
 	})
 	jsonEqual(t, got, string(raw))
 }
 
 func TestAnnotationsFixture(t *testing.T) {
-	got := Annotations(AnnotationOptions{Root: "testdata/vm1", RegVersion: "v1.9.2", Auth: "mac", NoToolkit: true})
+	got := Annotations(AnnotationOptions{Files: host.Root("testdata/vm1"), RegVersion: "v1.9.2", Auth: "mac", NoToolkit: true})
 	want := map[string]string{
 		"reg-version": "v1.9.2", "auth": "mac", "os.unmanaged": "true",
 		"os.name": "openSUSE Leap Micro", "os.version": "6.0", "os.id": "opensuse-leap-micro",
@@ -106,7 +107,7 @@ func TestAnnotationsFixture(t *testing.T) {
 		t.Errorf("got  %v\nwant %v", got, want)
 	}
 	// No os-release: only the other keys.
-	got = Annotations(AnnotationOptions{Root: t.TempDir(), Auth: "tpm"})
+	got = Annotations(AnnotationOptions{Files: host.Root(t.TempDir()), Auth: "tpm"})
 	if !reflect.DeepEqual(got, map[string]string{"auth": "tpm"}) {
 		t.Errorf("without os-release: %v", got)
 	}

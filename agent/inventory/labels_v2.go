@@ -7,14 +7,17 @@ import (
 	"strings"
 
 	"github.com/jaypipes/ghw/pkg/block"
+	"github.com/jaypipes/ghw/pkg/cpu"
+	"github.com/jaypipes/ghw/pkg/gpu"
+	"github.com/jaypipes/ghw/pkg/memory"
 	"github.com/jaypipes/ghw/pkg/net"
 )
 
-// systemDataV2 builds the MsgSystemDataV2 map (PROTOCOL.md 6.2). A family
+// systemDataV2 builds the MsgSystemDataV2 map (docs/protocol.md §5.2). A family
 // whose module failed is left out of the top level (a template that needs it
 // then fails to resolve on the server, instead of resolving to a made-up
 // value); its "System Data" subtree is {} as upstream's legacy builder does.
-func systemDataV2(h *host) map[string]any {
+func systemDataV2(h *ghwHost) map[string]any {
 	out := map[string]any{}
 	if p := h.Product; p != nil {
 		out["Product"] = map[string]any{
@@ -38,82 +41,13 @@ func systemDataV2(h *host) map[string]any {
 		}
 	}
 	if m := h.Memory; m != nil {
-		sizes := make([]string, len(m.SupportedPageSizes))
-		for i, s := range m.SupportedPageSizes {
-			sizes[i] = strconv.FormatUint(s, 10)
-		}
-		var modules any = ""
-		if len(m.Modules) > 0 {
-			mods := map[string]any{}
-			for i, mod := range m.Modules {
-				mods[strconv.Itoa(i)] = map[string]any{
-					"Label": mod.Label, "Location": mod.Location, "SerialNumber": mod.SerialNumber,
-					"SizeBytes": strconv.FormatInt(mod.SizeBytes, 10), "Vendor": mod.Vendor,
-				}
-			}
-			modules = mods
-		}
-		out["Memory"] = map[string]any{
-			"TotalPhysicalBytes": strconv.FormatInt(m.TotalPhysicalBytes, 10),
-			"TotalUsableBytes":   strconv.FormatInt(m.TotalUsableBytes, 10),
-			"SupportedPageSizes": strings.Join(sizes, ", "),
-			"Modules":            modules,
-		}
+		out["Memory"] = memoryLabels(m)
 	}
 	if c := h.CPU; c != nil {
-		procs := map[string]any{}
-		cpuMap := map[string]any{
-			"TotalCores":      strconv.FormatUint(uint64(c.TotalCores), 10),
-			"TotalThreads":    strconv.FormatUint(uint64(c.TotalHardwareThreads), 10),
-			"TotalProcessors": strconv.Itoa(len(c.Processors)),
-			"Processors":      procs,
-		}
-		for i, p := range c.Processors {
-			m := map[string]any{
-				"Capabilities": strings.Join(p.Capabilities, ","),
-				"ID":           strconv.Itoa(p.ID),
-				"Model":        p.Model,
-				"NumCores":     strconv.FormatUint(uint64(p.TotalCores), 10),
-				"NumThreads":   strconv.FormatUint(uint64(p.TotalHardwareThreads), 10),
-				"Vendor":       p.Vendor,
-			}
-			procs[strconv.Itoa(i)] = m
-			if i == 0 {
-				cpuMap["Processor"] = copyMap(m)
-			}
-		}
-		out["CPU"] = cpuMap
+		out["CPU"] = cpuLabels(c)
 	}
 	if g := h.GPU; g != nil {
-		gm := map[string]any{}
-		if len(g.GraphicsCards) > 0 {
-			cards := map[string]any{}
-			for i, c := range g.GraphicsCards {
-				m := map[string]any{}
-				if d := c.DeviceInfo; d != nil {
-					m["Driver"] = d.Driver
-					// Names come from the PCI ID database; without it they
-					// are left out rather than sent as IDs.
-					if d.Product != nil && d.Product.Name != "" {
-						m["ProductName"] = d.Product.Name
-					}
-					if d.Vendor != nil && d.Vendor.Name != "" {
-						m["VendorName"] = d.Vendor.Name
-					}
-				}
-				cards[strconv.Itoa(i)] = m
-				if i == 0 {
-					// Upstream copies the first card's fields into
-					// GraphicsCards itself; servers' templates may use them.
-					for k, v := range m {
-						cards[k] = v
-					}
-				}
-			}
-			gm["TotalCards"] = strconv.Itoa(len(g.GraphicsCards))
-			gm["GraphicsCards"] = cards
-		}
-		out["GPU"] = gm
+		out["GPU"] = gpuLabels(g)
 	}
 	if n := h.Network; n != nil {
 		nics := map[string]any{}
@@ -125,26 +59,116 @@ func systemDataV2(h *host) map[string]any {
 		out["Network"] = map[string]any{"TotalNICs": strconv.Itoa(len(n.NICs)), "NICs": nics}
 	}
 	if b := h.Block; b != nil {
-		disks := map[string]any{}
-		for i, d := range b.Disks {
-			m := map[string]any{
-				"Size":              strconv.FormatUint(d.SizeBytes, 10),
-				"Name":              d.Name,
-				"DriveType":         d.DriveType.String(),
-				"StorageController": d.StorageController.String(),
-				"Removable":         strconv.FormatBool(d.IsRemovable),
-				"Model":             d.Model,
-			}
-			disks[strconv.Itoa(i)] = m
-			disks[d.Name] = copyMap(m)
-		}
-		out["Storage"] = map[string]any{"TotalDisks": strconv.Itoa(len(b.Disks)), "Disks": disks}
+		out["Storage"] = storageLabels(b)
 	}
 	if r := h.Runtime; r != nil {
 		out["Runtime"] = map[string]any{"Hostname": r.Hostname}
 	}
 	out["System Data"] = legacyLabels(h)
 	return out
+}
+
+// memoryLabels are the Memory family's labels.
+func memoryLabels(m *memory.Info) map[string]any {
+	sizes := make([]string, len(m.SupportedPageSizes))
+	for i, s := range m.SupportedPageSizes {
+		sizes[i] = strconv.FormatUint(s, 10)
+	}
+	var modules any = ""
+	if len(m.Modules) > 0 {
+		mods := map[string]any{}
+		for i, mod := range m.Modules {
+			mods[strconv.Itoa(i)] = map[string]any{
+				"Label": mod.Label, "Location": mod.Location, "SerialNumber": mod.SerialNumber,
+				"SizeBytes": strconv.FormatInt(mod.SizeBytes, 10), "Vendor": mod.Vendor,
+			}
+		}
+		modules = mods
+	}
+	return map[string]any{
+		"TotalPhysicalBytes": strconv.FormatInt(m.TotalPhysicalBytes, 10),
+		"TotalUsableBytes":   strconv.FormatInt(m.TotalUsableBytes, 10),
+		"SupportedPageSizes": strings.Join(sizes, ", "),
+		"Modules":            modules,
+	}
+}
+
+// cpuLabels are the CPU family's labels; the first processor's are
+// copied to Processor, as upstream does.
+func cpuLabels(c *cpu.Info) map[string]any {
+	procs := map[string]any{}
+	cpuMap := map[string]any{
+		"TotalCores":      strconv.FormatUint(uint64(c.TotalCores), 10),
+		"TotalThreads":    strconv.FormatUint(uint64(c.TotalHardwareThreads), 10),
+		"TotalProcessors": strconv.Itoa(len(c.Processors)),
+		"Processors":      procs,
+	}
+	for i, p := range c.Processors {
+		m := map[string]any{
+			"Capabilities": strings.Join(p.Capabilities, ","),
+			"ID":           strconv.Itoa(p.ID),
+			"Model":        p.Model,
+			"NumCores":     strconv.FormatUint(uint64(p.TotalCores), 10),
+			"NumThreads":   strconv.FormatUint(uint64(p.TotalHardwareThreads), 10),
+			"Vendor":       p.Vendor,
+		}
+		procs[strconv.Itoa(i)] = m
+		if i == 0 {
+			cpuMap["Processor"] = copyMap(m)
+		}
+	}
+	return cpuMap
+}
+
+// gpuLabels are the GPU family's labels.
+func gpuLabels(g *gpu.Info) map[string]any {
+	gm := map[string]any{}
+	if len(g.GraphicsCards) > 0 {
+		cards := map[string]any{}
+		for i, c := range g.GraphicsCards {
+			m := map[string]any{}
+			if d := c.DeviceInfo; d != nil {
+				m["Driver"] = d.Driver
+				// Names come from the PCI ID database; without it they
+				// are left out rather than sent as IDs.
+				if d.Product != nil && d.Product.Name != "" {
+					m["ProductName"] = d.Product.Name
+				}
+				if d.Vendor != nil && d.Vendor.Name != "" {
+					m["VendorName"] = d.Vendor.Name
+				}
+			}
+			cards[strconv.Itoa(i)] = m
+			if i == 0 {
+				// Upstream copies the first card's fields into
+				// GraphicsCards itself; servers' templates may use them.
+				for k, v := range m {
+					cards[k] = v
+				}
+			}
+		}
+		gm["TotalCards"] = strconv.Itoa(len(g.GraphicsCards))
+		gm["GraphicsCards"] = cards
+	}
+	return gm
+}
+
+// storageLabels are the Storage family's labels, by index and by name.
+func storageLabels(b *block.Info) map[string]any {
+	disks := map[string]any{}
+	for i, d := range b.Disks {
+		m := map[string]any{
+			"Size":              strconv.FormatUint(d.SizeBytes, 10),
+			"Name":              d.Name,
+			"DriveType":         d.DriveType.String(),
+			"StorageController": d.StorageController.String(),
+			"Removable":         strconv.FormatBool(d.IsRemovable),
+			"Model":             d.Model,
+		}
+		disks[strconv.Itoa(i)] = m
+		disks[d.Name] = copyMap(m)
+	}
+	return map[string]any{"TotalDisks": strconv.Itoa(len(b.Disks)), "Disks": disks}
 }
 
 func nicLabels(nic *net.NIC, addrs []netip.Addr) map[string]any {
@@ -193,7 +217,7 @@ func knownOrEmpty(s string) string {
 }
 
 // legacyLabels is the "System Data" tree old servers derived themselves.
-func legacyLabels(h *host) map[string]any {
+func legacyLabels(h *ghwHost) map[string]any {
 	mem, cpuM, gpuM, netM, blk, rt := map[string]any{}, map[string]any{}, map[string]any{}, map[string]any{}, map[string]any{}, map[string]any{}
 	if m := h.Memory; m != nil {
 		mem["Total Physical Bytes"] = strconv.FormatInt(m.TotalPhysicalBytes, 10)
@@ -256,9 +280,9 @@ func legacyLabels(h *host) map[string]any {
 }
 
 // legacySystemData encodes ghw's host info as servers v1.1.1–v1.6.2 expect
-// (PROTOCOL.md 6.3). Disks with enum values those servers' ghw does not know
+// (docs/protocol.md §5.3). Disks with enum values those servers' ghw does not know
 // are dropped, because they close the connection on them.
-func legacySystemData(h *host) (json.RawMessage, error) {
+func legacySystemData(h *ghwHost) (json.RawMessage, error) {
 	c := *h
 	if h.Block != nil {
 		b := *h.Block

@@ -9,24 +9,26 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/nodereg/nodereg/internal/host"
 )
 
 // The DMI tables the kernel exports: the entry point says which SMBIOS
 // version the table follows, DMI holds the structures.
 const (
-	dmiEntryPoint = "sys/firmware/dmi/tables/smbios_entry_point"
-	dmiTable      = "sys/firmware/dmi/tables/DMI"
-	dmiIDDir      = "sys/class/dmi/id"
+	dmiEntryPoint = host.DMIEntry
+	dmiTable      = host.DMITable
+	dmiIDDir      = host.DMIIDDir
 )
 
 // sysfsSMBIOS builds the SMBIOS map without dmidecode: from the raw DMI
 // tables when the kernel exports them (readable by root only), else from
 // the per-field files of /sys/class/dmi/id.
 func sysfsSMBIOS(root string) (map[string]any, error) {
-	table, tErr := os.ReadFile(filepath.Join(root, dmiTable))
+	table, tErr := os.ReadFile(host.Root(root).Path(dmiTable))
 	if tErr == nil {
 		ver := smbiosVersion{2, 0}
-		if ep, err := os.ReadFile(filepath.Join(root, dmiEntryPoint)); err == nil {
+		if ep, err := os.ReadFile(host.Root(root).Path(dmiEntryPoint)); err == nil {
 			ver = parseEntryPoint(ep)
 		}
 		return ParseDmidecode(decodeDMITable(table, ver))
@@ -728,7 +730,7 @@ var dmiIDFields = []struct{ section, field, file string }{
 }
 
 func dmiIDSMBIOS(root string) (map[string]any, error) {
-	dir := filepath.Join(root, dmiIDDir)
+	dir := host.Root(root).Path(dmiIDDir)
 	if _, err := os.ReadDir(dir); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package inventory
 
 import (
 	"encoding/json"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/vectors"
 	"os"
 	"path/filepath"
@@ -57,7 +58,7 @@ func vectorMachineTable() [][]byte {
 func writeTables(t *testing.T, structs [][]byte) string {
 	t.Helper()
 	root := t.TempDir()
-	dir := filepath.Join(root, "sys/firmware/dmi/tables")
+	dir := host.Root(root).Path("/sys/firmware/dmi/tables")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func TestDMITablesTruncated(t *testing.T) {
 		table = append(table, s...)
 	}
 	table = append(table, broken...)
-	if err := os.WriteFile(filepath.Join(root, dmiTable), table, 0o400); err != nil {
+	if err := os.WriteFile(host.Root(root).Path(dmiTable), table, 0o400); err != nil {
 		t.Fatal(err)
 	}
 	got, err := sysfsSMBIOS(root)

@@ -2,6 +2,11 @@
 // capped, jittered exponential backoff, an overall deadline and a hook that
 // tells terminal failures from transient ones.
 //
+// It is a leaf (the standard library only): what is worth another attempt
+// is the caller's to say (Policy.Retryable; the agent passes
+// exitcode.Retryable, its one classification), and Terminal is the mark a
+// caller puts on a failure that must end the loop whatever its kind.
+//
 // The agent retries inside its own process rather than exiting and letting
 // systemd restart it: it keeps its TPM session and state, can tell systemd what
 // it waits for (OnWait sends STATUS and EXTEND_TIMEOUT_USEC), and honours the
@@ -16,8 +21,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"time"
-
-	"github.com/nodereg/nodereg/agent/exitcode"
 )
 
 // Defaults used when the matching Policy field is zero.
@@ -69,8 +72,7 @@ type Classifier func(err error) (retryable bool)
 
 // Policy describes how Do retries. The zero value is usable: defaults apply
 // to zero fields, there is no deadline and no attempt limit (only ctx stops
-// it), and every error is retried except a Terminal one and those the
-// exit-code table (agent/exitcode) says need a person.
+// it), and every error is retried except a Terminal one.
 type Policy struct {
 	// Initial is the delay after the first failure.
 	Initial time.Duration
@@ -96,9 +98,10 @@ type Policy struct {
 	Clock Clock
 	// Rand returns a number in [0, 1) for jitter; defaults to math/rand/v2.
 	Rand func() float64
-	// Retryable classifies failures; defaults to "not Terminal, and
-	// exitcode.Retryable": what the exit-code table calls "needs a person"
-	// (bad CA, unknown registration, refused certificate) is never retried.
+	// Retryable classifies failures; defaults to "not Terminal". The
+	// agent passes exitcode.Retryable, which also honours Terminal: what
+	// the exit-code table calls "needs a person" (bad CA, unknown
+	// registration, refused certificate) is never retried.
 	Retryable Classifier
 	// OnWait is called before each wait with the attempt that just failed
 	// (1-based), the delay about to be waited and that attempt's error.
@@ -166,6 +169,20 @@ func (p Policy) params() (initial, maxDelay time.Duration, mult, jitter float64)
 	return initial, maxDelay, mult, jitter
 }
 
+// delay is the wait after the given failed attempt: the backoff curve, or
+// the server's retry-after hint (capped at maxHint) when err carries one.
+func (p Policy) delay(attempt int, r float64, err error, maxHint time.Duration) time.Duration {
+	var hinted RetryAfterer
+	if errors.As(err, &hinted) {
+		// The server knows when its address claims will be ready better
+		// than our curve does: wait what it asks, not less.
+		if h := hinted.RetryAfter(); h > 0 {
+			return min(h, maxHint)
+		}
+	}
+	return p.Delay(attempt, r)
+}
+
 // Do calls op until it succeeds, fails terminally, the deadline or the
 // attempt limit is reached, or ctx is done. what names the operation in the
 // returned error. op gets the 1-based attempt number.
@@ -185,7 +202,7 @@ func (p Policy) Do(ctx context.Context, what string, op func(ctx context.Context
 	}
 	retryable := p.Retryable
 	if retryable == nil {
-		retryable = func(err error) bool { return !IsTerminal(err) && exitcode.Retryable(err) }
+		retryable = func(err error) bool { return !IsTerminal(err) }
 	}
 	maxHint := p.MaxRetryAfter
 	if maxHint <= 0 {
@@ -232,15 +249,7 @@ func (p Policy) Do(ctx context.Context, what string, op func(ctx context.Context
 			return fmt.Errorf("%s: giving up after %d attempts: %w: %w", what, attempt, ErrAttempts, err)
 		}
 
-		delay := p.Delay(attempt, rnd())
-		var hinted RetryAfterer
-		if errors.As(err, &hinted) {
-			// The server knows when its address claims will be ready
-			// better than our curve does: wait what it asks, not less.
-			if h := hinted.RetryAfter(); h > 0 {
-				delay = min(h, maxHint)
-			}
-		}
+		delay := p.delay(attempt, rnd(), err, maxHint)
 		if !deadline.IsZero() {
 			left := deadline.Sub(clock.Now())
 			if left <= 0 {

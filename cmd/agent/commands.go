@@ -75,7 +75,7 @@ person, 130/143 stopped by SIGINT/SIGTERM.`,
 	reg.bind(registerCmd.Flags())
 
 	root.SetHelpCommand(cmdline.HelpCommand())
-	root.AddCommand(registerCmd, c.renderCommand(), c.inventoryCommand(), &cobra.Command{
+	root.AddCommand(registerCmd, c.renderCommand(), c.inventoryCommand(), c.verifyCommand(), &cobra.Command{
 		Use:   "version",
 		Short: "Print the version",
 		Args:  cmdline.NoArgs,
@@ -85,14 +85,14 @@ person, 130/143 stopped by SIGINT/SIGTERM.`,
 }
 
 // registerFlags is the command line of a registration: elemental-register's
-// flags (PROTOCOL.md 8.1) plus nodereg's own.
+// flags (docs/protocol.md §8.1) plus nodereg's own.
 type registerFlags struct {
 	url, caCert, configPath, statePath, labelsFile string
 	auth, networkMode, nmstate                     *choice
 	tpmDevice                                      tpmDevice
 	emulate, noSMBIOS, noToolkit                   bool
 	install, reset, resetNetwork, disableBootEntry bool
-	dryRun, applyLive                              bool
+	dryRun, applyLive, repairDrift                 bool
 	seed                                           int64
 	labels                                         labelList
 	deadline, networkTimeout, reachabilityWindow   time.Duration
@@ -126,6 +126,7 @@ func (f *registerFlags) bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.noToolkit, "no-toolkit", false, "the node is not an elemental-toolkit image")
 	fs.BoolVar(&f.disableBootEntry, "disable-boot-entry", false, "do not create a boot entry at install/reset")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "register for real, then print what would be written and applied; write and apply nothing on this node")
+	fs.BoolVar(&f.repairDrift, "repair-drift", false, "when the server's config is the one applied, check the live network against it and apply it again if it drifted (the update timer's run)")
 	fs.BoolVar(&f.applyLive, "apply-live", false, "with a --root other than /, still apply live: run nmstatectl/nmcli against this host's NetworkManager and the elemental toolkit (the boot simulation)")
 	fs.Var(&f.tpmDevice, "tpm-device", "TPM: device path, or unix:///path for swtpm's socket (default /dev/tpmrm0, then /dev/tpm0)")
 	fs.Var(f.networkMode, "network-config", "how to ask for the network config: auto, embedded or explicit")
@@ -136,7 +137,7 @@ func (f *registerFlags) bind(fs *pflag.FlagSet) {
 }
 
 // overrides are the registration settings given on the command line: only
-// those win over the config file (PROTOCOL.md 8.2).
+// those win over the config file (docs/protocol.md §8.2).
 func (f *registerFlags) overrides(fs *pflag.FlagSet) agent.Overrides {
 	var o agent.Overrides
 	fs.Visit(func(fl *pflag.Flag) {

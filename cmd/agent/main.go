@@ -1,6 +1,6 @@
 // Command agent is nodereg's on-node registration agent. Installed or linked
 // as elemental-register it accepts that program's commands and flags
-// unchanged (PROTOCOL.md 8.1).
+// unchanged (docs/protocol.md §8.1).
 //
 // The command line is spf13/cobra's, as elemental-register's is: help on
 // stdout with Usage/Available Commands/Flags, a help and a completion

@@ -7,13 +7,39 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/sirupsen/logrus"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/agent/exitcode"
 	cmdline "github.com/nodereg/nodereg/internal/cli"
 	"github.com/nodereg/nodereg/systemd"
 )
+
+// mode is the run's mode from the flags; at install, the config and state
+// paths are the live media's. Upstream reads the seed image's config at
+// install unless the node is not a toolkit image (docs/protocol.md §8.1); a
+// path given on the command line is the admin's choice and is honoured.
+func (f *registerFlags) mode(fs *pflag.FlagSet, log *logrus.Entry) agent.Mode {
+	switch {
+	case f.install:
+		if !f.noToolkit {
+			if fs.Changed("config-path") {
+				log.WithField("config", f.configPath).Info("install: reading the config given with --config-path, not the live media's " + agent.InstallConfigPath)
+			} else {
+				f.configPath = agent.InstallConfigPath
+			}
+			if !fs.Changed("state-path") {
+				f.statePath = agent.InstallStatePath
+			}
+		}
+		return agent.ModeInstall
+	case f.reset:
+		return agent.ModeReset
+	}
+	return agent.ModeBoot
+}
 
 // register is the registration run (the root command and `register`).
 func (c *cli) register(cmd *cobra.Command, f *registerFlags) error {
@@ -30,26 +56,7 @@ func (c *cli) register(cmd *cobra.Command, f *registerFlags) error {
 	notifier.StartWatchdog(ctx)
 
 	fs := cmd.Flags()
-	mode := agent.ModeBoot
-	switch {
-	case f.install:
-		mode = agent.ModeInstall
-		// Upstream reads the seed image's config at install unless the node
-		// is not a toolkit image (PROTOCOL.md 8.2). A path given on the
-		// command line is the admin's choice and is honoured.
-		if !f.noToolkit {
-			if fs.Changed("config-path") {
-				log.WithField("config", f.configPath).Info("install: reading the config given with --config-path, not the live media's " + agent.InstallConfigPath)
-			} else {
-				f.configPath = agent.InstallConfigPath
-			}
-			if !fs.Changed("state-path") {
-				f.statePath = agent.InstallStatePath
-			}
-		}
-	case f.reset:
-		mode = agent.ModeReset
-	}
+	mode := f.mode(fs, log)
 	opts := agent.Options{
 		Mode:               mode,
 		Debug:              c.debug != 0,
@@ -66,6 +73,7 @@ func (c *cli) register(cmd *cobra.Command, f *registerFlags) error {
 		Deadline:           f.deadline,
 		NetworkTimeout:     f.networkTimeout,
 		ReachabilityWindow: f.reachabilityWindow,
+		RepairDrift:        f.repairDrift,
 		Version:            version,
 		Out:                c.stdout,
 		Log:                log,

@@ -16,7 +16,10 @@ func ModuleRoot() string {
 }
 
 // Dir is the repository's copy of the captures.
-func Dir() string { return filepath.Join(ModuleRoot(), "tests", "vectors") }
+func Dir() string {
+	repo := ModuleRoot()
+	return filepath.Join(repo, "tests", "vectors")
+}
 
 // Read returns one capture; a missing file fails the test (they are part of
 // the repository).

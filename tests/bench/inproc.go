@@ -17,6 +17,7 @@ import (
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/agent/inventory"
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/tpm"
 )
@@ -68,7 +69,7 @@ func measureInventory(root string, n int) ([]time.Duration, []string, error) {
 	var degraded []string
 	for range n {
 		start := time.Now()
-		inv, err := inventory.Collect(context.Background(), inventory.Options{Root: root})
+		inv, err := inventory.Collect(context.Background(), inventory.Options{Files: host.Root(root)})
 		ds = append(ds, time.Since(start))
 		if err != nil {
 			return nil, nil, fmt.Errorf("inventory of %s: %w", root, err)
@@ -142,7 +143,7 @@ func measureRenderPersist(dir, doc string, nmstate apply.NmstateChoice, n int) (
 	if err != nil {
 		return nil, fmt.Errorf("render+persist: %w", err)
 	}
-	a := &apply.Applier{Root: root, Tools: apply.ToolsFromEnv(os.Getenv), Nmstate: nmstate}
+	a := &apply.Applier{Files: host.Root(root), Tools: host.ToolsFromEnv(os.Getenv), Nmstate: nmstate}
 	var ds []time.Duration
 	for range n {
 		start := time.Now()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nodereg/nodereg/agent/inventory"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -20,7 +21,7 @@ type loadResult struct {
 // payloads are what every simulated client sends: this machine's real
 // inventory, so the server parses payloads of a realistic size.
 func loadPayloads() (*protocol.Payloads, error) {
-	inv, err := inventory.Collect(context.Background(), inventory.Options{Root: "/"})
+	inv, err := inventory.Collect(context.Background(), inventory.Options{Files: host.Root("/")})
 	if err != nil {
 		return nil, fmt.Errorf("load: inventory for the payloads: %w", err)
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/google/go-tpm/tpm2"
 
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/tpm"
 )
 
@@ -536,14 +537,14 @@ func (b *bencher) inventoryRows() []row {
 		ds, err := measureRenderPersist(b.work, c.doc, c.nmstate, b.o.invRuns)
 		rows = append(rows, row{name: c.name, unit: unitDuration, value: float64(median(ds)), budget: noBudget(), note: c.note, err: err})
 	}
-	stub, err := apply.Lookup("nmstatectl", os.Getenv(apply.EnvNmstatectl))
+	stub, err := host.Lookup("nmstatectl", os.Getenv(host.EnvNmstatectl))
 	for _, c := range []struct {
 		name string
 		gen  apply.KeyfileGenerator
 		note string
 	}{
 		{"seed template → keyfile: built-in translator", apply.BuiltinNmstate{}, "nmstate.GenerateKeyfiles; go test -bench SeedTemplate ./nmstate"},
-		{"seed template → keyfile: nmstatectl gc (stand-in)", apply.NmstatectlGC{Path: stub, Run: apply.ExecRunner{}.Run}, "process round trip + YAML; the real nmstatectl does more"},
+		{"seed template → keyfile: nmstatectl gc (stand-in)", apply.NmstatectlGC{Path: stub, Run: host.ExecRunner{}.Run}, "process round trip + YAML; the real nmstatectl does more"},
 	} {
 		r := row{name: c.name, unit: unitDuration, budget: noBudget(), note: c.note, err: err}
 		if err == nil {

@@ -373,10 +373,14 @@ func TestCase5CutOffRollsBack(t *testing.T) {
 	for _, f := range []struct {
 		path string
 		want []byte
-	}{{applicator, oldApplicator}, {manifest, oldManifest}, {stateFile, oldState}} {
+	}{{applicator, oldApplicator}, {manifest, oldManifest}} {
 		if !bytes.Equal(m.read(f.path), f.want) {
 			t.Errorf("%s changed by a rolled-back apply", f.path)
 		}
+	}
+	// The state file gains the error it reports back, nothing else.
+	if st := m.read(stateFile); !bytes.Equal(withoutNetworkError(st), oldState) || !bytes.Contains(st, []byte("nodereg-network-error-kind: rolled-back")) {
+		t.Errorf("state file after a rolled-back apply:\n%s\nwant the previous one plus the error", st)
 	}
 	// The way back is also what the next boot brings up.
 	start = m.boot(active, false)

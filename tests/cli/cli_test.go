@@ -170,7 +170,7 @@ func TestDryRunSaysItRegistersAndWritesNothing(t *testing.T) {
 }
 
 // Installed as elemental-register, every flag and command of upstream's
-// (PROTOCOL.md 8.1) is accepted.
+// (docs/protocol.md §8.1) is accepted.
 func TestElementalRegisterKeepsUpstreamFlags(t *testing.T) {
 	upstream := []string{
 		"--registration-url", "https://reg.example/elemental/registration/x", "--registration-ca-cert", "/etc/ca.pem",

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
@@ -52,7 +52,7 @@ func TestRootDoesNotApplyLiveWithoutApplyLive(t *testing.T) {
 	stub := testbin.Build(t, "./tests/stubs/nmstatectl")
 	log := filepath.Join(m.StubDir, "calls.jsonl")
 	// nmcli points at the recording stand-in too: any call is logged.
-	env := []string{apply.EnvNmstatectl + "=" + stub, apply.EnvNmcli + "=" + stub,
+	env := []string{host.EnvNmstatectl + "=" + stub, host.EnvNmcli + "=" + stub,
 		"NMSTATECTL_STUB_STATE=" + filepath.Join(m.StubDir, "checkpoint"), "NMSTATECTL_STUB_LOG=" + log}
 	live := func(cs []string) []string {
 		var out []string
@@ -108,7 +108,7 @@ func TestResetNetworkReportsWhatItRemovedAndIsIdempotent(t *testing.T) {
 	rs := nmstateServer(t)
 	m := node.New(t, "52:54:00:00:0e:0d", rs.URL("cli-token"), "")
 	stub := testbin.Build(t, "./tests/stubs/nmstatectl")
-	env := []string{apply.EnvNmstatectl + "=" + stub, "NMSTATECTL_STUB_LOG=" + filepath.Join(m.StubDir, "calls.jsonl"),
+	env := []string{host.EnvNmstatectl + "=" + stub, "NMSTATECTL_STUB_LOG=" + filepath.Join(m.StubDir, "calls.jsonl"),
 		"NMSTATECTL_STUB_STATE=" + filepath.Join(m.StubDir, "checkpoint")}
 	if r := agent(t, "agent", env, "--root", m.Root); r.code != 0 {
 		t.Fatalf("registration: exit %d\n%s", r.code, r.stderr)
@@ -128,7 +128,7 @@ func TestResetNetworkReportsWhatItRemovedAndIsIdempotent(t *testing.T) {
 		t.Fatalf("dry run: exit %d, want %d files listed:\n%s", r.code, len(ours), r.stdout)
 	}
 	// NetworkManager "down": nmcli cannot be run, live apply asked for.
-	noNM := append(env, apply.EnvNmcli+"=/nonexistent/nmcli")
+	noNM := append(env, host.EnvNmcli+"=/nonexistent/nmcli")
 	r = agent(t, "agent", noNM, "--root", m.Root, "--apply-live", "--reset-network")
 	if r.code != 0 {
 		t.Fatalf("--reset-network without NetworkManager: exit %d\n%s", r.code, r.stderr)

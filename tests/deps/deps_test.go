@@ -214,7 +214,7 @@ func TestDefaultBuildHasNoSimulator(t *testing.T) {
 }
 
 // yip is used for its schema only: pkg/plugins runs sysinfo in init() and
-// the executor pulls in the rest of the toolkit (STYLE.md 12).
+// the executor pulls in the rest of the toolkit (docs/performance.md).
 func TestAgentUsesOnlyYipSchema(t *testing.T) {
 	const yip = "github.com/mudler/yip"
 	const schema = yip + "/pkg/schema"

@@ -38,8 +38,14 @@ var notRun = map[string]string{
 	"make test-boot":                 "a stage of make test",
 	"make test-boot BOOT_PARALLEL=1": "a stage of make test, one case at a time",
 	"make bench":                     "minutes of benchmarks; not a test",
-	"CGO_ENABLED=1 go run -tags emulatedtpm ./tests/bench -bin bin":                                              "what make bench runs",
-	"bin/regserver --config regserver.yaml --listen 0.0.0.0:8080 --admin-listen :9090 --store state.db":          "listens on every interface; TestAdminExample runs it on loopback",
+	"CGO_ENABLED=1 go run -tags emulatedtpm ./tests/bench -bin bin":                                     "what make bench runs",
+	"bin/regserver --config regserver.yaml --listen 0.0.0.0:8080 --admin-listen :9090 --store state.db": "listens on every interface; TestAdminExample runs it on loopback",
+	// docs/annotations.md's queries read the reader's own server's inventories.
+	"curl -s -H \"Authorization: Bearer $ADMIN_TOKEN\" http://127.0.0.1:9090/admin/inventories |":                "queries the reader's server (with jq, below)",
+	"jq '.[] | {name, state: .annotations[\"elemental.cattle.io/network-config.state\"],":                        "part of the query above",
+	"error: .annotations[\"elemental.cattle.io/network-config.error\"]}'":                                        "part of the query above",
+	"kubectl get machineinventory -A -o json | jq '.items[] | {name: .metadata.name,":                            "needs the reader's Rancher cluster",
+	"state: .metadata.annotations[\"elemental.cattle.io/network-config.state\"]}'":                               "part of the kubectl query above",
 	"curl -s -H \"$H\" -X DELETE http://127.0.0.1:9090/admin/inventories/m-4c4c4544-0042-3010-8058-b4c04f4e4e32": "names an inventory of the reader's server",
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/nodereg/nodereg/agent"
+	"github.com/nodereg/nodereg/internal/host"
 )
 
 const applicator = "oem/elemental-network.yaml"
@@ -103,7 +104,18 @@ func TestFailedApplyRollsBack(t *testing.T) {
 	if !bytes.Equal(readFile(t, filepath.Join(m.Root, applicator)), oldApplicator) {
 		t.Error("applicator changed by a rolled-back apply")
 	}
-	if !bytes.Equal(readFile(t, filepath.Join(m.Root, agent.DefaultStatePath)), oldState) {
-		t.Error("state changed by a rolled-back apply")
+	// The state gains the error it reports back (docs/annotations.md), nothing else.
+	st, _, err := agent.LoadState(host.Root(m.Root), agent.DefaultStatePath)
+	if err != nil || st.NetworkErrorKind != "apply-failed" || st.NetworkErrorPhase != agent.PhaseApply {
+		t.Errorf("state after a rolled-back apply: %+v %v, want the error kept", st, err)
+	}
+	var kept []byte
+	for _, line := range bytes.SplitAfter(readFile(t, filepath.Join(m.Root, agent.DefaultStatePath)), []byte("\n")) {
+		if !bytes.HasPrefix(line, []byte("nodereg-network-error")) {
+			kept = append(kept, line...)
+		}
+	}
+	if !bytes.Equal(kept, oldState) {
+		t.Error("state changed by a rolled-back apply beyond the kept error")
 	}
 }

@@ -4,7 +4,7 @@ package e2e
 
 import "testing"
 
-// The emulated TPM with seed 1 registers with the identity of PROTOCOL.md
+// The emulated TPM with seed 1 registers with the identity of docs/protocol.md
 // section 11 (go-tpm-tools simulator, upstream's seeding).
 func TestEmulatedTPMRegistration(t *testing.T) {
 	const seed1Hash = "a2e5b231dac4e90151454e2ebc76a6b118f7d1b826b810d22868b2d09b38b7f7"

@@ -18,7 +18,7 @@ import (
 
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/agent/retry/retrytest"
-	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
@@ -146,7 +146,7 @@ func TestFaultInjection(t *testing.T) {
 	stub := testbin.NmstatectlStub(t)
 	// Set once for the whole process before any run starts: the agent
 	// looks its tools up in the environment.
-	if err := os.Setenv(apply.EnvNmstatectl, stub); err != nil {
+	if err := os.Setenv(host.EnvNmstatectl, stub); err != nil {
 		t.Fatal(err)
 	}
 	var cases []faultCase
@@ -257,7 +257,7 @@ func checkNewState(t *testing.T, b []byte) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "state.yaml")
 	node.Must(t, os.WriteFile(p, b, 0o600))
-	st, note, err := agent.LoadState(apply.HostFiles{}, p)
+	st, note, err := agent.LoadState(host.Root("/"), p)
 	if err != nil || strings.Contains(note, "corrupt") {
 		t.Fatalf("state file is not a valid version: %v %s\n%s", err, note, b)
 	}

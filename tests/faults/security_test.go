@@ -20,7 +20,7 @@ import (
 
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/agent/retry/retrytest"
-	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 	"github.com/nodereg/nodereg/protocol"
@@ -87,7 +87,7 @@ func newPKI(t *testing.T, cn string) pki {
 
 func useStub(t *testing.T) {
 	t.Helper()
-	node.Must(t, os.Setenv(apply.EnvNmstatectl, testbin.NmstatectlStub(t)))
+	node.Must(t, os.Setenv(host.EnvNmstatectl, testbin.NmstatectlStub(t)))
 }
 
 // startTLSRegserver runs bin/regserver with --tls-cert/--tls-key.
@@ -243,7 +243,7 @@ func TestSecretsNotLogged(t *testing.T) {
 		{"--debug", "--dry-run"}, // prints the config it would apply
 	} {
 		cmd := exec.Command(agentBin, append([]string{"--root", m.Root, "--deadline", "10s", "--network-timeout", "10s"}, args...)...)
-		cmd.Env = append(os.Environ(), apply.EnvNmstatectl+"="+stub,
+		cmd.Env = append(os.Environ(), host.EnvNmstatectl+"="+stub,
 			"NMSTATECTL_STUB_STATE="+filepath.Join(m.StubDir, "checkpoint"), "NMSTATECTL_STUB_LOG="+filepath.Join(m.StubDir, "calls.jsonl"))
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out

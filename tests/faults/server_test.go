@@ -51,7 +51,7 @@ const networkJSON = `{"configurator":"nmstate","ipAddresses":{"inventory-ip":"19
 	`"dns-resolver":{"config":{"server":["192.168.122.1"],"search":[]}}}}`
 
 // faultServer speaks the server side of the registration protocol by hand,
-// byte for byte as PROTOCOL.md describes it, and breaks it at one step:
+// byte for byte as docs/protocol.md describes it, and breaks it at one step:
 // on the first time the step is reached (once) or every time.
 type faultServer struct {
 	step  string

@@ -10,20 +10,20 @@ import (
 	"time"
 
 	"github.com/nodereg/nodereg/agent"
-	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 	"github.com/nodereg/nodereg/protocol"
 )
 
-// seedPRNetwork is the seed PR server's explicit answer (PROTOCOL.md 7.4),
+// seedPRNetwork is the seed PR server's explicit answer (docs/protocol.md §7.3),
 // compact JSON without configurator, for the machine's eth0.
 const seedPRNetwork = `{"ipAddresses":{"ip1":"192.168.122.10"},"config":{"interfaces":[{"name":"eth0","type":"ethernet","state":"up","ipv4":{"enabled":true,"dhcp":false,"address":[{"ip":"{ip1}","prefix-length":24}]}}],"routes":{"config":[{"destination":"0.0.0.0/0","next-hop-interface":"eth0","next-hop-address":"192.168.122.1"}]}}}`
 
 func useStub(t *testing.T) {
 	t.Helper()
-	t.Setenv(apply.EnvNmstatectl, testbin.Build(t, "./tests/stubs/nmstatectl"))
+	t.Setenv(host.EnvNmstatectl, testbin.Build(t, "./tests/stubs/nmstatectl"))
 }
 
 func runAgent(ctx context.Context, m *node.Machine, log *node.Log, o agent.Options) (*agent.Result, error) {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
@@ -62,7 +62,7 @@ func TestDryRunExitsAsTheRealRun(t *testing.T) {
 	bin := testbin.Build(t, "./cmd/agent")
 	s := &Server{Config: []byte("elemental:\n    registration:\n        auth: mac\n"), Network: []byte(seedPRNetwork)}
 	url, _ := s.Start(t, false, "tok")
-	noTool := []string{apply.EnvNmstatectl + "=/nonexistent/nmstatectl"}
+	noTool := []string{host.EnvNmstatectl + "=/nonexistent/nmstatectl"}
 	for _, dry := range []bool{false, true} {
 		m := node.New(t, "52:54:00:15:00:08", url, "    network-config: explicit\n")
 		args := []string{"--root", m.Root, "--nmstate", "nmstatectl", "--deadline", "5s", "--network-timeout", "5s"}
@@ -99,7 +99,7 @@ func TestFinalLineSaysRegistered(t *testing.T) {
 	s := &Server{Config: []byte("elemental:\n    registration:\n        auth: mac\n"), Network: []byte(seedPRNetwork)}
 	url, _ := s.Start(t, false, "tok")
 	m = node.New(t, "52:54:00:15:00:0a", url, "")
-	code, _, final, stderr := runBinaryAll(t, bin, []string{apply.EnvElemental + "=/nonexistent/elemental"}, "--root", m.Root, "--reset", "--deadline", "5s")
+	code, _, final, stderr := runBinaryAll(t, bin, []string{host.EnvElemental + "=/nonexistent/elemental"}, "--root", m.Root, "--reset", "--deadline", "5s")
 	wantFinal(t, code, 78, final, "not registered: needs a person", "phase=config")
 	if !strings.Contains(stderr, "reset needs the elemental toolkit") {
 		t.Errorf("the run does not say that the toolkit is missing:\n%s", stderr)

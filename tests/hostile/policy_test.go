@@ -98,7 +98,9 @@ func imageProfile(t *testing.T, m *node.Machine) {
 
 // refusedUnchanged runs the agent once and checks the refusal: exit 78, the
 // key path and rule in the error, the scratch root as it was (the state
-// lock's file aside), nothing run but what planning runs.
+// lock's file aside, and the state file, which may gain only the refusal
+// kept to report back, docs/annotations.md), nothing run but what planning
+// runs.
 func refusedUnchanged(t *testing.T, m *node.Machine, a policyAttack, o agent.Options) string {
 	t.Helper()
 	imageProfile(t, m)
@@ -114,6 +116,11 @@ func refusedUnchanged(t *testing.T, m *node.Machine, a policyAttack, o agent.Opt
 	}
 	after := testutil.Files(t, m.Root)
 	delete(after, filepath.Join(filepath.Dir(node.StatePath), ".nodereg.lock"))
+	if st, ok := after[node.StatePath]; ok && string(st) != string(before[node.StatePath]) {
+		keptRefusalOnly(t, st)
+		delete(after, node.StatePath)
+		delete(before, node.StatePath)
+	}
 	if ch := testutil.Changed(before, after); len(ch) > 0 {
 		t.Errorf("files changed by a refused config: %v", ch)
 	}
@@ -213,5 +220,19 @@ func TestPolicyOptIn(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), "the server's "+netpolicy.Key+" is ignored") {
 		t.Errorf("no warning about the server's policy key:\n%s", log.String())
+	}
+}
+
+// keptRefusalOnly: a state file the refused run wrote holds the refusal
+// (kind refused, phase plan) and no network config recorded as applied.
+func keptRefusalOnly(t *testing.T, b []byte) {
+	t.Helper()
+	var st agent.State
+	if err := yaml.Unmarshal(b, &st); err != nil {
+		t.Fatalf("state file after a refusal: %v", err)
+	}
+	if st.NetworkErrorKind != "refused" || st.NetworkErrorPhase != agent.PhasePlan || st.NetworkDigest != "" || st.NetworkState != "" {
+		t.Errorf("state file after a refusal: error kind %q phase %q, digest %q state %q; want the refusal kept (refused, plan) and nothing applied",
+			st.NetworkErrorKind, st.NetworkErrorPhase, st.NetworkDigest, st.NetworkState)
 	}
 }

@@ -26,7 +26,7 @@ const (
 )
 
 // Server is a registration server written by hand to attack the client:
-// it speaks the protocol of PROTOCOL.md, byte for byte, with payloads the
+// it speaks the protocol of docs/protocol.md, byte for byte, with payloads the
 // test chooses. PLAIN authentication only; the zero value answers with an
 // empty config.
 type Server struct {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodereg/nodereg/agent/localconfig"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/protocol"
 )
@@ -97,7 +98,7 @@ func TestServerSentLocalFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	warns := protocol.KeepLocal(local, &merged)
+	warns := localconfig.KeepLocal(local, &merged)
 	reg := merged.Elemental.Registration
 	if reg.URL != url || reg.CACert != string(ca) || reg.TPMDevice != "" || reg.NetworkConfig != "explicit" {
 		t.Errorf("after KeepLocal: %+v", reg)

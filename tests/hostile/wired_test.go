@@ -30,6 +30,7 @@ import (
 
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
@@ -148,7 +149,7 @@ func goodRun(t *testing.T, m *node.Machine) {
 func TestCorruptManifestSetAside(t *testing.T) {
 	useStub(t)
 	// reset-network has NetworkManager reload; there is none here.
-	t.Setenv(apply.EnvNmcli, "/bin/true")
+	t.Setenv(host.EnvNmcli, "/bin/true")
 	s := &Server{Config: []byte("elemental:\n    registration:\n        auth: mac\n"), Network: []byte(seedPRNetwork)}
 	url, _ := s.Start(t, false, "tok-manifest")
 	m := node.New(t, "52:54:00:0c:03:01", url, "    network-config: explicit\n")
@@ -360,7 +361,7 @@ func TestFIFOAtOwnedPaths(t *testing.T) {
 func runUntilSIGTERM(t *testing.T, bin, stub string, m *node.Machine, grace time.Duration, args ...string) (out string, err error, stopped bool) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"--root", m.Root, "--auth", "mac"}, args...)...)
-	cmd.Env = append(os.Environ(), apply.EnvNmstatectl+"="+stub,
+	cmd.Env = append(os.Environ(), host.EnvNmstatectl+"="+stub,
 		"NMSTATECTL_STUB_STATE="+filepath.Join(m.StubDir, "checkpoint"), "NMSTATECTL_STUB_LOG="+filepath.Join(m.StubDir, "calls.jsonl"))
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
@@ -440,7 +441,7 @@ func TestTokenNeverPrinted(t *testing.T) {
 					args = append(args, debug)
 				}
 				cmd := exec.Command(agentBin, args...)
-				cmd.Env = append(os.Environ(), apply.EnvNmstatectl+"="+stub,
+				cmd.Env = append(os.Environ(), host.EnvNmstatectl+"="+stub,
 					"NMSTATECTL_STUB_STATE="+filepath.Join(m.StubDir, "checkpoint"), "NMSTATECTL_STUB_LOG="+filepath.Join(m.StubDir, "calls.jsonl"))
 				var out bytes.Buffer
 				cmd.Stdout, cmd.Stderr = &out, &out

@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/nodereg/nodereg/agent"
-	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
@@ -231,7 +231,7 @@ func (l *lab) agentCommand(t *testing.T, m *node.Machine) func(started chan<- st
 		defer cancel()
 		argv := append(l.exec(l.node), bin, "--root", m.Root, "--apply-live", "--debug", "--deadline", "90s", "--network-timeout", "90s")
 		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-		cmd.Env = append(os.Environ(), apply.EnvNmstatectl+"="+stub)
+		cmd.Env = append(os.Environ(), host.EnvNmstatectl+"="+stub)
 		cmd.Env = append(cmd.Env, m.Stub().Env()...)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
@@ -255,7 +255,7 @@ func checkRegistered(t *testing.T, m *node.Machine, r agentRun) {
 	if r.code != 0 {
 		t.Fatalf("agent exit %d:\n%s", r.code, r.out)
 	}
-	st, note, err := agent.LoadState(apply.HostFiles{}, filepath.Join(m.Root, node.StatePath))
+	st, note, err := agent.LoadState(host.Root("/"), filepath.Join(m.Root, node.StatePath))
 	if err != nil || note != "" || !st.Registered() || st.NetworkDigest == "" {
 		t.Fatalf("state after the run: %+v %q %v", st, note, err)
 	}

@@ -1,5 +1,5 @@
 // Package wire holds the byte-level encodings of elemental's TPM
-// authentication (TPM.md §2, §3): the Bearer TPM token, the credential
+// authentication (docs/protocol.md §4.1): the Bearer TPM token, the credential
 // challenge and its response, the EK PEM and the TPM hash rule. Both the
 // client (package tpm) and the server (package tpmauth) use it, so the two
 // sides cannot drift apart.

@@ -14,7 +14,7 @@ import (
 	"testing"
 )
 
-// PROTOCOL.md §11: the EK of the emulated TPM with seed 1 and its hash.
+// docs/protocol.md §10: the EK of the emulated TPM with seed 1 and its hash.
 const seed1EK = `-----BEGIN PUBLIC KEY-----
 MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAmWIvK8ze2uNw4YjNeJS8
 zdjX7YO7cSqRHGMFhYHa7oj9jBFrzxzNVAnBYI1Nc84AzgUUNC4zOCURjZ15Wswv
@@ -49,7 +49,7 @@ func TestTokenPrefixAndErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// PROTOCOL.md §11: every TPM header starts like this.
+	// docs/protocol.md §10: every TPM header starts like this.
 	if !strings.HasPrefix(tok, "Bearer TPMeyJFSyI6IkxTMHRMUzFDUlVkSlRp") {
 		t.Errorf("token %.40q", tok)
 	}

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/testutil"
 )
 
@@ -38,11 +38,11 @@ func New(tb testing.TB, mac, url, extra string) *Machine {
 	tb.Helper()
 	root := tb.TempDir()
 	m := &Machine{Root: root, MAC: mac, StubDir: tb.TempDir()}
-	nic := filepath.Join(root, "sys/class/net/eth0")
+	nic := host.Root(root).Path("/sys/class/net/eth0")
 	Must(tb, os.MkdirAll(nic, 0o755))
 	Must(tb, os.WriteFile(filepath.Join(nic, "address"), []byte(mac+"\n"), 0o644))
 	Must(tb, os.WriteFile(filepath.Join(nic, "addr_assign_type"), []byte("0\n"), 0o644))
-	dmi := filepath.Join(root, "sys/class/dmi/id")
+	dmi := host.Root(root).Path("/sys/class/dmi/id")
 	Must(tb, os.MkdirAll(dmi, 0o755))
 	uuid := "00000000-0000-4000-8000-" + strings.ReplaceAll(mac, ":", "")
 	Must(tb, os.WriteFile(filepath.Join(dmi, "product_uuid"), []byte(uuid+"\n"), 0o644))
@@ -52,7 +52,7 @@ func New(tb testing.TB, mac, url, extra string) *Machine {
 
 // WriteConfig replaces the elemental config file.
 func (m *Machine) WriteConfig(text string) {
-	p := filepath.Join(m.Root, ConfigPath)
+	p := host.Root(m.Root).Path(ConfigPath)
 	_ = os.MkdirAll(filepath.Dir(p), 0o700)
 	_ = os.WriteFile(p, []byte(text), 0o600)
 }
@@ -60,7 +60,7 @@ func (m *Machine) WriteConfig(text string) {
 // WriteState puts a state file in place, as a previous run would have.
 func (m *Machine) WriteState(tb testing.TB, text string) {
 	tb.Helper()
-	p := filepath.Join(m.Root, StatePath)
+	p := host.Root(m.Root).Path(StatePath)
 	Must(tb, os.MkdirAll(filepath.Dir(p), 0o700))
 	Must(tb, os.WriteFile(p, []byte(text), 0o600))
 }
@@ -71,15 +71,15 @@ func (m *Machine) Stub() testutil.Stub {
 }
 
 // Runner runs the real programs with this machine's stand-in environment.
-func (m *Machine) Runner() apply.Runner { return StubRunner{Env: m.Stub().Env()} }
+func (m *Machine) Runner() host.Runner { return StubRunner{Env: m.Stub().Env()} }
 
-// StubRunner is apply.ExecRunner with extra environment per machine.
+// StubRunner is host.ExecRunner with extra environment per machine.
 type StubRunner struct{ Env []string }
 
-// Run implements apply.Runner.
-func (r StubRunner) Run(ctx context.Context, c apply.Command) ([]byte, error) {
+// Run implements host.Runner.
+func (r StubRunner) Run(ctx context.Context, c host.Command) ([]byte, error) {
 	c.Env = append(append([]string{}, c.Env...), r.Env...)
-	return apply.ExecRunner{}.Run(ctx, c)
+	return host.ExecRunner{}.Run(ctx, c)
 }
 
 // The generic helpers, under the names the reliability tests use.

@@ -1,6 +1,6 @@
 // Command nmstatectl is a strict stand-in for nmstate's nmstatectl 2.2.x at
 // the process boundary, for machines where the real tool is not installable
-// (REFERENCE.md 3.8). It implements the CLI contract of REFERENCE.md 3 for
+// (docs/boot-simulation.md). It implements the CLI contract of nmstatectl for
 // what the agent uses: version, gc, apply [--no-commit] [--timeout N]
 // [--no-verify], commit, rollback, global -v/-q. It refuses unknown flags
 // (exit 2, as clap does), malformed or non-nmstate YAML (exit 1,
@@ -372,7 +372,7 @@ func setCheckpoint(on bool) error {
 }
 
 // keyfiles renders a NetworkManager keyfile per interface the way nmstate's
-// gc lays them out (REFERENCE.md 3.4): [connection] first, keys sorted in a
+// gc lays them out (docs/apply.md): [connection] first, keys sorted in a
 // section, address0/route0 numbering, uuid derived from name and type.
 func keyfiles(st map[string]any) [][]string {
 	ifaces, _ := st["interfaces"].([]any)

@@ -1,4 +1,4 @@
-package agent
+package localconfig
 
 import (
 	"fmt"
@@ -34,9 +34,8 @@ func (u UnknownKey) String() string {
 // unknownKeys walks the YAML document against protocol.Config's fields.
 // Maps of free-form content (labels, cloud-config, raw values) are not
 // checked: any key is valid there.
-func unknownKeys(file string, b []byte) []UnknownKey {
-	var doc yaml.Node
-	if yaml.Unmarshal(b, &doc) != nil || len(doc.Content) == 0 {
+func unknownKeys(file string, doc *yaml.Node) []UnknownKey {
+	if len(doc.Content) == 0 {
 		return nil
 	}
 	var out []UnknownKey

@@ -1,4 +1,4 @@
-package apply
+package host
 
 import (
 	"fmt"
@@ -8,7 +8,7 @@ import (
 
 // Tools is the one table of external programs the agent runs. Each entry
 // is a name looked up in PATH or an absolute path; ToolsFromEnv lets images
-// and tests point them elsewhere (STYLE.md 4).
+// and tests point them elsewhere (docs/architecture.md).
 type Tools struct {
 	Nmstatectl string // NODEREG_NMSTATECTL
 	Nmcli      string // NODEREG_NMCLI
@@ -56,8 +56,8 @@ func ToolsFromEnv(getenv func(string) string) Tools {
 	return t
 }
 
-// orDefault fills empty entries with their default names.
-func (t Tools) orDefault() Tools {
+// OrDefault fills empty entries with their default names.
+func (t Tools) OrDefault() Tools {
 	for _, e := range t.entries() {
 		if *e.dst == "" {
 			*e.dst = e.name

@@ -1,4 +1,4 @@
-package agent
+package bootstrap
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodereg/nodereg/bootstrap"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/netns"
 	"github.com/nodereg/nodereg/internal/testutil/node"
@@ -45,9 +45,8 @@ func newWalkLab(t *testing.T) *walkLab {
 	return l
 }
 
-// extendLog is a notifier that keeps what the run asked systemd for.
+// extendLog keeps what the run asked systemd for.
 type extendLog struct {
-	nopNotifier
 	mu  sync.Mutex
 	got []time.Duration
 }
@@ -58,15 +57,25 @@ func (e *extendLog) Extend(d time.Duration) {
 	e.got = append(e.got, d)
 }
 
-func walkRun(t *testing.T, root string, deadline time.Duration, n *extendLog) *run {
+// walkRun is the bootstrap config and the environment of one run's walk.
+func walkRun(t *testing.T, root string, deadline time.Duration, n *extendLog) (*Config, Env) {
 	t.Helper()
-	c, err := bootstrap.FromConfigFile([]byte(node.BootstrapKeyfile{Key: "boot", ID: "boot", Iface: walkIf,
+	c, err := FromConfigFile([]byte(node.BootstrapKeyfile{Key: "boot", ID: "boot", Iface: walkIf,
 		Sources: "          range: {start: " + walkAddr(walkFirst) + ", end: " + walkAddr(walkLast+4) + ", prefix: 24}\n"}.File()))
 	testutil.Must(t, err)
 	var log testutil.Log
-	r := newRun(Options{Root: root, Deadline: deadline, Notifier: n, Log: log.Entry()})
-	r.boot = c
-	return r
+	env := Env{Files: host.Root(root), Deadline: deadline, Log: log.Entry(), ProbeInterval: os.Getenv(ProbeIntervalEnv)}
+	if n != nil {
+		env.Extend = n.Extend
+	}
+	return c, env
+}
+
+// walk is one run's address choice.
+func walk(t *testing.T, root string, deadline time.Duration, n *extendLog) (*Plan, error) {
+	c, env := walkRun(t, root, deadline, n)
+	env.Log = testutil.TestLog(t)
+	return chooseUp(context.Background(), c, env)
 }
 
 // A range walk longer than --deadline ends with exit 75 naming how far it
@@ -75,7 +84,7 @@ func walkRun(t *testing.T, root string, deadline time.Duration, n *extendLog) *r
 // forgets them.
 func TestBootstrapWalkIsBoundedAndResumes(t *testing.T) {
 	l := newWalkLab(t)
-	t.Setenv(probeIntervalEnv, "200ms") // a probe takes at most 1 s
+	t.Setenv(ProbeIntervalEnv, "200ms") // a probe takes at most 1 s
 	root := t.TempDir()
 	testutil.Must(t, os.MkdirAll(filepath.Join(root, "sys/class/dmi/id"), 0o755))
 	testutil.Must(t, os.WriteFile(filepath.Join(root, "sys/class/dmi/id/product_uuid"), []byte("4c4c4544-0000-4000-8000-000000000001\n"), 0o444))
@@ -83,11 +92,12 @@ func TestBootstrapWalkIsBoundedAndResumes(t *testing.T) {
 	first := &extendLog{}
 	var err error
 	netns.In(t, l.node, func() {
-		_, err = walkRun(t, root, 400*time.Millisecond, first).chooseBootstrap(context.Background(), testutil.TestLog(t))
+		_, err = walk(t, root, 400*time.Millisecond, first)
 	})
-	var de *BootstrapDeadlineError
-	if !errors.As(err, &de) || ExitCode(err) != ExitTempFail {
-		t.Fatalf("walk past the deadline: %v (exit %d), want a *BootstrapDeadlineError, exit 75", err, ExitCode(err))
+	// Exit 75 for a *DeadlineError: agent/exitcode's table (its own test).
+	var de *DeadlineError
+	if !errors.As(err, &de) {
+		t.Fatalf("walk past the deadline: %v, want a *DeadlineError", err)
 	}
 	if de.Probed == 0 || de.Held != de.Probed || !de.Last.IsValid() || !strings.Contains(err.Error(), de.Last.String()+" on "+walkIf) {
 		t.Fatalf("deadline error does not say how far the walk got: %+v: %v", de, err)
@@ -107,7 +117,8 @@ func TestBootstrapWalkIsBoundedAndResumes(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, heldFile)); err != nil {
 		t.Fatalf("walk memory not kept: %v", err)
 	}
-	held := walkRun(t, root, 0, nil).readHeld()
+	_, env := walkRun(t, root, 0, nil)
+	held := readHeld(&env)
 	if len(held) != de.Probed {
 		t.Fatalf("memory holds %d addresses, the walk found %d held", len(held), de.Probed)
 	}
@@ -116,9 +127,9 @@ func TestBootstrapWalkIsBoundedAndResumes(t *testing.T) {
 	// first one it tries. The next run skips what the last one found held.
 	netns.IP(t, l.peer, "addr", "flush", "dev", "nrwk1")
 	second := &extendLog{}
-	var plan *bootstrap.Plan
+	var plan *Plan
 	netns.In(t, l.node, func() {
-		plan, err = walkRun(t, root, time.Minute, second).chooseBootstrap(context.Background(), testutil.TestLog(t))
+		plan, err = walk(t, root, time.Minute, second)
 	})
 	if err != nil {
 		t.Fatalf("second walk: %v", err)

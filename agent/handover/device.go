@@ -1,27 +1,27 @@
-package agent
+package handover
 
 import (
 	"fmt"
 	"math/big"
-	"os"
-	"path/filepath"
+	"path"
 	"regexp"
 	"sort"
 	"strings"
 
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/protocol"
 )
 
-// installDevice picks the install target as upstream does (PROTOCOL.md 8.6):
+// InstallDevice picks the install target as upstream does (docs/protocol.md §8.5):
 // install.device when set, else a disk matching every device-selector rule.
 // Upstream's pick among several matches is Go map order; ours is the first
 // by name, so the same machine always installs to the same disk.
-func installDevice(root string, in protocol.Install) (string, error) {
+func InstallDevice(files host.FS, in protocol.Install) (string, error) {
 	if in.Device != "" {
 		return in.Device, nil
 	}
-	blockDir := filepath.Join(root, "sys/block")
-	ents, err := os.ReadDir(blockDir)
+	const blockDir = host.SysBlock
+	ents, err := files.ReadDir(blockDir)
 	if err != nil {
 		return "", fmt.Errorf("install: no install.device and the disks cannot be listed: %w", err)
 	}
@@ -35,7 +35,7 @@ func installDevice(root string, in protocol.Install) (string, error) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		size := diskSize(filepath.Join(blockDir, n, "size"))
+		size := diskSize(files, path.Join(blockDir, n, "size"))
 		ok, err := matchesAll(n, size, in.DeviceSelector)
 		if err != nil {
 			return "", err
@@ -47,8 +47,11 @@ func installDevice(root string, in protocol.Install) (string, error) {
 	return "", fmt.Errorf("install: no disk among %v matches install.device-selector", names)
 }
 
-func diskSize(p string) *big.Int {
-	b, err := os.ReadFile(p)
+// maxSysfsValue bounds one sysfs attribute read (a page at most).
+const maxSysfsValue = 64 << 10
+
+func diskSize(files host.FS, p string) *big.Int {
+	b, err := files.ReadFile(p, maxSysfsValue)
 	if err != nil {
 		return nil
 	}

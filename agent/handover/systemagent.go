@@ -1,20 +1,22 @@
-package agent
+package handover
 
 import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
+	"path"
 	"strconv"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/agent/exitcode"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/protocol"
 )
 
 const (
-	systemAgentDir = "/var/lib/elemental/agent"
-	systemAgentEtc = "/etc/rancher/elemental/agent"
+	systemAgentDir = host.SystemAgentDir
+	systemAgentEtc = host.SystemAgentEtc
 )
 
 // agentFile is one file of the new system, at its host path.
@@ -22,6 +24,10 @@ type agentFile struct {
 	path    string
 	content []byte
 }
+
+// SystemAgent is the system agent's part of the new system: its files,
+// ready for the hook or, without the toolkit, for writing now.
+type SystemAgent struct{ files []agentFile }
 
 // systemAgentConfig is elemental-system-agent's config.yaml, keys in
 // upstream's order.
@@ -33,18 +39,25 @@ type systemAgentConfig struct {
 	ConnectionInfoFile   string `yaml:"connectionInfoFile"`
 }
 
-// systemAgentFiles are the three files of elemental-system-agent
-// (PROTOCOL.md 8.6). They carry the system-agent token: never logged.
-func (r *run) systemAgentFiles() ([]agentFile, error) {
-	sa := r.cfg.Elemental.SystemAgent
+// SystemAgentFiles are the three files of elemental-system-agent
+// (docs/protocol.md §8.5) for cfg; caCert is the registration CA as the dial
+// reads it (a path on this machine, or PEM). They carry the system-agent
+// token: never logged.
+func SystemAgentFiles(cfg *protocol.Config, caCert string) (*SystemAgent, error) {
+	files, err := systemAgentFiles(cfg, caCert)
+	return &SystemAgent{files: files}, err
+}
+
+func systemAgentFiles(cfg *protocol.Config, caCert string) ([]agentFile, error) {
+	sa := cfg.Elemental.SystemAgent
 	ca := ""
-	if c := r.cfg.Elemental.Registration.CACert; c != "" {
+	if c := cfg.Elemental.Registration.CACert; c != "" {
 		// One loader for the TLS client and the kubeconfig (issue 12,
 		// item 10): a CA that cannot be read fails the hand-over, never
 		// its path base64-encoded as if it were the certificate.
-		pemText, err := protocol.CAPEM(r.caCert())
+		pemText, err := protocol.CAPEM(caCert)
 		if err != nil {
-			return nil, &ConfigError{Err: fmt.Errorf("system-agent kubeconfig: %w", err)}
+			return nil, &exitcode.ConfigError{Err: fmt.Errorf("system-agent kubeconfig: %w", err)}
 		}
 		ca = base64.StdEncoding.EncodeToString(pemText)
 	}
@@ -63,7 +76,7 @@ func (r *run) systemAgentFiles() ([]agentFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := yaml.Marshal(systemAgentConfig{
+	conf, err := yaml.Marshal(systemAgentConfig{
 		WorkDirectory:        systemAgentDir + "/work",
 		LocalPlanDirectory:   systemAgentDir + "/plans",
 		AppliedPlanDirectory: systemAgentDir + "/applied",
@@ -76,23 +89,19 @@ func (r *run) systemAgentFiles() ([]agentFile, error) {
 	return []agentFile{
 		{systemAgentDir + "/elemental_connection.json", conn},
 		{systemAgentEtc + "/envs", []byte("CATTLE_AGENT_STRICT_VERIFY=\"" + strconv.FormatBool(sa.StrictTLSMode) + "\"")},
-		{systemAgentEtc + "/config.yaml", cfg},
+		{systemAgentEtc + "/config.yaml", conf},
 	}, nil
 }
 
-// writeSystemAgentFiles is install with no-toolkit: the node is not an
-// elemental-toolkit image, so the system agent's files are written now.
-func (r *run) writeSystemAgentFiles() error {
-	files, err := r.systemAgentFiles()
-	if err != nil {
-		return err
-	}
-	for _, f := range files {
-		p := r.path(f.path)
-		if err := r.files.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+// Write is install with no-toolkit: the node is not an elemental-toolkit
+// image, so the system agent's files are written now, through files.
+func (s *SystemAgent) Write(files host.FS) error {
+	for _, f := range s.files {
+		p := f.path
+		if err := files.MkdirAll(path.Dir(p), 0o700); err != nil {
 			return err
 		}
-		if err := r.files.WriteFile(p, f.content, 0o600); err != nil {
+		if err := files.WriteFile(p, f.content, 0o600); err != nil {
 			return err
 		}
 	}

@@ -1,4 +1,4 @@
-package agent
+package handover
 
 import (
 	"encoding/base64"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -19,7 +20,7 @@ func TestSystemAgentCA(t *testing.T) {
 	cfg := &protocol.Config{}
 	cfg.Elemental.SystemAgent.Token = "tok"
 	cfg.Elemental.Registration.CACert = testCAPEM
-	files, err := (&run{cfg: cfg}).systemAgentFiles()
+	files, err := systemAgentFiles(cfg, cfg.Elemental.Registration.CACert)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,8 +30,8 @@ func TestSystemAgentCA(t *testing.T) {
 	}
 	missing := filepath.Join(t.TempDir(), "no-ca.pem")
 	cfg.Elemental.Registration.CACert = missing
-	files, err = (&run{cfg: cfg}).systemAgentFiles()
-	var ce *ConfigError
+	files, err = systemAgentFiles(cfg, cfg.Elemental.Registration.CACert)
+	var ce *exitcode.ConfigError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "no-ca.pem") {
 		t.Fatalf("unreadable CA: files %d, err %v; want a ConfigError naming it", len(files), err)
 	}

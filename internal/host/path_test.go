@@ -1,4 +1,4 @@
-package hostpath
+package host
 
 import "testing"
 
@@ -12,8 +12,8 @@ func TestJoin(t *testing.T) {
 		// A host path cannot climb out of the root.
 		{"/tmp/m1", "/../etc/passwd", "/tmp/m1/etc/passwd"},
 	} {
-		if got := Join(c.root, c.p); got != c.want {
-			t.Errorf("Join(%q, %q) = %q, want %q", c.root, c.p, got, c.want)
+		if got := Root(c.root).Path(c.p); got != c.want {
+			t.Errorf("Root(%q).Path(%q) = %q, want %q", c.root, c.p, got, c.want)
 		}
 	}
 }

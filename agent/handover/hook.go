@@ -1,4 +1,4 @@
-package agent
+package handover
 
 import (
 	"bytes"
@@ -11,12 +11,13 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/host"
 )
 
-// OEM mount points while the elemental toolkit runs a hook (PROTOCOL.md 8.7).
+// OEM mount points while the elemental toolkit runs a hook (docs/protocol.md §8.4).
 const (
-	oemDuringInstall = "/run/elemental/oem"
-	oemDuringReset   = "/oem"
+	oemDuringInstall = host.OEMDuringInstall
+	oemDuringReset   = host.OEMDuringReset
 )
 
 // hookFile is one file the hook writes into the OEM partition; name is
@@ -26,7 +27,7 @@ type hookFile struct {
 	content []byte
 }
 
-// finalizeHook builds the install/reset hook of PROTOCOL.md 8.7: a yip
+// finalizeHook builds the install/reset hook of docs/protocol.md §8.4: a yip
 // config named "Elemental Finalize System" whose stage (before-install or
 // before-reset) writes each file into the OEM partition mounted at oem, so
 // the registration, the state and the network applicator reach the new
@@ -73,7 +74,7 @@ func plainRelative(name string) bool {
 // initramfsFile is a yip config that writes one file at the initramfs stage
 // unless it exists: how the registration config and state reach the
 // installed system once, and are owned by the running agent afterwards
-// (PROTOCOL.md 8.7 guards).
+// (docs/protocol.md §8.4 guards).
 func initramfsFile(name, dst string, content []byte) ([]byte, error) {
 	cfg := schema.YipConfig{Name: name, Stages: map[string][]schema.Stage{"initramfs": {{
 		Name:        name,

@@ -1,4 +1,4 @@
-package agent
+package localconfig
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -55,7 +56,7 @@ cloud-config:
   users: [{name: root}]
 `)
 	log, buf := captureLog()
-	if _, err := ReadConfig(root, DefaultConfigPath, Overrides{}, log); err != nil {
+	if _, err := Read(host.Root(root), DefaultConfigPath, Overrides{}, log); err != nil {
 		t.Fatal(err)
 	}
 	out := buf.String()
@@ -76,7 +77,11 @@ cloud-config:
 }
 
 func TestUnknownKeyFarFromAnyGetsNoSuggestion(t *testing.T) {
-	got := unknownKeys("c.yaml", []byte("elemental:\n  registration:\n    completely-unrelated: 1\n"))
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte("elemental:\n  registration:\n    completely-unrelated: 1\n"), &doc); err != nil {
+		t.Fatal(err)
+	}
+	got := unknownKeys("c.yaml", &doc)
 	if len(got) != 1 || got[0].Closest != "" || got[0].Key != "elemental.registration.completely-unrelated" {
 		t.Fatalf("%+v", got)
 	}
@@ -86,7 +91,7 @@ func TestCAIsReadUnderRootAndCheckedAtLoad(t *testing.T) {
 	root := t.TempDir()
 	writeConfig(t, root, "elemental:\n  registration:\n    url: https://reg.example/r/t\n    ca-cert: /etc/ca.pem\n")
 	// Missing under the root: a person must fix it (78), not a retry.
-	_, err := ReadConfig(root, DefaultConfigPath, Overrides{}, nil)
+	_, err := Read(host.Root(root), DefaultConfigPath, Overrides{}, nil)
 	if exitcode.Of(err) != exitcode.Config || !strings.Contains(err.Error(), "elemental.registration.ca-cert") || !strings.Contains(err.Error(), filepath.Join(root, "etc/ca.pem")) {
 		t.Fatalf("missing CA: exit %d: %v", exitcode.Of(err), err)
 	}
@@ -97,7 +102,7 @@ func TestCAIsReadUnderRootAndCheckedAtLoad(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "etc/ca.pem"), []byte("not a certificate\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = ReadConfig(root, DefaultConfigPath, Overrides{}, nil)
+	_, err = Read(host.Root(root), DefaultConfigPath, Overrides{}, nil)
 	// CAPEM refuses a file with no PEM block before the certificate pool
 	// is tried: either message names the cause.
 	if exitcode.Of(err) != exitcode.Config || !(strings.Contains(err.Error(), "no PEM certificate") || strings.Contains(err.Error(), "no PEM block")) {
@@ -105,7 +110,7 @@ func TestCAIsReadUnderRootAndCheckedAtLoad(t *testing.T) {
 	}
 	// Given on the command line, the error names the flag.
 	flagCA := "/nonexistent/ca.pem"
-	_, err = ReadConfig(root, DefaultConfigPath, Overrides{CACert: &flagCA}, nil)
+	_, err = Read(host.Root(root), DefaultConfigPath, Overrides{CACert: &flagCA}, nil)
 	if exitcode.Of(err) != exitcode.Config || !strings.HasPrefix(err.Error(), "--registration-ca-cert") {
 		t.Fatalf("flag CA: exit %d: %v", exitcode.Of(err), err)
 	}
@@ -146,7 +151,11 @@ func TestNmstateChoiceIsLocal(t *testing.T) {
 			o.Nmstate = &tc.flag
 		}
 		log, buf := captureLog()
-		_, got, err := readConfig(root, DefaultConfigPath, o, log)
+		f, err := Read(host.Root(root), DefaultConfigPath, o, log)
+		var got apply.NmstateChoice
+		if f != nil {
+			got = f.Nmstate
+		}
 		if tc.err != "" {
 			if !strings.Contains(fmt.Sprint(err), tc.err) || exitcode.Of(err) != exitcode.Config {
 				t.Errorf("%q: want a config error %q, got %v", tc.file, tc.err, err)

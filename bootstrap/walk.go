@@ -1,4 +1,4 @@
-package agent
+package bootstrap
 
 import (
 	"context"
@@ -8,13 +8,10 @@ import (
 	"io/fs"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
+	"path"
 	"time"
 
-	"github.com/nodereg/nodereg/bootstrap"
-	"github.com/nodereg/nodereg/internal/atomicfile"
-	"github.com/nodereg/nodereg/internal/safefile"
+	"github.com/nodereg/nodereg/internal/host"
 )
 
 // The bootstrap choice under systemd (TimeoutStartSec=5min): a link wait of
@@ -33,25 +30,18 @@ import (
 // address again.
 const (
 	extendMargin = 5 * time.Second
-	heldFile     = "/run/nodereg/bootstrap-held.json"
+	heldFile     = host.BootstrapHeld
 	// maxHeldFile bounds the file: 65,536 entries of about 60 bytes.
 	maxHeldFile = 8 << 20
 )
 
-// extender is the part of the systemd notifier that pushes the start
-// timeout (EXTEND_TIMEOUT_USEC); a notifier without it extends nothing.
-type extender interface{ Extend(time.Duration) }
-
-func (r *run) extend(d time.Duration) {
-	if e, ok := r.notify.(extender); ok {
-		e.Extend(d + extendMargin)
-	}
-}
+// extend pushes systemd's start timeout past a wait of d.
+func (e *Env) extendPast(d time.Duration) { e.extend(d + extendMargin) }
 
 // probeMaxDuration is the longest one ARP probe takes with p's timing: the
 // random start delay, the spacing between the probes, the listen after the
 // last.
-func probeMaxDuration(p *bootstrap.ARPProber) time.Duration {
+func probeMaxDuration(p *ARPProber) time.Duration {
 	return p.ProbeWait + time.Duration(max(p.ProbeNum-1, 0))*p.ProbeMax + p.AnnounceWait
 }
 
@@ -65,7 +55,7 @@ type heldAddress struct {
 // timeout before each probe, answers "held" for the addresses an earlier
 // run of this boot found held, and keeps count for the deadline's message.
 type walkingProber struct {
-	real     bootstrap.Prober
+	real     Prober
 	perProbe time.Duration
 	extend   func(time.Duration)
 	earlier  map[netip.Addr]net.HardwareAddr
@@ -76,13 +66,13 @@ type walkingProber struct {
 	iface    string
 }
 
-func (w *walkingProber) Probe(ctx context.Context, iface string, addr netip.Addr) (bootstrap.ProbeResult, error) {
+func (w *walkingProber) Probe(ctx context.Context, iface string, addr netip.Addr) (ProbeResult, error) {
 	if holder, ok := w.earlier[addr]; ok {
 		w.skipped++
-		return bootstrap.ProbeResult{Taken: true, Holder: holder}, nil
+		return ProbeResult{Taken: true, Holder: holder}, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return bootstrap.ProbeResult{}, err
+		return ProbeResult{}, err
 	}
 	w.extend(w.perProbe)
 	res, err := w.real.Probe(ctx, iface, addr)
@@ -97,10 +87,10 @@ func (w *walkingProber) Probe(ctx context.Context, iface string, addr netip.Addr
 	return res, nil
 }
 
-// BootstrapDeadlineError says the run's --deadline ran out while choosing
+// DeadlineError says the run's --deadline ran out while choosing
 // the bootstrap address: try again later (exit 75), from where this run
 // stopped.
-type BootstrapDeadlineError struct {
+type DeadlineError struct {
 	Deadline time.Duration
 	Probed   int        // addresses probed by this run
 	Skipped  int        // addresses an earlier run found held, not probed again
@@ -109,7 +99,7 @@ type BootstrapDeadlineError struct {
 	Iface    string
 }
 
-func (e *BootstrapDeadlineError) Error() string {
+func (e *DeadlineError) Error() string {
 	last := "none"
 	if e.Last.IsValid() {
 		last = e.Last.String() + " on " + e.Iface
@@ -120,18 +110,18 @@ func (e *BootstrapDeadlineError) Error() string {
 
 // readHeld reads what an earlier run of this boot found held; a missing or
 // unreadable file is an empty memory (it only saves probes).
-func (r *run) readHeld() map[netip.Addr]net.HardwareAddr {
+func readHeld(env *Env) map[netip.Addr]net.HardwareAddr {
 	out := map[netip.Addr]net.HardwareAddr{}
-	b, err := safefile.ReadFile(r.path(heldFile), maxHeldFile)
+	b, err := env.Files.ReadFile(heldFile, maxHeldFile)
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
-			r.log.WithField("phase", PhaseBootstrap).WithError(err).Warn("bootstrap walk memory unreadable: probing every address")
+			env.log().WithError(err).Warn("bootstrap walk memory unreadable: probing every address")
 		}
 		return out
 	}
 	var held []heldAddress
 	if err := json.Unmarshal(b, &held); err != nil {
-		r.log.WithField("phase", PhaseBootstrap).WithError(err).Warn("bootstrap walk memory unreadable: probing every address")
+		env.log().WithError(err).Warn("bootstrap walk memory unreadable: probing every address")
 		return out
 	}
 	for _, h := range held {
@@ -144,7 +134,7 @@ func (r *run) readHeld() map[netip.Addr]net.HardwareAddr {
 }
 
 // saveHeld keeps the addresses known held for the next run.
-func (r *run) saveHeld(earlier map[netip.Addr]net.HardwareAddr, found []heldAddress) (int, error) {
+func saveHeld(env *Env, earlier map[netip.Addr]net.HardwareAddr, found []heldAddress) (int, error) {
 	all := map[netip.Addr]string{}
 	for a, m := range earlier {
 		all[a] = m.String()
@@ -160,44 +150,111 @@ func (r *run) saveHeld(earlier map[netip.Addr]net.HardwareAddr, found []heldAddr
 	if err != nil {
 		return 0, err
 	}
-	file := r.path(heldFile)
-	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+	if err := env.Files.MkdirAll(path.Dir(heldFile), 0o700); err != nil {
 		return 0, err
 	}
-	return len(list), atomicfile.Write(file, b, 0o600)
+	return len(list), env.Files.WriteFile(heldFile, b, 0o600)
 }
 
 // forgetHeld removes the walk memory: the choice is over.
-func (r *run) forgetHeld() {
-	if err := atomicfile.Remove(r.path(heldFile)); err != nil {
-		r.log.WithField("phase", PhaseBootstrap).WithError(err).Warn("removing the bootstrap walk memory")
+func forgetHeld(env *Env) {
+	if err := env.Files.Remove(heldFile); err != nil {
+		env.log().WithError(err).Warn("removing the bootstrap walk memory")
 	}
 }
 
 // boundedChoice runs choose under the run's --deadline with w as its
-// prober, and turns a deadline that ran out into *BootstrapDeadlineError,
+// prober, and turns a deadline that ran out into *DeadlineError,
 // keeping what the walk learnt.
-func (r *run) boundedChoice(ctx context.Context, w *walkingProber, choose func(context.Context) (*bootstrap.Plan, error)) (*bootstrap.Plan, error) {
+func boundedChoice(ctx context.Context, env *Env, w *walkingProber, choose func(context.Context) (*Plan, error)) (*Plan, error) {
 	cctx := ctx
-	if r.o.Deadline > 0 {
+	if env.Deadline > 0 {
 		var cancel context.CancelFunc
-		cctx, cancel = context.WithTimeout(ctx, r.o.Deadline)
+		cctx, cancel = context.WithTimeout(ctx, env.Deadline)
 		defer cancel()
 	}
 	plan, err := choose(cctx)
-	var exhausted *bootstrap.ExhaustedError
+	var exhausted *ExhaustedError
 	switch {
 	case err == nil, errors.As(err, &exhausted):
-		r.forgetHeld()
+		forgetHeld(env)
 		return plan, err
 	case ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded):
-		de := &BootstrapDeadlineError{Deadline: r.o.Deadline, Probed: w.probed, Skipped: w.skipped, Last: w.last, Iface: w.iface}
-		n, serr := r.saveHeld(w.earlier, w.held)
+		de := &DeadlineError{Deadline: env.Deadline, Probed: w.probed, Skipped: w.skipped, Last: w.last, Iface: w.iface}
+		n, serr := saveHeld(env, w.earlier, w.held)
 		if serr != nil {
-			r.log.WithField("phase", PhaseBootstrap).WithError(serr).Warn("keeping the bootstrap walk for the next run")
+			env.log().WithError(serr).Warn("keeping the bootstrap walk for the next run")
 		}
 		de.Held = n
 		return nil, de
 	}
 	return nil, err
 }
+
+// chooseUp reads the machine's facts, raises the probe interfaces and picks
+// the addresses with real duplicate address detection, under the run's
+// --deadline and extending systemd's start timeout before each wait.
+func chooseUp(ctx context.Context, c *Config, env Env) (*Plan, error) {
+	log := env.log()
+	facts, err := ReadFacts(env.Files)
+	if err != nil {
+		return nil, err
+	}
+	preview, err := Preview(c, facts)
+	if err != nil {
+		return nil, err
+	}
+	prober := env.Prober
+	perProbe := time.Duration(0)
+	if prober == nil {
+		arp, err := probeTiming(env.ProbeInterval)
+		if err != nil {
+			return nil, err
+		}
+		prober, perProbe = arp, probeMaxDuration(arp)
+	}
+	w := &walkingProber{real: prober, perProbe: perProbe, extend: env.extendPast, earlier: readHeld(&env)}
+	if len(w.earlier) > 0 {
+		log.WithField("known-held", len(w.earlier)).Info("an earlier run ran out of time walking the range: its held addresses are not probed again")
+	}
+	return boundedChoice(ctx, &env, w, func(ctx context.Context) (*Plan, error) {
+		for _, ch := range preview.Choices {
+			if ch.Interface == "" {
+				continue
+			}
+			env.extendPast(linkReadyTimeout)
+			lctx, cancel := context.WithTimeout(ctx, linkReadyTimeout)
+			raised, err := env.linkReady(lctx, ch.Interface)
+			cancel()
+			if err != nil {
+				return nil, err
+			}
+			if raised {
+				log.WithField("interface", ch.Interface).Info("link was down: set it up to probe")
+			}
+		}
+		return Choose(ctx, c, facts, w)
+	})
+}
+
+// probeTiming is the ARP prober, RFC 5227's timing unless the interval is
+// set (NODEREG_BOOTSTRAP_PROBE_INTERVAL, e.g. 200ms): still three probes and
+// a listen after the last, on a shorter clock.
+func probeTiming(interval string) (*ARPProber, error) {
+	if interval == "" {
+		// RFC 5227's constants, spelled out so the start timeout can be
+		// extended by a probe's maximum.
+		return &ARPProber{ProbeWait: time.Second, ProbeNum: 3, ProbeMin: time.Second, ProbeMax: 2 * time.Second, AnnounceWait: 2 * time.Second}, nil
+	}
+	d, err := time.ParseDuration(interval)
+	if err != nil || d <= 0 || d > 10*time.Second {
+		return nil, &EnvError{Var: ProbeIntervalEnv, Value: interval, Want: "a duration between 0 and 10s"}
+	}
+	return &ARPProber{ProbeWait: d, ProbeNum: 3, ProbeMin: d, ProbeMax: d, AnnounceWait: 2 * d}, nil
+}
+
+// EnvError is an environment variable of the agent's with a value it
+// cannot use: a configuration error (exit 78).
+type EnvError struct{ Var, Value, Want string }
+
+func (e *EnvError) Error() string { return fmt.Sprintf("%s=%q: want %s", e.Var, e.Value, e.Want) }

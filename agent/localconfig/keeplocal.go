@@ -1,4 +1,4 @@
-package protocol
+package localconfig
 
 import (
 	"fmt"
@@ -6,6 +6,8 @@ import (
 	"net/url"
 
 	"github.com/nodereg/nodereg/internal/safefile"
+	"github.com/nodereg/nodereg/netpolicy"
+	"github.com/nodereg/nodereg/protocol"
 )
 
 // KeepLocal undoes, in merged (the local config with the server's reply
@@ -22,7 +24,7 @@ import (
 // move, but not from https to http nor to another scheme. elemental.install
 // and reset stay the server's, as upstream: the registration defines how
 // the machine is installed.
-func KeepLocal(local Config, merged *Config) []string {
+func KeepLocal(local protocol.Config, merged *protocol.Config) []string {
 	var warns []string
 	ignored := func(key, why string) {
 		warns = append(warns, fmt.Sprintf("the server's elemental.registration.%s is ignored: %s", key, why))
@@ -39,14 +41,14 @@ func KeepLocal(local Config, merged *Config) []string {
 	}
 	if m.NoToolkit != l.NoToolkit {
 		m.NoToolkit = l.NoToolkit
-		ignored("no-toolkit", "it is a local setting (PROTOCOL.md 7.1)")
+		ignored("no-toolkit", "it is a local setting (docs/protocol.md §6.5)")
 	}
 	if !maps.Equal(m.Labels, l.Labels) {
 		m.Labels = maps.Clone(l.Labels)
-		ignored("labels", "they are local settings (PROTOCOL.md 7.1)")
+		ignored("labels", "they are local settings (docs/protocol.md §6.5)")
 	}
 	if m.CACert != l.CACert {
-		if !IsCAPEM(m.CACert) {
+		if !protocol.IsCAPEM(m.CACert) {
 			m.CACert = l.CACert
 			ignored("ca-cert", "it is not PEM text, and a path is taken only from the local config")
 		} else if err := safefile.CheckPEM([]byte(m.CACert)); err != nil {
@@ -68,10 +70,21 @@ func KeepLocal(local Config, merged *Config) []string {
 func urlChange(old, next string) string {
 	nu, err := url.Parse(next)
 	if err != nil || nu.Host == "" || (nu.Scheme != "http" && nu.Scheme != "https") {
-		return fmt.Sprintf("%q is not an http(s) URL", RedactURL(next))
+		return fmt.Sprintf("%q is not an http(s) URL", protocol.RedactURL(next))
 	}
 	if ou, err := url.Parse(old); err == nil && ou.Scheme == "https" && nu.Scheme != "https" {
 		return "it would move the registration from https to plain http"
 	}
 	return ""
+}
+
+// ServerSent returns one warning per local-only key a server reply (a
+// MsgConfig payload) carries that protocol.Config has no field for, so
+// KeepLocal cannot see it: the network policy (netpolicy.Key). It is
+// dropped in any case; the warning makes the attempt visible.
+func ServerSent(payload []byte) []string {
+	if w := netpolicy.ServerSentWarning(payload); w != "" {
+		return []string{w}
+	}
+	return nil
 }

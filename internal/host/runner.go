@@ -1,4 +1,4 @@
-package apply
+package host
 
 import (
 	"bytes"
@@ -145,4 +145,21 @@ func (r ExecRunner) Run(ctx context.Context, c Command) ([]byte, error) {
 		err = fmt.Errorf("%w (%v)", ctx.Err(), err)
 	}
 	return stdout.Bytes(), &CommandError{Command: c.String(), ExitCode: code, Stdout: stdout.Bytes(), Stderr: stderr.Bytes(), Err: err}
+}
+
+// NotLive is the runner of a run that must not touch the host's live state
+// (a scratch --root without --apply-live): read-only commands (nmstatectl
+// gc) run through Real, any other is logged through Say and not run.
+type NotLive struct {
+	Real Runner
+	Say  func(Command)
+}
+
+// Run implements Runner.
+func (n NotLive) Run(ctx context.Context, c Command) ([]byte, error) {
+	if c.ReadOnly {
+		return n.Real.Run(ctx, c)
+	}
+	n.Say(c)
+	return nil, nil
 }

@@ -1,0 +1,50 @@
+package agent
+
+import (
+	"context"
+	"errors"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/nodereg/nodereg/agent/catrust"
+	"github.com/nodereg/nodereg/agent/localconfig"
+	"github.com/nodereg/nodereg/internal/host"
+)
+
+// trustedCA is the ca-cert a connection trusts: the config's, or during a
+// CA rotation the CA in force and the pending one (docs/ca-rotation.md).
+func (r *run) trustedCA(files host.FS) string {
+	configCA := localconfig.CA(files, r.cfg.Elemental.Registration.CACert)
+	ca, err := catrust.Trust{Files: files}.Bundle(configCA)
+	if err != nil {
+		r.log.WithError(err).Warn("rotated CA unreadable: trusting the config's ca-cert only")
+	}
+	return ca
+}
+
+// rotateCA takes a CA the server announced (sent: its reply's ca-cert)
+// over the conversation that just succeeded, and proves a pending one.
+// A dry run writes nothing, so it rotates nothing.
+func (r *run) rotateCA(ctx context.Context, log *logrus.Entry, sent string) {
+	if r.o.DryRun {
+		return
+	}
+	t := catrust.Trust{Files: r.files}
+	reg := r.cfg.Elemental.Registration
+	out, err := t.Offer(reg.URL, sent, localconfig.CA(r.files, reg.CACert))
+	switch {
+	case errors.Is(err, catrust.ErrNotPinned):
+		log.Debug(err)
+	case err != nil:
+		log.WithError(err).Warn("the server's ca-cert is not taken")
+	case out == catrust.Pending:
+		log.Info("the server announced a new CA: kept as pending, both trusted until a handshake verified by it alone succeeds")
+	}
+	ok, err := t.Promote(ctx, reg.URL)
+	switch {
+	case ok:
+		log.Info("the new CA verified the server on its own: it is now the only one trusted, the old one is dropped")
+	case err != nil:
+		log.WithError(err).Debug("the pending CA does not verify the server yet: both stay trusted")
+	}
+}

@@ -1,0 +1,76 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+
+	"github.com/nodereg/nodereg/agent/verify"
+	"github.com/nodereg/nodereg/internal/host"
+)
+
+// maxDrift bounds the drift summary kept and reported.
+const maxDrift = 512
+
+// driftFindings are the verify checks that compare the live network with
+// the applied config (docs/verify.md); drift repair acts on them alone.
+var driftFindings = []string{verify.Applicator, verify.Addresses, verify.Profiles}
+
+// errForeign: drift found, but a profile that is not ours holds an
+// interface of ours; someone took it on purpose, so nothing is re-applied.
+var errForeign = errors.New("a profile that is not ours is active on an interface of the applied config")
+
+// drifted runs verify's network checks against the state and says what
+// drifted ("" for nothing).
+func (r *run) drifted(ctx context.Context) (string, error) {
+	in := verify.Input{
+		Files: r.files, Runner: r.runner, Nmcli: host.ToolsFromEnv(os.Getenv).Nmcli,
+		State: verify.State{Registered: true, Digest: r.state.NetworkDigest, Addresses: verify.ParseAddresses(r.state.NetworkAddresses)},
+	}
+	rep := verify.Run(ctx, in)
+	var what []string
+	for _, name := range driftFindings {
+		if f := rep.Find(name); f.Status == verify.Failed {
+			what = append(what, name+": "+f.Detail)
+		}
+	}
+	s := strings.Join(what, "; ")
+	if len(s) > maxDrift {
+		s = s[:maxDrift-3] + "..."
+	}
+	if s != "" && rep.ForeignActive {
+		return s, errForeign
+	}
+	return s, nil
+}
+
+// repairDrift is the update run's (Options.RepairDrift) check when the
+// server's config is the applied one: if the live network drifted from
+// it, the same config is planned and applied again, with the checkpoint
+// and rollback of any live apply, and what drifted is kept for the
+// annotations (network-config.drift-repaired).
+func (r *run) repairDrift(ctx context.Context, ph *phase, net *fetched) error {
+	what, err := r.drifted(ctx)
+	switch {
+	case errors.Is(err, errForeign):
+		ph.log.WithField("drifted", what).Warn("network drifted, not repaired: " + err.Error())
+		return nil
+	case what == "":
+		ph.log.Debug("no drift: the live network is the applied config")
+		return nil
+	}
+	ph.log.WithField("drifted", what).Warn("the live network drifted from the applied config: applying it again")
+	a := r.applier(ph.log)
+	plan, err := a.Plan(ctx, net.rendered)
+	if err != nil {
+		return err
+	}
+	if err := a.ApplyLive(ctx, plan, r.serverReachable); err != nil {
+		return err
+	}
+	r.state.NetworkDrift = what
+	r.state.NetworkState = netStateApplied
+	ph.log.WithField("digest", plan.Digest()).Info("drift repaired: the applied config is live again")
+	return nil
+}

@@ -1,0 +1,155 @@
+package agent
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/nodereg/nodereg/agent/retry/retrytest"
+	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/testutil"
+	"github.com/nodereg/nodereg/internal/testutil/node"
+	"github.com/nodereg/nodereg/internal/testutil/testbin"
+	"github.com/nodereg/nodereg/protocol"
+)
+
+// nmstateConfig is an nmstate config for eth0 at 10.0.0.7/24.
+func nmstateConfig(t *testing.T) *protocol.NetworkConfig {
+	var nc protocol.NetworkConfig
+	testutil.Must(t, yaml.Unmarshal([]byte(`configurator: nmstate
+ipAddresses:
+  ip: 10.0.0.7
+config:
+  interfaces:
+  - name: eth0
+    type: ethernet
+    state: up
+    ipv4: {enabled: true, dhcp: false, address: [{ip: "{ip}", prefix-length: 24}]}
+`), &nc))
+	return &nc
+}
+
+// A failed apply is kept in the state file and reported on the next
+// registration, per interface, with its phase and kind; a rollback after
+// the reachability check likewise; a later apply that succeeds clears it.
+// The server is the protocol's real server side; nmstatectl the stand-in.
+func TestNetworkErrorsAreReportedUntilAnApplySucceeds(t *testing.T) {
+	t.Setenv(host.EnvNmstatectl, testbin.NmstatectlStub(t))
+	s := &scriptedServer{script: script{gets: []answer{{reply: &protocol.ConfigReply{Network: nmstateConfig(t)}}}}}
+	var unhealthy atomic.Bool // plain GETs (the reachability check) answer 503
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !protocol.IsWebSocketUpgrade(r) {
+			if unhealthy.Load() {
+				w.WriteHeader(http.StatusServiceUnavailable)
+			}
+			return
+		}
+		_ = protocol.Accept(w, r, protocol.ServerOptions{Auth: []protocol.ServerAuthenticator{protocol.PlainServer{}}, Log: testutil.TestLog(t)}, s)
+	})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	m := node.New(t, "52:54:00:aa:00:26", srv.URL+"/elemental/registration/token", "    no-smbios: true\n")
+	run := func() (*State, error) {
+		_, err := Run(t.Context(), Options{
+			Root: m.Root, Runner: m.Runner(), Clock: retrytest.NewClock(time.Now()),
+			Deadline: time.Minute, NetworkTimeout: time.Minute, ReachabilityWindow: 2 * time.Second,
+		})
+		st, _, lErr := LoadState(host.Root(m.Root), DefaultStatePath)
+		testutil.Must(t, lErr)
+		return st, err
+	}
+
+	// 1: NetworkManager (nmstatectl apply) refuses the config.
+	t.Setenv("NMSTATECTL_STUB_FAIL", "apply")
+	st, err := run()
+	var pe *PhaseError
+	if !errors.As(err, &pe) || pe.Phase != PhaseApply {
+		t.Fatalf("run 1: %v, want an apply failure", err)
+	}
+	if st.NetworkErrorKind != errKindNMRefused || st.NetworkErrorPhase != PhaseApply || st.NetworkErrorInterfaces != "eth0" || !st.Registered() {
+		t.Fatalf("run 1: state %+v, want the NM refusal on eth0 kept with the registration", st)
+	}
+
+	// 2: the error goes out; this apply is rolled back after the check.
+	t.Setenv("NMSTATECTL_STUB_FAIL", "")
+	unhealthy.Store(true)
+	st, err = run()
+	if !errors.Is(err, apply.ErrRolledBack) || st.NetworkErrorKind != errKindRolledBack {
+		t.Fatalf("run 2: %v, state %+v: want a rollback kept", err, st)
+	}
+	sent := s.seen[len(s.seen)-1]
+	for k, want := range map[string]string{
+		"network-config.state": "error", "network-config.eth0.state": "error",
+		"network-config.eth0.error-phase": "apply", "network-config.eth0.error-kind": "nm-refused",
+	} {
+		if sent[k] != want {
+			t.Errorf("run 2 sent %s=%q, want %q (all: %v)", k, sent[k], want, sent)
+		}
+	}
+	if !strings.Contains(sent["network-config.eth0.error"], "nmstatectl apply") {
+		t.Errorf("run 2 sent error %q, want the failed step named", sent["network-config.eth0.error"])
+	}
+
+	// 3: healthy: the rollback is reported, then the apply clears it.
+	unhealthy.Store(false)
+	st, err = run()
+	if err != nil || st.NetworkError != "" || st.NetworkState != netStateApplied {
+		t.Fatalf("run 3: %v, state %+v: want applied, no error", err, st)
+	}
+	sent = s.seen[len(s.seen)-1]
+	if sent["network-config.eth0.error-kind"] != "rolled-back" || !strings.Contains(sent["network-config.eth0.error"], "reachability check") {
+		t.Errorf("run 3 sent %v, want the rollback after the reachability check", sent)
+	}
+
+	// 4: what an applied node reports: per interface state and digest, no error.
+	_, err = run()
+	testutil.Must(t, err)
+	sent = s.seen[len(s.seen)-1]
+	if sent["network-config.state"] != "applied" || sent["network-config.eth0.state"] != "applied" || sent["network-config.eth0.digest"] != st.NetworkDigest || st.NetworkDigest == "" {
+		t.Errorf("run 4 sent %v, want eth0 applied with digest %s", sent, st.NetworkDigest)
+	}
+	// Cleared errors go out empty: upstream never drops a stored key.
+	for _, k := range []string{"network-config.error", "network-config.eth0.error", "network-config.eth0.error-kind"} {
+		if v, ok := sent[k]; !ok || v != "" {
+			t.Errorf("run 4 sent %s=%q (present %v), want it empty", k, v, ok)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(m.Root, "oem/elemental-network.yaml")); err != nil {
+		t.Errorf("applied config not persisted: %v", err)
+	}
+}
+
+func TestClassifyNetworkError(t *testing.T) {
+	long := errors.New(strings.Repeat("x", 400) + "\nsecond line")
+	for _, c := range []struct {
+		phase Phase
+		err   error
+		kind  string
+	}{
+		{PhaseApply, &PhaseError{Phase: PhaseApply, Err: &apply.LiveApplyError{Step: "reachability check", Err: errors.New("timeout")}}, errKindRolledBack},
+		{PhaseApply, &apply.LiveApplyError{Step: "connection up", Err: errors.New("no device")}, errKindNMRefused},
+		{PhaseApply, &apply.LiveApplyError{Step: "nmstatectl apply", Err: errors.New("failed")}, errKindNMRefused},
+		{PhaseApply, &apply.LiveApplyError{Step: "persist", Err: errors.New("disk full")}, errKindApply},
+		{PhaseApply, &apply.NotOwnedError{Path: "/etc/NetworkManager/system-connections/eth0.nmconnection"}, errKindRefused},
+		{PhasePlan, &ConfigError{Err: errors.New("policy: address outside the allowed prefixes")}, errKindRefused},
+		{PhasePlan, errors.New("nmstatectl gc: killed"), errKindApply},
+		{PhaseApply, long, errKindApply},
+	} {
+		kind, reason := classifyNetworkError(c.phase, c.err)
+		if kind != c.kind {
+			t.Errorf("%v in %s: kind %s, want %s", c.err, c.phase, kind, c.kind)
+		}
+		if strings.ContainsAny(reason, "\r\n") || len(reason) > maxReason {
+			t.Errorf("reason %q is not one bounded line", reason)
+		}
+	}
+}

@@ -1,0 +1,212 @@
+// Package verify is `agent verify`: read-only checks that the node is what
+// its last run left (registered, its network config persisted and live,
+// the server reachable, no bootstrap network left up), each a named finding
+// with its own bit of the exit status (docs/verify.md). It writes nothing
+// and talks to the server only as far as a TLS handshake.
+package verify
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nodereg/nodereg/internal/host"
+)
+
+// Names of the findings, in the order of their bits (and of the report).
+const (
+	Registered = "registered"
+	Applicator = "applicator"
+	Addresses  = "addresses"
+	Profiles   = "profiles"
+	Server     = "server"
+	Bootstrap  = "bootstrap"
+)
+
+// Bits are the exit-status bits of the findings (docs/verify.md): a failed
+// finding sets its bit, so the status says which ones failed. Every
+// combination stays below 64, the first code of agent/exitcode's table.
+var Bits = map[string]int{
+	Registered: 1, Applicator: 2, Addresses: 4, Profiles: 8, Server: 16, Bootstrap: 32,
+}
+
+// Status is a finding's outcome.
+type Status string
+
+// Statuses. NotChecked is never a failure and always says why.
+const (
+	OK         Status = "ok"
+	Failed     Status = "failed"
+	NotChecked Status = "not checked"
+)
+
+// Finding is one check's result; Detail says what was found.
+type Finding struct {
+	Name   string `json:"name"`
+	Status Status `json:"status"`
+	Detail string `json:"detail"`
+	Bit    int    `json:"bit"`
+}
+
+// Report is every finding and the exit status they make.
+type Report struct {
+	Findings []Finding `json:"findings"`
+	Exit     int       `json:"exit"`
+	// ForeignActive: a profile that is not ours is active on an
+	// interface of the applied config; drift repair leaves it alone.
+	ForeignActive bool `json:"-"`
+}
+
+// Failed lists the names of the failed findings.
+func (r *Report) Failed() []string {
+	var out []string
+	for _, f := range r.Findings {
+		if f.Status == Failed {
+			out = append(out, f.Name)
+		}
+	}
+	return out
+}
+
+// Find returns the finding called name (zero if none).
+func (r *Report) Find(name string) Finding {
+	for _, f := range r.Findings {
+		if f.Name == name {
+			return f
+		}
+	}
+	return Finding{}
+}
+
+func (r *Report) add(name string, st Status, format string, a ...any) {
+	f := Finding{Name: name, Status: st, Detail: fmt.Sprintf(format, a...), Bit: Bits[name]}
+	r.Findings = append(r.Findings, f)
+	if st == Failed {
+		r.Exit |= f.Bit
+	}
+}
+
+// State is what the state file says of this node.
+type State struct {
+	// Registered: a registration succeeded before; Problem is why the
+	// state file could not be read ("" when it could).
+	Registered bool
+	Problem    string
+	// Digest is the network config last applied live ("" for none).
+	Digest string
+	// Addresses are the applied config's addresses per interface
+	// (CIDR), as the state file records them.
+	Addresses map[string][]string
+}
+
+// Input is what the checks read. Files and Runner are the host edge
+// (internal/host); a scratch root is a temp dir.
+type Input struct {
+	Files  host.FS
+	Runner host.Runner
+	// Nmcli is the tool table's nmcli (name or path).
+	Nmcli string
+	State State
+	// ServerURL and CA are the registration URL and its CA (PEM, or a
+	// path on this machine as localconfig.CA gives it); ConfigProblem
+	// says why the config could not be read.
+	ServerURL, CA, ConfigProblem string
+	// Timeout bounds the server check (default DefaultTimeout).
+	Timeout time.Duration
+	// Links reads an interface's flags and addresses; nil: netlink
+	// through the standard library (net.InterfaceByName).
+	Links func(name string) (Link, error)
+}
+
+// DefaultTimeout bounds the server check: TCP connect and TLS handshake.
+const DefaultTimeout = 5 * time.Second
+
+// Link is what the address finding needs of an interface.
+type Link struct {
+	Up, Running bool
+	Addrs       []string // CIDR
+}
+
+// Run makes every check and returns the report. It never writes.
+func Run(ctx context.Context, in Input) *Report {
+	r := &Report{}
+	checkRegistered(r, in.State)
+	checkApplicator(r, in.Files, in.State)
+	checkAddresses(r, in)
+	checkNM(ctx, r, in)
+	checkServer(ctx, r, in)
+	slices.SortStableFunc(r.Findings, func(a, b Finding) int { return a.Bit - b.Bit })
+	return r
+}
+
+func checkRegistered(r *Report, st State) {
+	switch {
+	case st.Problem != "":
+		r.add(Registered, Failed, "%s", st.Problem)
+	case !st.Registered:
+		r.add(Registered, Failed, "the state file records no registration")
+	default:
+		r.add(Registered, OK, "registered")
+	}
+}
+
+// Write prints the report as text (one line a finding) or json.
+func (r *Report) Write(w io.Writer, format string) error {
+	if format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	for _, f := range r.Findings {
+		if _, err := fmt.Fprintf(w, "%-10s %-11s %s\n", f.Name, f.Status, f.Detail); err != nil {
+			return err
+		}
+	}
+	verdict := "all checks passed"
+	if r.Exit != 0 {
+		verdict = "failed: " + strings.Join(r.Failed(), ", ")
+	}
+	_, err := fmt.Fprintf(w, "verify: %s (exit %d)\n", verdict, r.Exit)
+	return err
+}
+
+// ParseAddresses reads the state file's nodereg-network-addresses
+// ("eth0=10.0.0.5/24,fd00::5/64;eth1=...").
+func ParseAddresses(s string) map[string][]string {
+	out := map[string][]string{}
+	for _, part := range strings.Split(s, ";") {
+		name, list, ok := strings.Cut(part, "=")
+		if !ok || name == "" {
+			continue
+		}
+		for _, a := range strings.Split(list, ",") {
+			if a != "" {
+				out[name] = append(out[name], a)
+			}
+		}
+	}
+	return out
+}
+
+// netlinkLink reads an interface through the standard library, which asks
+// the kernel over rtnetlink (RTM_GETLINK, RTM_GETADDR) on Linux.
+func netlinkLink(name string) (Link, error) {
+	ifc, err := net.InterfaceByName(name)
+	if err != nil {
+		return Link{}, err
+	}
+	addrs, err := ifc.Addrs()
+	if err != nil {
+		return Link{}, err
+	}
+	l := Link{Up: ifc.Flags&net.FlagUp != 0, Running: ifc.Flags&net.FlagRunning != 0}
+	for _, a := range addrs {
+		l.Addrs = append(l.Addrs, a.String())
+	}
+	return l, nil
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// An unregistered scratch root whose server listens: the registered
+// finding fails and sets bit 1, the server (plain http) is reachable, the
+// network findings say why they were not checked.
+func TestVerifyExitIsTheFailedFindingsBits(t *testing.T) {
+	t.Setenv("NODEREG_NMCLI", "nodereg-test-no-such-nmcli")
+	url, _ := listener(t)
+	root := scratchRoot(t, url)
+	code, out, errs := run("verify", "--root", root, "--format", "json")
+	var rep struct {
+		Exit     int
+		Findings []struct{ Name, Status, Detail string }
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("verify --format json: %v\n%s%s", err, out, errs)
+	}
+	if code != 1 || rep.Exit != 1 {
+		t.Fatalf("exit %d (report %d), want 1 (registered):\n%s", code, rep.Exit, out)
+	}
+	got := map[string]string{}
+	for _, f := range rep.Findings {
+		got[f.Name] = f.Status
+	}
+	want := map[string]string{"registered": "failed", "applicator": "not checked", "addresses": "not checked", "profiles": "not checked", "server": "ok", "bootstrap": "ok"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %q, want %q", k, got[k], v)
+		}
+	}
+
+	// A state file recording a registration: exit 0, text says so.
+	st := filepath.Join(root, "oem/registration/state.yaml")
+	if err := os.WriteFile(st, []byte("initialRegistration: 2026-01-02T03:04:05Z\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = run("verify", "--root", root)
+	if code != 0 || !strings.Contains(out, "verify: all checks passed (exit 0)") {
+		t.Errorf("registered node: exit %d\n%s", code, out)
+	}
+	// A config that cannot be read: the server finding fails (16).
+	if err := os.Remove(filepath.Join(root, "oem/registration/config.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, _ = run("verify", "--root", root); code != 16 || !strings.Contains(out, "does not exist") {
+		t.Errorf("no config: exit %d, want 16\n%s", code, out)
+	}
+}

@@ -1,0 +1,123 @@
+// Package host is the agent's one edge to the machine it runs on: the
+// files below --root (read without following a planted link, written
+// atomically), the programs it runs, and the table of both (Tools, the
+// paths in paths.go). Everything else takes a FS and a Runner as values and
+// names host paths ("/oem/..."), never the root: tests and image builds run
+// with a scratch root, the node with "/", and a dry run swaps in Print and
+// PrintRunner (docs/architecture.md, "Where side effects live").
+package host
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nodereg/nodereg/internal/atomicfile"
+	"github.com/nodereg/nodereg/internal/safefile"
+)
+
+// FS is the host's file system below the root. Every path is a host path;
+// Path maps one to where it is on this machine, for a message or a
+// program's argument.
+type FS interface {
+	// Path is p below the root: the one place that join lives.
+	Path(p string) string
+	// ReadFile reads a regular file of at most limit bytes without
+	// following a symlink in its last component (safefile.ReadFile).
+	ReadFile(p string, limit int64) ([]byte, error)
+	// ReadDir lists a directory, sorted by name.
+	ReadDir(p string) ([]fs.DirEntry, error)
+	// Lstat describes p without following a final symlink; Stat follows.
+	Lstat(p string) (fs.FileInfo, error)
+	Stat(p string) (fs.FileInfo, error)
+	// WriteFile replaces p atomically (parent directories exist).
+	WriteFile(p string, data []byte, perm fs.FileMode) error
+	// Remove removes p; a missing file is not an error.
+	Remove(p string) error
+	// MkdirAll creates a directory and its parents.
+	MkdirAll(p string, perm fs.FileMode) error
+	// SetAside keeps a file that cannot be parsed under a new name
+	// (<path>.corrupt-<unix time>) and says which; it never removes one.
+	SetAside(p string) (string, error)
+}
+
+// Root is the real file system below a root directory ("" or "/": the
+// host itself); writes are atomic (temp file, fsync, rename).
+type Root string
+
+// Path implements FS. Root "" or "/" is the host itself, where a relative
+// p stays relative to the working directory (a --config given as
+// ./config.yaml). Below a root, p is taken from the root's "/", so ".."
+// cannot climb out of it.
+func (r Root) Path(p string) string {
+	p = filepath.FromSlash(p)
+	if r == "" || r == "/" {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(string(r), filepath.Clean("/"+p))
+}
+
+// ReadFile implements FS.
+func (r Root) ReadFile(p string, limit int64) ([]byte, error) {
+	return safefile.ReadFile(r.Path(p), limit)
+}
+
+// ReadDir implements FS.
+func (r Root) ReadDir(p string) ([]fs.DirEntry, error) { return os.ReadDir(r.Path(p)) }
+
+// Lstat implements FS.
+func (r Root) Lstat(p string) (fs.FileInfo, error) { return os.Lstat(r.Path(p)) }
+
+// Stat implements FS.
+func (r Root) Stat(p string) (fs.FileInfo, error) { return os.Stat(r.Path(p)) }
+
+// WriteFile implements FS.
+func (r Root) WriteFile(p string, data []byte, perm fs.FileMode) error {
+	return atomicfile.Write(r.Path(p), data, perm)
+}
+
+// Remove implements FS.
+func (r Root) Remove(p string) error { return atomicfile.Remove(r.Path(p)) }
+
+// MkdirAll implements FS.
+func (r Root) MkdirAll(p string, perm fs.FileMode) error { return os.MkdirAll(r.Path(p), perm) }
+
+// SetAside implements FS.
+func (r Root) SetAside(p string) (string, error) { return safefile.SetAside(r.Path(p), time.Now()) }
+
+// Print is a dry run's FS: it reads through Root and prints what would be
+// written or removed, content included, touching nothing.
+type Print struct {
+	Root
+	W io.Writer
+}
+
+// WriteFile implements FS.
+func (p Print) WriteFile(path string, data []byte, perm fs.FileMode) error {
+	fmt.Fprintf(p.W, "# ---- would write %s (%04o)\n", p.Path(path), perm)
+	p.W.Write(data)
+	if len(data) > 0 && data[len(data)-1] != '\n' {
+		fmt.Fprintln(p.W)
+	}
+	return nil
+}
+
+// Remove implements FS.
+func (p Print) Remove(path string) error {
+	fmt.Fprintf(p.W, "# would remove %s\n", p.Path(path))
+	return nil
+}
+
+// MkdirAll implements FS: directories are implied by the files.
+func (Print) MkdirAll(string, fs.FileMode) error { return nil }
+
+// SetAside implements FS: it says what a run would do and leaves the file
+// where it is.
+func (p Print) SetAside(path string) (string, error) {
+	h := p.Path(path)
+	fmt.Fprintf(p.W, "# would keep %s aside as %s.corrupt-<time>\n", h, h)
+	return "(not in a dry run)", nil
+}
