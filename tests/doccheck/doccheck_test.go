@@ -33,11 +33,14 @@ func TestMain(m *testing.M) {
 
 // notRun: ```sh lines these tests do not run, and why.
 var notRun = map[string]string{
-	"make demo":                      ".ci/run's demo stage runs it",
-	"make test":                      "the test suite itself",
-	"make test-boot":                 "a stage of make test",
-	"make test-boot BOOT_PARALLEL=1": "a stage of make test, one case at a time",
-	"make bench":                     "minutes of benchmarks; not a test",
+	"make demo":                             ".ci/run's demo stage runs it",
+	"make test":                             "the test suite itself",
+	"make test-boot":                        "a stage of make test",
+	"make test-vm":                          ".ci/run's VM-lab stage runs it (tests/vm/ci-stage.sh)",
+	"NODEREG_VM_REUSE_IMAGE=1 make test-vm": "boots guests for ten minutes: .ci/run's VM-lab stage",
+	"tests/vm/ci-stage.sh":                  ".ci/run runs it as its VM-lab stage",
+	"make test-boot BOOT_PARALLEL=1":        "a stage of make test, one case at a time",
+	"make bench":                            "minutes of benchmarks; not a test",
 	"CGO_ENABLED=1 go run -tags emulatedtpm ./tests/bench -bin bin":                                     "what make bench runs",
 	"bin/regserver --config regserver.yaml --listen 0.0.0.0:8080 --admin-listen :9090 --store state.db": "listens on every interface; TestAdminExample runs it on loopback",
 	// docs/annotations.md's queries read the reader's own server's inventories.
@@ -88,6 +91,7 @@ func shLines(t *testing.T, file string) []string {
 
 // runHere: the ```sh lines the tests below run (each also through doc).
 var runHere = map[string]bool{
+	"NODEREG_SKIP_VM=1 make test-vm":            true,
 	"go build -o bin/regserver ./cmd/regserver": true,
 	"mkdir -p /var/lib/regserver":               true,
 	"bin/regserver --config cmd/regserver/example.yaml --listen 127.0.0.1:0 --store /var/lib/regserver/state.db": true,
@@ -306,5 +310,16 @@ func TestEveryShellLineIsChecked(t *testing.T) {
 		if !found {
 			t.Errorf("notRun lists `%s`, which no doc has any more", l)
 		}
+	}
+}
+
+// docs/vmlab.md: NODEREG_SKIP_VM=1 make test-vm says in one line that it
+// skipped, and exits 0 (a developer's quick loop, never CI's).
+func TestVMLabSkipLine(t *testing.T) {
+	line := doc(t, "docs/vmlab.md", "NODEREG_SKIP_VM=1 make test-vm")
+	o, e, code := sh(t, "make --no-print-directory test-vm", "NODEREG_SKIP_VM=1")
+	lines := strings.Split(strings.TrimSpace(o), "\n")
+	if code != 0 || len(lines) != 1 || !strings.Contains(strings.ToLower(lines[0]), "skip") {
+		t.Fatalf("%s: exit %d, stdout %q (the doc says one line, exit 0)\n%s", line, code, o, e)
 	}
 }
