@@ -89,4 +89,4 @@ clean: ## remove build output
 	rm -rf $(BIN)
 
 -include systemd/install.mk
-install: build
+install: $(if $(filter yes,$(EMULATED)),build-emulated,build)

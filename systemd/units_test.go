@@ -350,3 +350,19 @@ func TestExitStatusesMatchTheAgentsTable(t *testing.T) {
 		}
 	}
 }
+
+// Each service takes the shared NODEREG_ARGS and then its own variable, so
+// /etc/default/nodereg can give one unit flags the others must not get.
+func TestEachServiceHasItsOwnArgs(t *testing.T) {
+	for name, own := range map[string]string{
+		"nodereg.service":         "$NODEREG_BOOT_ARGS",
+		"nodereg-update.service":  "$NODEREG_UPDATE_ARGS",
+		"nodereg-reset.service":   "$NODEREG_RESET_ARGS",
+		"nodereg-install.service": "$NODEREG_INSTALL_ARGS",
+	} {
+		exec := strings.Fields(parseUnit(t, name).one(t, "Service.ExecStart"))
+		if len(exec) < 3 || exec[1] != "$NODEREG_ARGS" || exec[2] != own {
+			t.Errorf("%s: ExecStart=%v, want %s $NODEREG_ARGS %s ...", name, exec, agentPath, own)
+		}
+	}
+}
