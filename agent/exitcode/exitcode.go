@@ -131,8 +131,12 @@ func Of(err error) int {
 // Retryable reports whether another attempt in the same process may
 // succeed: only what the table calls "try again later" and the caller did
 // not mark retry.Terminal (an exhausted pool: exit 75, but not in this
-// process). It is the agent's one retry.Classifier.
-func Retryable(err error) bool { return !retry.IsTerminal(err) && Of(err) == TempFail }
+// process), nor a registration host DNS says does not exist (a typo in
+// the URL: exit 75 at once, so systemd's restart, not the whole --deadline,
+// tries again). It is the agent's one retry.Classifier.
+func Retryable(err error) bool {
+	return !retry.IsTerminal(err) && !errors.Is(err, protocol.ErrHostNotFound) && Of(err) == TempFail
+}
 
 type row struct {
 	name  string

@@ -129,6 +129,9 @@ func TestSignalsExit130And143(t *testing.T) {
 		for sc.Scan() {
 			log.WriteString(sc.Text() + "\n")
 			if strings.Contains(sc.Text(), "retrying in") {
+				if !strings.Contains(sc.Text(), "retrying until the 10m0s deadline") {
+					t.Errorf("the first retry line does not say the deadline: %s", sc.Text())
+				}
 				break
 			}
 		}
