@@ -278,7 +278,7 @@ func (cc *ClientConn) authenticate(ctx context.Context, auth Authenticator) erro
 	if auth.HasChallenge() {
 		challenge, err := cc.c.ReadRaw()
 		if err != nil {
-			return fmt.Errorf("reading challenge: %w", closedDuringAuth(err))
+			return fmt.Errorf("reading challenge: %w", closedBeforeAnything(closedDuringAuth(err), auth))
 		}
 		resp, err := auth.Answer(ctx, challenge)
 		if err != nil {
@@ -289,9 +289,24 @@ func (cc *ClientConn) authenticate(ctx context.Context, auth Authenticator) erro
 		}
 	}
 	if _, err := cc.c.Expect(MsgReady); err != nil {
+		if !auth.HasChallenge() {
+			return closedBeforeAnything(closedDuringAuth(err), auth)
+		}
 		return closedDuringAuth(err)
 	}
 	return nil
+}
+
+// closedBeforeAnything names the likeliest cause of a silent close before
+// the server sent a single frame: it does not take this auth kind for the
+// registration (regserver and upstream close on a scheme they do not
+// expect), which no retry fixes; a PLAIN identifier it refuses looks the
+// same on the wire.
+func closedBeforeAnything(err error, auth Authenticator) error {
+	if !errors.Is(err, ErrAuth) {
+		return err
+	}
+	return fmt.Errorf("auth kind mismatch? the server closed the connection before any challenge: check that the registration's elemental.registration.auth is %s, as this node sends: %w", auth.Kind(), err)
 }
 
 // closedDuringAuth explains the silent close upstream servers use to

@@ -80,3 +80,33 @@ func TestDialNamesAHostDNSDoesNotKnow(t *testing.T) {
 		}
 	}
 }
+
+// tpmLike sends the TPM scheme and waits for a challenge, as tpm's
+// authenticator does; the server under test never gets that far.
+type tpmLike struct{}
+
+func (tpmLike) Kind() string                          { return "tpm" }
+func (tpmLike) Token(context.Context) (string, error) { return PrefixTPM + "ek", nil }
+func (tpmLike) Answer(context.Context, []byte) ([]byte, error) {
+	return nil, errors.New("no challenge expected")
+}
+func (tpmLike) HasChallenge() bool { return true }
+
+// A server that takes only PLAIN closes on a TPM client without a word
+// (docs/protocol.md §1.5); the client names the likely mismatch and the
+// kind it sent, and the error stays ErrAuth.
+func TestDialNamesAnAuthKindMismatch(t *testing.T) {
+	srv := startServer(t, &recordingHandler{}) // PLAIN only
+	_, err := Dial(context.Background(), DialOptions{URL: srv.URL + "/elemental/registration/t"}, tpmLike{})
+	if !errors.Is(err, ErrAuth) {
+		t.Fatalf("err = %v, want ErrAuth", err)
+	}
+	for _, want := range []string{"auth kind mismatch?", "elemental.registration.auth is tpm"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("message %q lacks %q", err, want)
+		}
+	}
+	if !strings.HasPrefix(err.Error(), "auth: reading challenge: auth kind mismatch?") {
+		t.Errorf("message %q does not lead with the mismatch", err)
+	}
+}

@@ -192,6 +192,24 @@ var table = []row{
 	{"bootstrap range exhausted or probe failed", TempFail, func(err error) bool {
 		return is[*bootstrap.ExhaustedError](err) || errors.Is(err, bootstrap.ErrLinkDown) || errors.Is(err, bootstrap.ErrNoCarrier)
 	}},
+	// Last, so they only name what was "try again later" already.
+	{"registration host not found in DNS", TempFail, func(err error) bool { return errors.Is(err, protocol.ErrHostNotFound) }},
+	{"authentication refused (auth kind mismatch?)", TempFail, func(err error) bool { return errors.Is(err, protocol.ErrAuth) }},
+}
+
+// Cause is the name of the table row err falls in ("server refused the
+// upgrade", "certificate verification", ...), for the outcome line to lead
+// with; "" when no row names it.
+func Cause(err error) string {
+	if err == nil {
+		return ""
+	}
+	for _, r := range table {
+		if r.match(err) {
+			return r.name
+		}
+	}
+	return ""
 }
 
 func stoppedBy(sig syscall.Signal) func(error) bool {

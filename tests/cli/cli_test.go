@@ -78,7 +78,7 @@ func TestWrongTokenExits78AfterOneAttempt(t *testing.T) {
 	if n := strings.Count(r.stderr, "404 Not Found"); n != 1 {
 		t.Errorf("the error is printed %d times:\n%s", n, r.stderr)
 	}
-	if !strings.Contains(r.stderr, `msg="not registered: needs a person" exit=78 phase=register`) {
+	if !strings.Contains(r.stderr, `msg="server refused the upgrade: not registered: needs a person" exit=78 phase=register`) {
 		t.Errorf("no verdict line:\n%s", r.stderr)
 	}
 }
