@@ -7,7 +7,11 @@
 GO_BIN     = $(shell ./.ci/go-toolchain.sh)
 GO        ?= $(if $(GO_BIN),$(GO_BIN)/go,$(error no Go for go.mod: see the go-toolchain line above))
 BIN       := bin
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo 0.1.0-dev)
+# A semantic version from git describe: 1.2.3-N-gCOMMIT from the newest
+# v1.2.3 tag (N commits past it, -dirty with local changes); before any
+# such tag 0.1.0-dev+gCOMMIT (.dirty). `make version` prints it.
+VERSION   ?= $(shell v=$$(git describe --tags --match 'v[0-9]*' --long --dirty 2>/dev/null) && echo "$${v#v}" || \
+               { c=$$(git describe --always --exclude '*' --dirty=.dirty 2>/dev/null) && echo "0.1.0-dev+g$$c"; } || echo 0.1.0-dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 # The default build is static and cgo-free; only build-emulated needs cgo.
 STATIC    := CGO_ENABLED=0
@@ -17,10 +21,13 @@ STATIC    := CGO_ENABLED=0
 # records the skipped tests and their reasons for make test's summary.
 GOTEST    ?= $(GOTEST_WRAP) $(GO) test -count=1 -p 4
 
-.PHONY: help build build-emulated test test-unit test-race test-slow test-emulated test-fuzz test-boot test-vm demo bench lint clean
+.PHONY: help version build build-emulated test test-unit test-race test-slow test-emulated test-fuzz test-boot test-vm demo bench lint clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+version: ## print the version the binaries are built with
+	@echo '$(VERSION)'
 
 build: ## build bin/agent and bin/regserver (static, no cgo)
 	$(STATIC) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/agent ./cmd/agent
@@ -103,4 +110,4 @@ clean: ## remove build output
 	rm -rf $(BIN)
 
 -include systemd/install.mk
-install: build
+install: $(if $(filter yes,$(EMULATED)),build-emulated,build)

@@ -95,7 +95,11 @@ func (r *run) policy(deadline time.Duration, ph *phase) retry.Policy {
 		Retryable: exitcode.Retryable,
 		Max:       30 * time.Second,
 		OnWait: func(attempt int, d time.Duration, err error) {
-			ph.log.WithField("attempt", attempt).WithError(err).Warnf("retrying in %s", d.Round(time.Millisecond))
+			until := ""
+			if attempt == 1 && deadline > 0 { // the first wait says how long the retries may go on
+				until = fmt.Sprintf(" (retrying until the %s deadline)", deadline)
+			}
+			ph.log.WithField("attempt", attempt).WithError(err).Warnf("retrying in %s%s", d.Round(time.Millisecond), until)
 			hook(attempt, d, err)
 		},
 	}

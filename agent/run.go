@@ -349,16 +349,24 @@ func (r *run) identity(ctx context.Context, ph *phase) error {
 			return configErr("auth mac: %w", err)
 		}
 		r.auth = protocol.Plain{AuthKind: kind(reg, authMAC), ID: mac}
+		plainIdentity(ph, authMAC, mac)
 	case authSysUUID:
 		id, err := inventory.SystemUUID(r.files)
 		if err != nil {
 			return configErr("auth sys-uuid: %w", err)
 		}
 		r.auth = protocol.Plain{AuthKind: kind(reg, authSysUUID), ID: id}
+		plainIdentity(ph, authSysUUID, id)
 	case authTPM:
 		return r.openTPM(ph.log)
 	}
 	return nil
+}
+
+// plainIdentity logs what a PLAIN run sends, as the TPM's hash is logged:
+// the MAC or UUID, and the machine hash the server's log lines name.
+func plainIdentity(ph *phase, auth, id string) {
+	ph.log.WithFields(logrus.Fields{auth: id, "machine": protocol.PlainHash(id)}).Info("PLAIN identity")
 }
 
 // kind is the auth annotation: upstream says emulated-tpm whenever

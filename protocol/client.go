@@ -74,6 +74,9 @@ type DialOptions struct {
 	// SessionDeadline bounds the whole conversation after the upgrade.
 	SessionDeadline time.Duration
 	MaxFrame        int64
+	// Resolver looks up the server's host name; nil is the system's. Tests
+	// answer from a resolver of their own, never the machine's.
+	Resolver *net.Resolver
 }
 
 // WebSocketURL converts a registration URL as upstream does: the first
@@ -181,6 +184,9 @@ func dial(ctx context.Context, o DialOptions, auth Authenticator) (*ClientConn, 
 	if d.HandshakeTimeout == 0 {
 		d.HandshakeTimeout = 45 * time.Second
 	}
+	if o.Resolver != nil {
+		d.NetDialContext = (&net.Dialer{Resolver: o.Resolver}).DialContext
+	}
 	if strings.HasPrefix(wsURL, "wss://") {
 		if d.TLSClientConfig, err = TLSConfig(o.CACert, o.NoSystemPool); err != nil {
 			return nil, stepErr(StepDial, err)
@@ -223,11 +229,26 @@ func orDefault(d, def time.Duration) time.Duration {
 
 func dialError(err error, resp *http.Response) error {
 	if resp == nil {
-		return err
+		return hostNotFound(err)
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	resp.Body.Close()
 	return &HandshakeError{StatusCode: resp.StatusCode, Status: resp.Status, Body: strings.TrimSpace(string(body)), Err: err}
+}
+
+// ErrHostNotFound marks a registration host that DNS says does not exist
+// (NXDOMAIN): a typo in the URL, not a network still coming up, so the
+// agent does not spend its whole deadline retrying it (agent/exitcode).
+var ErrHostNotFound = errors.New("DNS: no such host")
+
+// hostNotFound names DNS in a dial error whose lookup found no such host;
+// a lookup that timed out or could not reach a server is left as it is.
+func hostNotFound(err error) error {
+	var de *net.DNSError
+	if !errors.As(err, &de) || !de.IsNotFound {
+		return err
+	}
+	return fmt.Errorf("%w: the registration host %q does not resolve (check the registration URL and the node's DNS): %w", ErrHostNotFound, de.Name, err)
 }
 
 // HandshakeError is a websocket upgrade the server answered with an HTTP
@@ -257,7 +278,7 @@ func (cc *ClientConn) authenticate(ctx context.Context, auth Authenticator) erro
 	if auth.HasChallenge() {
 		challenge, err := cc.c.ReadRaw()
 		if err != nil {
-			return fmt.Errorf("reading challenge: %w", closedDuringAuth(err))
+			return fmt.Errorf("reading challenge: %w", closedBeforeAnything(closedDuringAuth(err), auth))
 		}
 		resp, err := auth.Answer(ctx, challenge)
 		if err != nil {
@@ -268,9 +289,24 @@ func (cc *ClientConn) authenticate(ctx context.Context, auth Authenticator) erro
 		}
 	}
 	if _, err := cc.c.Expect(MsgReady); err != nil {
+		if !auth.HasChallenge() {
+			return closedBeforeAnything(closedDuringAuth(err), auth)
+		}
 		return closedDuringAuth(err)
 	}
 	return nil
+}
+
+// closedBeforeAnything names the likeliest cause of a silent close before
+// the server sent a single frame: it does not take this auth kind for the
+// registration (regserver and upstream close on a scheme they do not
+// expect), which no retry fixes; a PLAIN identifier it refuses looks the
+// same on the wire.
+func closedBeforeAnything(err error, auth Authenticator) error {
+	if !errors.Is(err, ErrAuth) {
+		return err
+	}
+	return fmt.Errorf("auth kind mismatch? the server closed the connection before any challenge: check that the registration's elemental.registration.auth is %s, as this node sends: %w", auth.Kind(), err)
 }
 
 // closedDuringAuth explains the silent close upstream servers use to

@@ -13,8 +13,17 @@ PREFIX ?= /usr
 SBINDIR ?= $(PREFIX)/sbin
 SYSTEMD_UNITDIR ?= $(PREFIX)/lib/systemd/system
 NODEREG_AGENT ?= $(SBINDIR)/nodereg-agent
+# yes: install the emulated-TPM build (make build-emulated) instead, for
+# labs and VMs without a TPM (--emulate-tpm).
+EMULATED ?= no
 # The built agent this target installs.
+ifeq ($(EMULATED),yes)
+AGENT_BIN ?= bin/agent-emulated
+NODEREG_BUILD_TARGET := build-emulated
+else
 AGENT_BIN ?= bin/agent
+NODEREG_BUILD_TARGET := build
+endif
 # yes: also install the upstream names, so existing images, scripts and the
 # operator's reset plan keep working: the elemental-register binary and the
 # elemental-register-reset unit. A foreign file already there is never
@@ -38,8 +47,8 @@ endef
 .PHONY: install
 # AGENT_BIN is checked, not made: the including Makefile decides how to
 # build it (`make build`), and install must never rebuild as root.
-install: $(addprefix $(NODEREG_SYSTEMD_DIR)/,$(NODEREG_UNITS)) ## install bin/agent and the systemd units (DESTDIR, PREFIX; run build first)
-	@test -f '$(AGENT_BIN)' || { echo "install: $(AGENT_BIN) not found: build it first (make build)" >&2; exit 1; }
+install: $(addprefix $(NODEREG_SYSTEMD_DIR)/,$(NODEREG_UNITS)) ## install bin/agent (EMULATED=yes: bin/agent-emulated) and the systemd units (DESTDIR, PREFIX)
+	@test -f '$(AGENT_BIN)' || { echo "install: $(AGENT_BIN) not found: build it first (make $(NODEREG_BUILD_TARGET))" >&2; exit 1; }
 	$(INSTALL) -d -m 0755 '$(DESTDIR)$(dir $(NODEREG_AGENT))' '$(DESTDIR)$(SYSTEMD_UNITDIR)'
 	$(INSTALL) -m 0755 '$(AGENT_BIN)' '$(DESTDIR)$(NODEREG_AGENT)'
 	@set -e; for u in $(NODEREG_UNITS); do \

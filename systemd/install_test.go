@@ -14,6 +14,13 @@ import (
 // Makefile includes it.
 func runMake(t *testing.T, vars ...string) (string, error) {
 	t.Helper()
+	return runMakeIn(t, t.TempDir(), vars...)
+}
+
+// runMakeIn is runMake from dir, where the default AGENT_BIN (bin/...) is
+// looked for.
+func runMakeIn(t *testing.T, dir string, vars ...string) (string, error) {
+	t.Helper()
 	mk, err := exec.LookPath("make")
 	if err != nil {
 		t.Skip("make not found: install the Debian package \"make\" to test install.mk")
@@ -23,7 +30,7 @@ func runMake(t *testing.T, vars ...string) (string, error) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(mk, append([]string{"-f", frag, "install"}, vars...)...)
-	cmd.Dir = t.TempDir()
+	cmd.Dir = dir
 	// An outer make's flags (e.g. -n or -j from `make test`) must not leak in.
 	var env []string
 	for _, kv := range os.Environ() {
@@ -190,5 +197,32 @@ func TestInstallNeedsABuiltAgent(t *testing.T) {
 	}
 	if _, err := os.Stat(root); !os.IsNotExist(err) {
 		t.Errorf("make install wrote into DESTDIR before failing (%v)", err)
+	}
+}
+
+// EMULATED=yes installs bin/agent-emulated, not bin/agent, and a missing
+// one is named with the target that builds it.
+func TestInstallEmulatedBuild(t *testing.T) {
+	dir := t.TempDir()
+	root := filepath.Join(t.TempDir(), "root")
+	out, err := runMakeIn(t, dir, "DESTDIR="+root, "EMULATED=yes")
+	if err == nil || !strings.Contains(out, "bin/agent-emulated not found") || !strings.Contains(out, "make build-emulated") {
+		t.Errorf("EMULATED=yes without the build: err=%v, output:\n%s", err, out)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{"agent": "#!/bin/sh\necho default\n", "agent-emulated": "#!/bin/sh\necho emulated\n"} {
+		if err := os.WriteFile(filepath.Join(dir, "bin", name), []byte(content), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for emulated, want := range map[string]string{"yes": "emulated", "no": "default"} {
+		if out, err := runMakeIn(t, dir, "DESTDIR="+root, "EMULATED="+emulated); err != nil {
+			t.Fatalf("make install EMULATED=%s: %v\n%s", emulated, err, out)
+		}
+		if got, _ := os.ReadFile(filepath.Join(root, "usr/sbin/nodereg-agent")); !strings.Contains(string(got), "echo "+want) {
+			t.Errorf("EMULATED=%s installed %q, want the %s build", emulated, got, want)
+		}
 	}
 }

@@ -375,3 +375,21 @@ func TestVerifyService(t *testing.T) {
 		t.Error("a failed check must stay failed, not be retried into a pass")
 	}
 }
+
+// Each service takes the shared NODEREG_ARGS and then its own variable, so
+// /etc/default/nodereg can give one unit flags the others must not get;
+// both come after the unit's fixed flags, so an admin's flag has the last
+// word.
+func TestEachServiceHasItsOwnArgs(t *testing.T) {
+	for name, own := range map[string]string{
+		"nodereg.service":         "$NODEREG_BOOT_ARGS",
+		"nodereg-update.service":  "$NODEREG_UPDATE_ARGS",
+		"nodereg-reset.service":   "$NODEREG_RESET_ARGS",
+		"nodereg-install.service": "$NODEREG_INSTALL_ARGS",
+	} {
+		exec := strings.Fields(parseUnit(t, name).one(t, "Service.ExecStart"))
+		if n := len(exec); n < 3 || exec[0] != agentPath || exec[n-2] != "$NODEREG_ARGS" || exec[n-1] != own {
+			t.Errorf("%s: ExecStart=%v, want %s [fixed flags] $NODEREG_ARGS %s", name, exec, agentPath, own)
+		}
+	}
+}

@@ -14,7 +14,23 @@ cleanup() {
 }
 trap cleanup EXIT
 
-say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+# Bold headings only on a terminal, never with NO_COLOR (https://no-color.org),
+# as the agent's own log (internal/logging): piped output stays plain text.
+if [ -t 1 ] && [ -z "${NO_COLOR:-}" ]; then
+  say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+else
+  say() { printf '\n== %s\n' "$*"; }
+fi
+# The binaries, overridable (tests/cli runs the demo on its own builds).
+AGENT=${AGENT:-./bin/agent}
+REGSERVER=${REGSERVER:-./bin/regserver}
+# shorten cuts the value of a YAML line that is one long token (the state
+# file's nodereg-ak, a 2 KB AK blob) to its start and its length.
+shorten() {
+  awk '{ if (length($0) > 160 && $0 ~ /^ *[A-Za-z0-9_.-]+: [A-Za-z0-9+\/=]+$/) {
+           i = index($0, ": "); printf "%s... (%d characters, shortened by the demo)\n", substr($0, 1, i + 41), length($0) - i - 1
+         } else print }'
+}
 
 if ! command -v swtpm >/dev/null 2>&1; then
   say "installing Debian's swtpm (software TPM)"
@@ -22,7 +38,7 @@ if ! command -v swtpm >/dev/null 2>&1; then
 fi
 
 say "starting regserver (cmd/regserver/example.yaml) on a free loopback port"
-./bin/regserver --config cmd/regserver/example.yaml --store "$work/store.db" \
+"$REGSERVER" --config cmd/regserver/example.yaml --store "$work/store.db" \
   --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 >"$work/regserver.out" 2>"$work/regserver.log" &
 pids+=($!)
 base=""
@@ -62,11 +78,11 @@ YAML
 if command -v nmstatectl >/dev/null 2>&1; then nm="nmstatectl gc"; else nm="the built-in translator (no nmstatectl here)"; fi
 say "machine 1: auth tpm (swtpm), nmstate template (keyfile by $nm, and yip applicator): agent --dry-run"
 node "$work/node1" demo-token tpm
-./bin/agent --root "$work/node1" --dry-run --deadline 60s --network-timeout 60s
+"$AGENT" --root "$work/node1" --dry-run --deadline 60s --network-timeout 60s | shorten
 
 say "machine 2: auth mac, nmconnections template (keyfile and yip applicator): agent --dry-run"
 node "$work/node2" demo-keyfile-token mac
-./bin/agent --root "$work/node2" --dry-run --deadline 60s --network-timeout 60s
+"$AGENT" --root "$work/node2" --dry-run --deadline 60s --network-timeout 60s | shorten
 
 say "what regserver recorded: claims"
 if command -v curl >/dev/null 2>&1; then

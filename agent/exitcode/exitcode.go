@@ -132,8 +132,12 @@ func Of(err error) int {
 // Retryable reports whether another attempt in the same process may
 // succeed: only what the table calls "try again later" and the caller did
 // not mark retry.Terminal (an exhausted pool: exit 75, but not in this
-// process). It is the agent's one retry.Classifier.
-func Retryable(err error) bool { return !retry.IsTerminal(err) && Of(err) == TempFail }
+// process), nor a registration host DNS says does not exist (a typo in
+// the URL: exit 75 at once, so systemd's restart, not the whole --deadline,
+// tries again). It is the agent's one retry.Classifier.
+func Retryable(err error) bool {
+	return !retry.IsTerminal(err) && !errors.Is(err, protocol.ErrHostNotFound) && Of(err) == TempFail
+}
 
 type row struct {
 	name  string
@@ -192,6 +196,24 @@ var table = []row{
 	{"bootstrap range exhausted or probe failed", TempFail, func(err error) bool {
 		return is[*bootstrap.ExhaustedError](err) || errors.Is(err, bootstrap.ErrLinkDown) || errors.Is(err, bootstrap.ErrNoCarrier)
 	}},
+	// Last, so they only name what was "try again later" already.
+	{"registration host not found in DNS", TempFail, func(err error) bool { return errors.Is(err, protocol.ErrHostNotFound) }},
+	{"authentication refused (auth kind mismatch?)", TempFail, func(err error) bool { return errors.Is(err, protocol.ErrAuth) }},
+}
+
+// Cause is the name of the table row err falls in ("server refused the
+// upgrade", "certificate verification", ...), for the outcome line to lead
+// with; "" when no row names it.
+func Cause(err error) string {
+	if err == nil {
+		return ""
+	}
+	for _, r := range table {
+		if r.match(err) {
+			return r.name
+		}
+	}
+	return ""
 }
 
 func stoppedBy(sig syscall.Signal) func(error) bool {

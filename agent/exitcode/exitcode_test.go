@@ -274,6 +274,25 @@ func TestRetryStopsOnNeedsAPerson(t *testing.T) {
 	}
 }
 
+// A registration host DNS does not know is 75, but not retried in the
+// process: the first attempt ends the run instead of the whole deadline.
+func TestHostNotFoundIs75WithoutRetry(t *testing.T) {
+	attempts := 0
+	p := retry.Policy{Deadline: time.Hour, Initial: time.Millisecond, Max: time.Millisecond, Retryable: exitcode.Retryable}
+	err := p.Do(context.Background(), "registration", func(ctx context.Context, _ int) error {
+		attempts++
+		return &protocol.StepError{Step: protocol.StepDial, Err: fmt.Errorf("%w: the registration host \"x.invalid\" does not resolve: %w",
+			protocol.ErrHostNotFound, &net.DNSError{Err: "no such host", Name: "x.invalid", IsNotFound: true})}
+	})
+	if attempts != 1 || exitcode.Of(err) != 75 {
+		t.Fatalf("%d attempts, exit %d (%v); want 1 attempt, 75", attempts, exitcode.Of(err), err)
+	}
+	// A lookup that failed otherwise (no DNS server yet at boot) is retried.
+	if !exitcode.Retryable(wrapped(&net.DNSError{Err: "server misbehaving", Name: "x.invalid", IsTemporary: true})) {
+		t.Error("a temporary DNS failure is not retried")
+	}
+}
+
 func TestMeaningNamesEveryCode(t *testing.T) {
 	for _, c := range []int{0, 64, 75, 78, 130, 143} {
 		if exitcode.Meaning(c) == "unknown" {

@@ -75,7 +75,12 @@ func TestCommandLinesNotUnderstoodExit64WithOneLineAndNoRun(t *testing.T) {
 		{[]string{"register", "extra"}, `unexpected argument "extra"`, "agent register --help"},
 		{[]string{"version", "extra"}, `unexpected argument "extra"`, "agent version --help"},
 		{[]string{"render", "--network-config", nc, "--registration-url", url}, "unknown flag: --registration-url", "agent render --help"},
-		{[]string{"render"}, `"network-config" not set`, "agent render --help"},
+		{[]string{"render"}, `"input" not set`, "agent render --help"},
+		{[]string{"render", "-f", nc, "--bootstrap"}, "--bootstrap and --input are mutually exclusive", "agent render --help"},
+		{[]string{"regsiter"}, `unknown command "regsiter" for "agent"; did you mean register?`, "agent --help"},
+		{[]string{"--registration-ulr", url}, "unknown flag: --registration-ulr; did you mean --registration-url?", "agent --help"},
+		{[]string{"register", "--dry-rn"}, "unknown flag: --dry-rn; did you mean --dry-run?", "agent register --help"},
+		{[]string{"completion", "foo"}, `unknown command "foo" for "agent completion"`, "agent completion --help"},
 		{[]string{"inventory", "--format", "xml"}, `"xml" is not one of json, json-compact, yaml, labels`, "agent inventory --help"},
 		{[]string{"inventory", "-f", "xml"}, `"xml" is not one of`, "agent inventory --help"},
 		{[]string{"inventory", "nonsense"}, `invalid argument "nonsense"`, "agent inventory --help"},
@@ -125,9 +130,9 @@ func TestHelpOnStdout(t *testing.T) {
 	}{
 		{[]string{"--help"}, []string{"Usage:", "agent [register] [flags]", "Available Commands:", "register", "render", "inventory", "version", "completion", "help", "Flags:", "--registration-url", "--root", "(default auto)", "Exit status: 0 done, 64 bad command line, 75 try again later, 78 needs a"}, nil},
 		{[]string{"help"}, []string{"Usage:", "Available Commands:"}, nil},
-		{[]string{"help", "render"}, []string{"agent render --network-config FILE"}, nil},
+		{[]string{"help", "render"}, []string{"agent render --input FILE"}, nil},
 		{[]string{"register", "--help"}, []string{"--registration-url", "--dry-run", "Global Flags:", "--root"}, []string{"Available Commands:"}},
-		{[]string{"render", "--help"}, []string{"--network-config string", "Global Flags:"}, []string{"--registration-url", "--dry-run"}},
+		{[]string{"render", "--help"}, []string{"-f, --input string", "Global Flags:"}, []string{"--registration-url", "--dry-run", "--network-config"}},
 		{[]string{"inventory", "--help"}, []string{"Aliases:", "dumpdata", "-f, --format", "--local-labels-file"}, []string{"--registration-url", "--dry-run", "--install", "--deadline"}},
 		{[]string{"dumpdata", "--help"}, []string{"agent inventory [hostinfo|legacy|smbios]"}, nil},
 		{[]string{"completion", "bash"}, []string{"bash completion"}, nil},
@@ -163,15 +168,22 @@ func TestRenderRefusesUnknownKeysNamingThem(t *testing.T) {
 	if err := os.WriteFile(nc, []byte("configurator: none\nipAdresses: {a: b}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := run("render", "--network-config", nc)
+	code, stdout, stderr := run("render", "--input", nc)
 	if code != 78 || !strings.Contains(stderr, "ipAdresses") || stdout != "" {
 		t.Fatalf("exit %d, stdout %q, stderr %q; want 78 naming ipAdresses", code, stdout, stderr)
+	}
+	// The expected keys are listed, not only the Go type.
+	if !strings.Contains(stderr, "has the keys configurator (") || !strings.Contains(stderr, "ipAddresses (") || !strings.Contains(stderr, "and config (") {
+		t.Errorf("stderr %q does not list the NetworkConfig keys", stderr)
 	}
 	if err := os.WriteFile(nc, []byte("configurator: none\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, stderr := run("render", "--network-config", nc); code != 0 {
-		t.Fatalf("valid file: exit %d: %s", code, stderr)
+	// --input, -f and the old, hidden spelling --network-config.
+	for _, flag := range []string{"--input", "-f", "--network-config"} {
+		if code, _, stderr := run("render", flag, nc); code != 0 {
+			t.Fatalf("valid file with %s: exit %d: %s", flag, code, stderr)
+		}
 	}
 }
 
@@ -187,7 +199,7 @@ func TestRenderNmstateSaysWhichGenerator(t *testing.T) {
 	}
 	t.Setenv("NODEREG_NMSTATECTL", "/nonexistent/nmstatectl")
 	for _, args := range [][]string{{"--nmstate", "builtin"}, nil, {"--nmstate=auto"}} {
-		code, stdout, stderr := run(append([]string{"render", "--network-config", nc}, args...)...)
+		code, stdout, stderr := run(append([]string{"render", "-f", nc}, args...)...)
 		if code != 0 {
 			t.Fatalf("%q: exit %d: %s", args, code, stderr)
 		}
@@ -201,7 +213,7 @@ func TestRenderNmstateSaysWhichGenerator(t *testing.T) {
 			t.Errorf("%q: output:\n%s", args, stdout)
 		}
 	}
-	code, stdout, stderr := run("render", "--network-config", nc, "--nmstate", "nmstatectl")
+	code, stdout, stderr := run("render", "--input", nc, "--nmstate", "nmstatectl")
 	if code != 78 || !strings.Contains(stdout, "# keyfiles and applicator not shown: plan network (nmstate): required tool nmstatectl not found") || strings.Contains(stdout, "built-in") {
 		t.Errorf("--nmstate nmstatectl without the tool: exit %d, %s%s", code, stdout, stderr)
 	}

@@ -94,14 +94,20 @@ func outcome(ctx context.Context, log *logrus.Entry, what string, err error, log
 	if errors.As(err, &pe) {
 		entry = entry.WithField("phase", pe.Phase)
 	}
+	// The verdict leads with the cause's name (the error itself is on the
+	// phase's line), so the last line of a failed run says why.
+	verdict := what + ": " + exitcode.Meaning(code)
+	if cause := exitcode.Cause(err); cause != "" {
+		verdict = cause + ": " + verdict
+	}
 	var stopped *exitcode.StoppedError
 	switch {
 	case errors.As(err, &stopped):
 		entry.Warnf("%s: %s", what, stopped)
 	case logged:
-		entry.Errorf("%s: %s", what, exitcode.Meaning(code))
+		entry.Error(verdict)
 	default:
-		entry.WithError(err).Errorf("%s: %s", what, exitcode.Meaning(code))
+		entry.WithError(err).Error(verdict)
 	}
 	return code
 }

@@ -27,7 +27,7 @@ func (c *cli) renderCommand() *cobra.Command {
 	var boot bool
 	nmstate := newNmstateChoice()
 	cmd := &cobra.Command{
-		Use:   "render --network-config FILE | --bootstrap",
+		Use:   "render --input FILE | --bootstrap",
 		Short: "Render a NetworkConfig file offline: what --dry-run prints, with no server",
 		Long: `Renders a NetworkConfig YAML file (configurator, ipAddresses, config) and
 prints what a dry run prints: the digested config, the keyfiles, the yip
@@ -47,7 +47,7 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 			var err error
 			switch {
 			case boot && file != "":
-				return errors.New("--bootstrap and --network-config are mutually exclusive")
+				return errors.New("--bootstrap and --input are mutually exclusive")
 			case boot:
 				var flag *string // nil: the config file's elemental.registration.nmstate, else auto
 				if cmd.Flags().Changed("nmstate") {
@@ -55,7 +55,7 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 				}
 				err = agent.PrintBootstrap(context.Background(), c.stdout, c.root, configPath, flag)
 			case file == "":
-				return errors.New(`required flag(s) "network-config" not set (or --bootstrap)`)
+				return errors.New(`required flag(s) "input" not set (or --bootstrap)`)
 			default:
 				err = render(c.stdout, file, apply.NmstateChoice(nmstate.value))
 			}
@@ -66,7 +66,11 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&file, "network-config", "", "NetworkConfig YAML file (required unless --bootstrap)")
+	cmd.Flags().StringVarP(&file, "input", "f", "", "NetworkConfig YAML file (required unless --bootstrap)")
+	// The old spelling, kept working but not shown: on register
+	// --network-config is a mode (auto, embedded, explicit), not a file.
+	cmd.Flags().StringVar(&file, "network-config", "", "old spelling of --input")
+	_ = cmd.Flags().MarkHidden("network-config")
 	cmd.Flags().BoolVar(&boot, "bootstrap", false, "print the bootstrap network of the config file (--config-path) for this machine")
 	cmd.Flags().StringVar(&configPath, "config-path", agent.DefaultConfigPath, "with --bootstrap: elemental config file (under --root)")
 	cmd.Flags().Var(nmstate, "nmstate", nmstateUsage)
@@ -82,7 +86,7 @@ func render(w io.Writer, file string, nmstate apply.NmstateChoice) error {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&nc); err != nil && !errors.Is(err, io.EOF) {
-		return &exitcode.ConfigError{Err: fmt.Errorf("%s: %w", file, err)}
+		return &exitcode.ConfigError{Err: fmt.Errorf("%s: %w (%s)", file, err, networkConfigKeys)}
 	}
 	if err := agent.PrintRender(context.Background(), w, &nc, nmstate); err != nil {
 		// Offline, an unresolved placeholder is the file's fault, not a
@@ -91,6 +95,12 @@ func render(w io.Writer, file string, nmstate apply.NmstateChoice) error {
 	}
 	return nil
 }
+
+// networkConfigKeys says what a render input holds, for an error about it:
+// yaml.v3 names only the Go type (protocol.NetworkConfig) of a key it does
+// not know.
+const networkConfigKeys = "a NetworkConfig has the keys configurator (nmstate, nmconnections, nmc or none), " +
+	"ipAddresses (a map of placeholder to IP pool) and config (the template)"
 
 func readFile(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)

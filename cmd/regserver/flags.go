@@ -79,7 +79,7 @@ func (f *flags) bind(fs *pflag.FlagSet) {
 // check validates the values; errors name the flag.
 func (f *flags) check() error {
 	if f.config == "" {
-		return errors.New("--config is required")
+		return errors.New("--config is required: pass the YAML file of registrations and IP pools, for example --config cmd/regserver/example.yaml (docs/regserver.md)")
 	}
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return errors.New("--tls-cert and --tls-key go together")

@@ -191,6 +191,19 @@ func TestRunConfigErrorsExit78(t *testing.T) {
 	}
 }
 
+// Without --config the line says what to pass and where an example is.
+func TestRunWithoutConfigSaysWhatToPass(t *testing.T) {
+	var stderr strings.Builder
+	if c := run(context.Background(), nil, io.Discard, &stderr); c != exitConfig {
+		t.Fatalf("exit %d, want %d", c, exitConfig)
+	}
+	for _, want := range []string{"--config is required", "registrations and IP pools", "--config cmd/regserver/example.yaml"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr %q lacks %q", stderr.String(), want)
+		}
+	}
+}
+
 func writeFile(t *testing.T, path, content string) string {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
@@ -277,6 +290,10 @@ func TestCommandLinesNotUnderstoodExit64WithOneLine(t *testing.T) {
 		{[]string{"-config", "example.yaml"}, "unknown shorthand flag: 'c' in -config", "regserver --help"},
 		{[]string{"--config", "example.yaml", "serve"}, `unknown command "serve" for "regserver"`, "regserver --help"},
 		{[]string{"bogus"}, `unknown command "bogus" for "regserver"`, "regserver --help"},
+		{[]string{"--confg", "example.yaml"}, "unknown flag: --confg; did you mean --config?", "regserver --help"},
+		{[]string{"stroe"}, `unknown command "stroe" for "regserver"; did you mean store?`, "regserver --help"},
+		{[]string{"store", "exprot"}, `unknown command "exprot" for "regserver store"; did you mean export?`, "regserver store --help"},
+		{[]string{"completion", "foo"}, `unknown command "foo" for "regserver completion"`, "regserver completion --help"},
 		{[]string{"--max-sessions", "many"}, `invalid argument "many" for "--max-sessions"`, "regserver --help"},
 		{[]string{"--network-wait", "soon"}, `invalid argument "soon" for "--network-wait"`, "regserver --help"},
 		{[]string{"--listen"}, "flag needs an argument: --listen", "regserver --help"},

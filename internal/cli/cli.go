@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // ExitUsage is EX_USAGE (sysexits.h): the command line is wrong.
@@ -35,6 +36,7 @@ func Done(code int) error {
 // a flag refused.
 func Execute(root *cobra.Command, args []string, stderr io.Writer) int {
 	root.SetArgs(args)
+	refuseUnknownSubcommands(root)
 	cmd, err := root.ExecuteC()
 	var f *Finished
 	switch {
@@ -43,8 +45,27 @@ func Execute(root *cobra.Command, args []string, stderr io.Writer) int {
 	case errors.As(err, &f):
 		return f.Code
 	}
-	fmt.Fprintf(stderr, "%s: %s (see '%s --help')\n", cmd.CommandPath(), OneLine(err), cmd.CommandPath())
+	fmt.Fprintf(stderr, "%s: %s%s (see '%s --help')\n", cmd.CommandPath(), OneLine(err), flagSuggestion(cmd, err), cmd.CommandPath())
 	return ExitUsage
+}
+
+// refuseUnknownSubcommands gives every command that only groups others
+// (cobra's completion) a RunE: cobra answers a word such a command does not
+// know (`completion foo`) with its help and exit 0, where it is a bad
+// command line.
+func refuseUnknownSubcommands(root *cobra.Command) {
+	root.InitDefaultCompletionCmd()
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			if sub.HasSubCommands() && !sub.Runnable() {
+				sub.Args = NoArgs
+				sub.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+			}
+			walk(sub)
+		}
+	}
+	walk(root)
 }
 
 // OneLine is the first line of err's message: the problem, without the
@@ -64,7 +85,10 @@ func NoArgs(cmd *cobra.Command, args []string) error {
 		return nil
 	}
 	if cmd.HasSubCommands() {
-		return fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if cmd.SuggestionsMinimumDistance <= 0 {
+			cmd.SuggestionsMinimumDistance = 2 // cobra's own default, set only on its path
+		}
+		return fmt.Errorf("unknown command %q for %q%s", args[0], cmd.CommandPath(), didYouMean(cmd.SuggestionsFor(args[0])))
 	}
 	return fmt.Errorf("unexpected argument %q", args[0])
 }
@@ -83,4 +107,60 @@ func HelpCommand() *cobra.Command {
 			return target.Help()
 		},
 	}
+}
+
+// didYouMean is the suggestion part of a message, "" without one.
+func didYouMean(names []string) string {
+	if len(names) == 0 {
+		return ""
+	}
+	return "; did you mean " + strings.Join(names, " or ") + "?"
+}
+
+// flagSuggestion names the flags of cmd close to the one pflag did not
+// know ("unknown flag: --registration-ulr"); cobra suggests commands only.
+func flagSuggestion(cmd *cobra.Command, err error) string {
+	const prefix = "unknown flag: --"
+	msg := OneLine(err)
+	i := strings.Index(msg, prefix)
+	if i < 0 {
+		return ""
+	}
+	typed, _, _ := strings.Cut(msg[i+len(prefix):], "=")
+	var names []string
+	seen := map[string]bool{}
+	visit := func(f *pflag.Flag) {
+		if f.Hidden || seen[f.Name] {
+			return
+		}
+		seen[f.Name] = true
+		if d := distance(typed, f.Name); d <= 2 || (len(typed) >= 3 && strings.HasPrefix(f.Name, typed)) {
+			names = append(names, "--"+f.Name)
+		}
+	}
+	cmd.LocalFlags().VisitAll(visit)
+	cmd.InheritedFlags().VisitAll(visit)
+	return didYouMean(names)
+}
+
+// distance is the Levenshtein distance of a and b, case-insensitive.
+func distance(a, b string) int {
+	a, b = strings.ToLower(a), strings.ToLower(b)
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
 }

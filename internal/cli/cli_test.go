@@ -34,6 +34,14 @@ func TestExecute(t *testing.T) {
 		{[]string{"nope"}, ExitUsage, `prog: unknown command "nope" for "prog" (see 'prog --help')` + "\n"},
 		{[]string{"sub", "extra"}, ExitUsage, `prog sub: unexpected argument "extra" (see 'prog sub --help')` + "\n"},
 		{[]string{"sub", "--code", "1"}, ExitUsage, "prog sub: unknown flag: --code (see 'prog sub --help')\n"},
+		{[]string{"sbu"}, ExitUsage, `prog: unknown command "sbu" for "prog"; did you mean sub? (see 'prog --help')` + "\n"},
+		{[]string{"--cdoe", "1"}, ExitUsage, "prog: unknown flag: --cdoe; did you mean --code? (see 'prog --help')\n"},
+		{[]string{"--cod=1"}, ExitUsage, "prog: unknown flag: --cod; did you mean --code? (see 'prog --help')\n"},
+		{[]string{"--zzzzzz"}, ExitUsage, "prog: unknown flag: --zzzzzz (see 'prog --help')\n"},
+		{[]string{"completion", "foo"}, ExitUsage, `prog completion: unknown command "foo" for "prog completion" (see 'prog completion --help')` + "\n"},
+		{[]string{"completion", "bassh"}, ExitUsage, `prog completion: unknown command "bassh" for "prog completion"; did you mean bash? (see 'prog completion --help')` + "\n"},
+		{[]string{"completion", "bash"}, 0, ""},
+		{[]string{"completion"}, 0, ""},
 		{[]string{"help", "nope"}, ExitUsage, `prog help: unknown help topic "nope" (see 'prog help --help')` + "\n"},
 	} {
 		var out, errb strings.Builder

@@ -78,7 +78,7 @@ func TestWrongTokenExits78AfterOneAttempt(t *testing.T) {
 	if n := strings.Count(r.stderr, "404 Not Found"); n != 1 {
 		t.Errorf("the error is printed %d times:\n%s", n, r.stderr)
 	}
-	if !strings.Contains(r.stderr, `msg="not registered: needs a person" exit=78 phase=register`) {
+	if !strings.Contains(r.stderr, `msg="server refused the upgrade: not registered: needs a person" exit=78 phase=register`) {
 		t.Errorf("no verdict line:\n%s", r.stderr)
 	}
 }
@@ -129,6 +129,9 @@ func TestSignalsExit130And143(t *testing.T) {
 		for sc.Scan() {
 			log.WriteString(sc.Text() + "\n")
 			if strings.Contains(sc.Text(), "retrying in") {
+				if !strings.Contains(sc.Text(), "retrying until the 10m0s deadline") {
+					t.Errorf("the first retry line does not say the deadline: %s", sc.Text())
+				}
 				break
 			}
 		}

@@ -238,11 +238,11 @@ func TestAgentSynopsis(t *testing.T) {
 	b := bins(t)
 	agent := filepath.Join(b, "agent")
 	root := filepath.Join(testbin.ModuleRoot(), "agent", "inventory", "testdata", "vm1")
-	doc(t, "README.md", "agent version                     print the version (also -v, --version)")
+	doc(t, "README.md", "agent version                     print the version: semantic, from git describe, with the commit")
 	doc(t, "README.md", "agent help [command]")
 	doc(t, "README.md", "agent completion bash|zsh|fish|powershell")
 	doc(t, "README.md", "agent inventory [-f json|json-compact|yaml|labels]")
-	doc(t, "README.md", "agent render --network-config F")
+	doc(t, "README.md", "agent render --input F")
 	cases := [][]string{{"version"}, {"-v"}, {"--version"}, {"help"}, {"help", "render"}}
 	for _, sh := range []string{"bash", "zsh", "fish", "powershell"} {
 		cases = append(cases, []string{"completion", sh})
@@ -250,7 +250,9 @@ func TestAgentSynopsis(t *testing.T) {
 	for _, f := range []string{"json", "json-compact", "yaml", "labels"} {
 		cases = append(cases, []string{"inventory", "--root", root, "-f", f})
 	}
-	cases = append(cases, []string{"render", "--network-config", filepath.Join(testbin.ModuleRoot(), "examples", "network", "nmconnections.yaml")})
+	nc := filepath.Join(testbin.ModuleRoot(), "examples", "network", "nmconnections.yaml")
+	// --network-config is render's old spelling, kept as a hidden alias.
+	cases = append(cases, []string{"render", "--input", nc}, []string{"render", "-f", nc}, []string{"render", "--network-config", nc})
 	for _, c := range cases {
 		cmd := exec.Command(agent, c...)
 		var o, e bytes.Buffer
@@ -267,7 +269,7 @@ func TestExamplesReadme(t *testing.T) {
 	b := bins(t)
 	env := "PATH=" + b + ":" + os.Getenv("PATH")
 	for _, f := range []string{"nmstate-single-nic", "nmstate-bond-vlan", "nmconnections", "nmstate-dual-stack"} {
-		line := doc(t, "examples/README.md", "bin/agent render --network-config examples/network/"+f+".yaml")
+		line := doc(t, "examples/README.md", "bin/agent render --input examples/network/"+f+".yaml")
 		o, e, code := sh(t, strings.Replace(line, "bin/agent", "agent", 1), env)
 		if code != 0 || !strings.Contains(o, "# ---- keyfile:") {
 			t.Errorf("%s: exit %d\n%s%s", line, code, o, e)

@@ -65,7 +65,7 @@ func run(t *testing.T, bin string, args ...string) result {
 // (no nmstatectl here, and the output must not depend on the host).
 func render(t *testing.T, file string) result {
 	t.Helper()
-	return run(t, testbin.Build(t, "./cmd/agent"), "render", "--network-config", file, "--nmstate", "builtin")
+	return run(t, testbin.Build(t, "./cmd/agent"), "render", "--input", file, "--nmstate", "builtin")
 }
 
 // Each NetworkConfig renders, and each address of its ipAddresses ends up
