@@ -160,7 +160,7 @@ func measureRenderPersist(dir, doc string, nmstate apply.NmstateChoice, n int) (
 		}
 		ds = append(ds, time.Since(start))
 	}
-	if _, err := os.Stat(filepath.Join(root, apply.DefaultPaths().Applicator)); err != nil {
+	if _, err := os.Stat(host.Root(root).Path(apply.DefaultPaths().Applicator)); err != nil {
 		return nil, fmt.Errorf("render+persist: no applicator written: %w", err)
 	}
 	return ds, nil
@@ -180,7 +180,7 @@ func gpuRoot(dir string) (string, error) {
 		if err != nil {
 			continue
 		}
-		dst := filepath.Join(root, "usr/share/misc/pci.ids")
+		dst := host.Root(root).Path("usr/share/misc/pci.ids")
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 			return "", err
 		}

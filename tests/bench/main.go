@@ -366,11 +366,11 @@ func (b *bencher) swtpmRuns() []row {
 	var sw *swtpm
 	cold, err := b.cold(agentBin, b.o.tpmRuns, func(int) string { return "" }, func(m *machine) (func(), error) {
 		var err error
-		sw, err = startSwtpm(filepath.Join(m.root, "..", filepath.Base(m.root)+"-swtpm"), false)
+		sw, err = startSwtpm(m.root+"-swtpm", false)
 		if err != nil {
 			return nil, err
 		}
-		if err := os.WriteFile(filepath.Join(m.root, "oem/registration/config.yaml"),
+		if err := os.WriteFile(host.Root(m.root).Path("oem/registration/config.yaml"),
 			[]byte("elemental:\n  registration:\n    url: "+b.rs.tpmURL()+"\n    auth: tpm\n    tpm-device: "+sw.device()+"\n"), 0o600); err != nil {
 			sw.stop()
 			return nil, err
@@ -386,7 +386,7 @@ func (b *bencher) swtpmRuns() []row {
 	}
 	if err == nil {
 		defer sw.stop()
-		err = os.WriteFile(filepath.Join(m.root, "oem/registration/config.yaml"),
+		err = os.WriteFile(host.Root(m.root).Path("oem/registration/config.yaml"),
 			[]byte("elemental:\n  registration:\n    url: "+b.rs.tpmURL()+"\n    auth: tpm\n    tpm-device: "+sw.device()+"\n"), 0o600)
 	}
 	if err == nil {
@@ -466,7 +466,7 @@ func (b *bencher) swtpmCounts(what string, ekCert bool) (*tpmCounts, error) {
 		return nil, err
 	}
 	defer sw.stop()
-	if err := os.WriteFile(filepath.Join(m.root, "oem/registration/config.yaml"),
+	if err := os.WriteFile(host.Root(m.root).Path("oem/registration/config.yaml"),
 		[]byte("elemental:\n  registration:\n    url: "+b.rs.tpmURL()+"\n    auth: tpm\n    tpm-device: "+sw.device()+"\n"), 0o600); err != nil {
 		return nil, err
 	}
