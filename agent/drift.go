@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/nodereg/nodereg/agent/netreport"
 	"github.com/nodereg/nodereg/agent/verify"
 	"github.com/nodereg/nodereg/internal/host"
 )
@@ -70,7 +71,7 @@ func (r *run) repairDrift(ctx context.Context, ph *phase, net *fetched) error {
 		return err
 	}
 	r.state.NetworkDrift = what
-	r.state.NetworkState = netStateApplied
+	r.state.NetworkState = netreport.StateApplied
 	ph.log.WithField("digest", plan.Digest()).Info("drift repaired: the applied config is live again")
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/agent/handover"
+	"github.com/nodereg/nodereg/agent/netreport"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/internal/host"
 )
@@ -23,14 +24,6 @@ const (
 	ModeReset
 	// ModeInstall does the same for `elemental install` (live media).
 	ModeInstall
-)
-
-// Network config states reported back to the server as annotations.
-const (
-	netStatePending = "pending"
-	netStateReady   = "ready"
-	netStateApplied = "applied"
-	netStateError   = "error"
 )
 
 // handOver is PhaseHandOver: the network config's state goes into the
@@ -54,7 +47,7 @@ func (r *run) handOver(ctx context.Context, ph *phase, net *fetched, plan *apply
 	}
 	if plan != nil {
 		r.state.NetworkDigest = r.result.Digest
-		r.state.NetworkState = netStateReady
+		r.state.NetworkState = netreport.StateReady
 		r.state.NetworkAddresses = formatAddresses(apply.InterfaceAddresses(net.rendered))
 	}
 	// Upstream saves the state before the toolkit runs; the new system

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/nodereg/nodereg/agent/netreport"
 	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/protocol"
@@ -142,7 +143,7 @@ func (r *run) askNetwork(ctx context.Context, ph *phase, src networkSource, repl
 	default:
 		// The registration goes out again with network-config.state
 		// pending: the node is still waiting for its addresses.
-		again, err := r.registerOnce(ctx, ph, netStatePending)
+		again, err := r.registerOnce(ctx, ph, netreport.StatePending)
 		if err != nil {
 			return nil, classifyRegister(err)
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/nodereg/nodereg/agent/exitcode"
+	"github.com/nodereg/nodereg/agent/netreport"
 	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
@@ -106,7 +107,7 @@ func (r *run) applyLive(ctx context.Context, ph *phase, net *fetched, plan *appl
 	r.state.clearNetworkError()
 	r.state.NetworkDrift = ""
 	r.state.NetworkDigest = plan.Digest()
-	r.state.NetworkState = netStateApplied
+	r.state.NetworkState = netreport.StateApplied
 	r.state.NetworkAddresses = formatAddresses(apply.InterfaceAddresses(net.rendered))
 	r.result.Applied = true
 	r.bootNet.Drop(ctx, log, true)
@@ -124,7 +125,7 @@ func (r *run) persistPlan(ctx context.Context, ph *phase, net *fetched, plan *ap
 	if err := r.applier(ph.log).Persist(plan); err != nil {
 		return err
 	}
-	r.state.NetworkState = netStateReady
+	r.state.NetworkState = netreport.StateReady
 	r.state.NetworkAddresses = formatAddresses(apply.InterfaceAddresses(net.rendered))
 	ph.log.WithField("root", r.o.Root).Warn("network config written under --root, not applied live (--root is not /; --apply-live applies it)")
 	return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/agent/inventory"
 	"github.com/nodereg/nodereg/agent/localconfig"
+	"github.com/nodereg/nodereg/agent/netreport"
 	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/protocol"
@@ -151,7 +152,7 @@ func (r *run) registerOnce(ctx context.Context, ph *phase, netState string) (*pr
 		annotations["registration-ip"] = ip
 	}
 	reportBack(annotations, netState, r.state.NetworkAddresses)
-	reportInterfaces(annotations, r.state, netState)
+	netreport.Annotate(annotations, r.state.netRecord(), netState)
 	payloads := &protocol.Payloads{
 		Update:           r.state.Registered(),
 		NoSMBIOS:         reg.NoSMBIOS,

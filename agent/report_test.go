@@ -13,6 +13,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/agent/netreport"
 	"github.com/nodereg/nodereg/agent/retry/retrytest"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/internal/host"
@@ -75,7 +76,7 @@ func TestNetworkErrorsAreReportedUntilAnApplySucceeds(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Phase != PhaseApply {
 		t.Fatalf("run 1: %v, want an apply failure", err)
 	}
-	if st.NetworkErrorKind != errKindNMRefused || st.NetworkErrorPhase != PhaseApply || st.NetworkErrorInterfaces != "eth0" || !st.Registered() {
+	if st.NetworkErrorKind != netreport.KindNMRefused || st.NetworkErrorPhase != PhaseApply || st.NetworkErrorInterfaces != "eth0" || !st.Registered() {
 		t.Fatalf("run 1: state %+v, want the NM refusal on eth0 kept with the registration", st)
 	}
 
@@ -83,7 +84,7 @@ func TestNetworkErrorsAreReportedUntilAnApplySucceeds(t *testing.T) {
 	t.Setenv("NMSTATECTL_STUB_FAIL", "")
 	unhealthy.Store(true)
 	st, err = run()
-	if !errors.Is(err, apply.ErrRolledBack) || st.NetworkErrorKind != errKindRolledBack {
+	if !errors.Is(err, apply.ErrRolledBack) || st.NetworkErrorKind != netreport.KindRolledBack {
 		t.Fatalf("run 2: %v, state %+v: want a rollback kept", err, st)
 	}
 	sent := s.seen[len(s.seen)-1]
@@ -102,7 +103,7 @@ func TestNetworkErrorsAreReportedUntilAnApplySucceeds(t *testing.T) {
 	// 3: healthy: the rollback is reported, then the apply clears it.
 	unhealthy.Store(false)
 	st, err = run()
-	if err != nil || st.NetworkError != "" || st.NetworkState != netStateApplied {
+	if err != nil || st.NetworkError != "" || st.NetworkState != netreport.StateApplied {
 		t.Fatalf("run 3: %v, state %+v: want applied, no error", err, st)
 	}
 	sent = s.seen[len(s.seen)-1]
@@ -125,31 +126,5 @@ func TestNetworkErrorsAreReportedUntilAnApplySucceeds(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(m.Root, "oem/elemental-network.yaml")); err != nil {
 		t.Errorf("applied config not persisted: %v", err)
-	}
-}
-
-func TestClassifyNetworkError(t *testing.T) {
-	long := errors.New(strings.Repeat("x", 400) + "\nsecond line")
-	for _, c := range []struct {
-		phase Phase
-		err   error
-		kind  string
-	}{
-		{PhaseApply, &PhaseError{Phase: PhaseApply, Err: &apply.LiveApplyError{Step: "reachability check", Err: errors.New("timeout")}}, errKindRolledBack},
-		{PhaseApply, &apply.LiveApplyError{Step: "connection up", Err: errors.New("no device")}, errKindNMRefused},
-		{PhaseApply, &apply.LiveApplyError{Step: "nmstatectl apply", Err: errors.New("failed")}, errKindNMRefused},
-		{PhaseApply, &apply.LiveApplyError{Step: "persist", Err: errors.New("disk full")}, errKindApply},
-		{PhaseApply, &apply.NotOwnedError{Path: "/etc/NetworkManager/system-connections/eth0.nmconnection"}, errKindRefused},
-		{PhasePlan, &ConfigError{Err: errors.New("policy: address outside the allowed prefixes")}, errKindRefused},
-		{PhasePlan, errors.New("nmstatectl gc: killed"), errKindApply},
-		{PhaseApply, long, errKindApply},
-	} {
-		kind, reason := classifyNetworkError(c.phase, c.err)
-		if kind != c.kind {
-			t.Errorf("%v in %s: kind %s, want %s", c.err, c.phase, kind, c.kind)
-		}
-		if strings.ContainsAny(reason, "\r\n") || len(reason) > maxReason {
-			t.Errorf("reason %q is not one bounded line", reason)
-		}
 	}
 }

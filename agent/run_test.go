@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/agent/handover"
+	"github.com/nodereg/nodereg/agent/netreport"
 	"github.com/nodereg/nodereg/agent/retry/retrytest"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/testutil"
@@ -213,7 +214,7 @@ func TestFetchNetworkDecisions(t *testing.T) {
 				return
 			}
 			last := s.seen[len(s.seen)-1]["network-config.state"]
-			if (last == netStatePending) != c.pendingReported {
+			if (last == netreport.StatePending) != c.pendingReported {
 				t.Errorf("last registration reported network-config.state %q", last)
 			}
 		})
