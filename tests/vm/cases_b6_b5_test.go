@@ -141,9 +141,15 @@ func TestB5LiveChangeRollback(t *testing.T) {
 		if err := l.pingFromHost(extra, 60*time.Second); err != nil {
 			fail(t, m, "ping the new address", err)
 		}
-		applied, err := m.oemDigest()
+		// The state file is left out: a rolled-back config is kept in it
+		// (docs/annotations.md), so the next connection reports it.
+		applied, err := m.oemDigestBut("registration/state.yaml")
 		if err != nil {
 			fail(t, m, "/oem", err)
+		}
+		appliedDigest, err := m.stateKey("nodereg-network-digest")
+		if err != nil || appliedDigest == "" {
+			fail(t, m, "state file", fmt.Errorf("no nodereg-network-digest after the apply (%v)", err))
 		}
 		// 2. A template that cuts the node off the server: rolled back.
 		l.stopServer()
@@ -161,8 +167,16 @@ func TestB5LiveChangeRollback(t *testing.T) {
 		if err != nil || len(got4) != 2 || !contains(got4, machCV4+"/24") || !contains(got4, extra+"/24") {
 			fail(t, m, "eth0 after the rollback", fmt.Errorf("want %s/24 and %s/24 back; got %v %v", machCV4, extra, got4, err))
 		}
-		if d, err := m.oemDigest(); err != nil || d != applied {
+		if d, err := m.oemDigestBut("registration/state.yaml"); err != nil || d != applied {
 			fail(t, m, "/oem after the rollback", fmt.Errorf("changed:\nbefore\n%s\nafter\n%s(%v)", applied, d, err))
+		}
+		// The state file still names the old config as applied and keeps
+		// the rollback for the report.
+		if d, err := m.stateKey("nodereg-network-digest"); err != nil || d != appliedDigest {
+			fail(t, m, "state file after the rollback", fmt.Errorf("nodereg-network-digest %q, want %q kept (%v)", d, appliedDigest, err))
+		}
+		if k, err := m.stateKey("nodereg-network-error-kind"); err != nil || k != "rolled-back" {
+			fail(t, m, "state file after the rollback", fmt.Errorf("nodereg-network-error-kind %q, want rolled-back (%v)", k, err))
 		}
 		for _, a := range []string{machCV4, machCV6} {
 			if err := l.pingFromHost(a, 60*time.Second); err != nil {

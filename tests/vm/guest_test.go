@@ -74,6 +74,25 @@ func (m *machine) oemDigest() (string, error) {
 	return m.must("cd /oem && find . -path ./lost+found -prune -o -type f -print | LC_ALL=C sort | xargs -r sha256sum")
 }
 
+// oemDigestBut is oemDigest without one file (a path relative to /oem).
+func (m *machine) oemDigestBut(rel string) (string, error) {
+	return m.must("cd /oem && find . -path ./lost+found -prune -o -type f ! -path ./" + rel + " -print | LC_ALL=C sort | xargs -r sha256sum")
+}
+
+// stateKey is one top-level key of the agent's state file under /oem.
+func (m *machine) stateKey(key string) (string, error) {
+	out, err := m.must("cat /oem/registration/state.yaml")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
+			return strings.Trim(strings.TrimSpace(v), `"'`), nil
+		}
+	}
+	return "", nil
+}
+
 // journalFirst is the monotonic time (s) of the first journal line of this
 // boot matching pattern (an extended regexp) in the output of journalctl
 // args, or -1.
