@@ -81,6 +81,8 @@ func TestStaleTempFilesRemoved(t *testing.T) {
 // for a state lock another run holds (default 30 s): a 1 s deadline ends
 // the run with 75 well before the default wait would.
 func TestDeadlineBoundsLockWait(t *testing.T) {
+	// Parallel: it waits on a lock in a scratch root of its own.
+	t.Parallel()
 	bin := testbin.Build(t, "./cmd/agent")
 	m := node.New(t, "52:54:00:15:00:0d", "http://127.0.0.1:1/elemental/registration/tok", "")
 	held, err := statelock.Acquire(t.Context(), filepath.Join(m.Root, filepath.Dir(node.StatePath), statelock.Name), 0)

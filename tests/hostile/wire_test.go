@@ -138,6 +138,8 @@ func TestBadInterfaceNamesFromTheServer(t *testing.T) {
 // client returns by the caller's deadline plus 1 s, though its session
 // deadline is longer.
 func TestSilentServerBounded(t *testing.T) {
+	// Parallel: every case waits out its bound on a server of its own.
+	t.Parallel()
 	const bound = time.Second
 	for _, silence := range []Silence{SilentTCP, SilentUpgrade, SilentVersion, SilentConfig, SilentExplicit} {
 		for _, tls := range []bool{false, true} {

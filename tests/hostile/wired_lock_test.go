@@ -18,6 +18,8 @@ import (
 // TestLockHeld: while another process holds the state lock, a run that
 // may write waits its bound and ends with exit 75 naming the holder.
 func TestLockHeld(t *testing.T) {
+	// Parallel: it waits on a lock in a scratch root of its own.
+	t.Parallel()
 	m := node.New(t, "52:54:00:0c:06:01", "http://127.0.0.1:1/elemental/registration/tok", "")
 	m.WriteState(t, "emulatedTPMSeed: 5\n")
 	lockPath := filepath.Join(m.Root, filepath.Dir(node.StatePath), statelock.Name)

@@ -223,6 +223,8 @@ func TestDryRunLeavesCorruptStateInPlace(t *testing.T) {
 // ends within --deadline (registration) or --network-timeout (explicit
 // exchange) plus 1 s, whatever the session deadline.
 func TestDeadlineIsAHardBound(t *testing.T) {
+	// Parallel: every case waits out its bound on a server of its own.
+	t.Parallel()
 	const bound = 3 * time.Second
 	for _, silence := range []Silence{SilentTCP, SilentUpgrade, SilentVersion, SilentConfig, SilentExplicit} {
 		t.Run(string(silence), func(t *testing.T) {
