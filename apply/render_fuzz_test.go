@@ -8,6 +8,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/netpolicy"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -59,8 +60,14 @@ func FuzzRender(f *testing.F) {
 			// with the key named, or keyfiles that pass the same gate.
 			a := &Applier{Files: host.Root(t.TempDir()), Nmstate: NmstateBuiltin}
 			p, err := a.Plan(t.Context(), r)
+			// The network policy runs first and names its key path too.
 			var fe *FieldError
+			var pr *netpolicy.Refusal
 			switch {
+			case err != nil && errors.As(err, &pr):
+				if pr.Path == "" {
+					t.Fatalf("policy refusal without a key path: %v", err)
+				}
 			case err != nil && !errors.As(err, &fe):
 				t.Fatalf("built-in refusal without a field: %v", err)
 			case err == nil:
