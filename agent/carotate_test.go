@@ -1,17 +1,9 @@
 package agent
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"log"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -25,38 +17,9 @@ import (
 	"github.com/nodereg/nodereg/agent/retry/retrytest"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
+	"github.com/nodereg/nodereg/internal/testutil/testpki"
 	"github.com/nodereg/nodereg/protocol"
 )
-
-// testCA is a CA and a server certificate for 127.0.0.1 it signed.
-type testCA struct {
-	pem  string
-	leaf tls.Certificate
-}
-
-func newTestCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	testutil.Must(t, err)
-	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	testutil.Must(t, err)
-	ca, err = x509.ParseCertificate(caDER)
-	testutil.Must(t, err)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	testutil.Must(t, err)
-	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: name + " server"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, leaf, ca, &key.PublicKey, caKey)
-	testutil.Must(t, err)
-	return &testCA{
-		pem:  string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})),
-		leaf: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key},
-	}
-}
 
 // A rotation as an operator does it: the server announces the new CA
 // while still presenting a certificate of the old one (both), then
@@ -64,7 +27,7 @@ func newTestCA(t *testing.T, name string) *testCA {
 // step, trusts both in between, and the old one no longer afterwards; a
 // CA nobody announced is refused throughout.
 func TestCARotationKeepsTheNodeRegistering(t *testing.T) {
-	oldCA, newCA, rogue := newTestCA(t, "old"), newTestCA(t, "new"), newTestCA(t, "rogue")
+	oldCA, newCA, rogue := testpki.New(t, "old"), testpki.New(t, "new"), testpki.New(t, "rogue")
 	var presented atomic.Pointer[tls.Certificate]
 	var announced atomic.Pointer[string]
 	s := &scriptedServer{}
@@ -88,7 +51,7 @@ func TestCARotationKeepsTheNodeRegistering(t *testing.T) {
 
 	m := node.New(t, "52:54:00:aa:00:27", srv.URL+"/elemental/registration/token", "    no-smbios: true\n    ca-cert: /etc/reg-ca.pem\n")
 	testutil.Must(t, os.MkdirAll(filepath.Join(m.Root, "etc"), 0o755))
-	testutil.Must(t, os.WriteFile(filepath.Join(m.Root, "etc/reg-ca.pem"), []byte(oldCA.pem), 0o644))
+	testutil.Must(t, os.WriteFile(filepath.Join(m.Root, "etc/reg-ca.pem"), oldCA.CertPEM(), 0o644))
 	run := func() error {
 		_, err := Run(t.Context(), Options{Root: m.Root, Clock: retrytest.NewClock(time.Now()), Deadline: 5 * time.Second, SessionDeadline: 3 * time.Second})
 		return err
@@ -100,9 +63,10 @@ func TestCARotationKeepsTheNodeRegistering(t *testing.T) {
 		}
 		return string(b)
 	}
-	step := func(name string, cert *testCA, ann string, wantPending, wantCurrent string) {
+	step := func(name string, cert *testpki.CA, ann string, wantPending, wantCurrent string) {
 		t.Helper()
-		presented.Store(&cert.leaf)
+		leaf := cert.Issue(t, "127.0.0.1")
+		presented.Store(&leaf)
 		announced.Store(&ann)
 		if err := run(); err != nil {
 			t.Fatalf("%s: the node stopped registering: %v", name, err)
@@ -114,23 +78,24 @@ func TestCARotationKeepsTheNodeRegistering(t *testing.T) {
 			t.Errorf("%s: CA in force %q, want %q", name, got, wantCurrent)
 		}
 	}
-	refused := func(name string, cert *testCA) {
+	refused := func(name string, cert *testpki.CA) {
 		t.Helper()
-		presented.Store(&cert.leaf)
+		leaf := cert.Issue(t, "127.0.0.1")
+		presented.Store(&leaf)
 		if err := run(); err == nil || !strings.Contains(err.Error(), "certificate") {
 			t.Errorf("%s: a server presenting that certificate was not refused: %v", name, err)
 		}
 	}
 
-	step("old", oldCA, oldCA.pem, "", "")
+	step("old", oldCA, string(oldCA.CertPEM()), "", "")
 	refused("old, rogue CA unannounced", rogue)
-	step("both: new CA announced", oldCA, newCA.pem, newCA.pem, "")
+	step("both: new CA announced", oldCA, string(newCA.CertPEM()), string(newCA.CertPEM()), "")
 	// Another CA announced now might have come over a conversation the
 	// pending CA alone verified: refused, the pending one stays.
-	step("both: a second CA announced", oldCA, rogue.pem, newCA.pem, "")
+	step("both: a second CA announced", oldCA, string(rogue.CertPEM()), string(newCA.CertPEM()), "")
 	refused("both, rogue CA unannounced", rogue)
-	step("new: certificate of the new CA", newCA, newCA.pem, "", newCA.pem)
-	step("new, again", newCA, newCA.pem, "", newCA.pem)
+	step("new: certificate of the new CA", newCA, string(newCA.CertPEM()), "", string(newCA.CertPEM()))
+	step("new, again", newCA, string(newCA.CertPEM()), "", string(newCA.CertPEM()))
 	refused("new: the old CA is dropped", oldCA)
 	if fi, err := os.Stat(filepath.Join(m.Root, catrust.CurrentPath)); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("CA in force: %v %v, want mode 0600", fi, err)
@@ -139,13 +104,13 @@ func TestCARotationKeepsTheNodeRegistering(t *testing.T) {
 
 // A CA announced over plain http is not taken: nothing verified it.
 func TestCAOverPlainHTTPIsRefused(t *testing.T) {
-	next := newTestCA(t, "new")
+	next := testpki.New(t, "new")
 	reply := &protocol.ConfigReply{}
-	reply.Config.Elemental.Registration.CACert = next.pem
+	reply.Config.Elemental.Registration.CACert = string(next.CertPEM())
 	s := &scriptedServer{script: script{gets: []answer{{reply: reply}}}}
 	url := s.start(t)
-	old := newTestCA(t, "old")
-	m := node.New(t, "52:54:00:aa:00:28", url, "    no-smbios: true\n    ca-cert: |\n"+indent(old.pem, "      "))
+	old := testpki.New(t, "old")
+	m := node.New(t, "52:54:00:aa:00:28", url, "    no-smbios: true\n    ca-cert: |\n"+indent(string(old.CertPEM()), "      "))
 	var lg testutil.Log
 	if _, err := Run(t.Context(), Options{Root: m.Root, Clock: retrytest.NewClock(time.Now()), Deadline: 5 * time.Second, Log: lg.Entry()}); err != nil {
 		t.Fatal(err)

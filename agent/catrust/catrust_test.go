@@ -1,46 +1,24 @@
 package catrust
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/testutil/testpki"
 )
 
-func certPEM(t *testing.T, cn string, isCA bool) string {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: isCA, BasicConstraintsValid: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-}
-
 func TestOfferRefusesWhatNothingVerified(t *testing.T) {
-	old, next, third := certPEM(t, "old", true), certPEM(t, "new", true), certPEM(t, "third", true)
+	old, next, third := string(testpki.New(t, "old").CertPEM()), string(testpki.New(t, "new").CertPEM()), string(testpki.New(t, "third").CertPEM())
 	const https, plain = "https://reg.example:8443/elemental/registration/t", "http://reg.example/elemental/registration/t"
 	for _, c := range []struct {
 		name, url, sent, pending, configCA, refusal string
 	}{
 		{"plain http", plain, next, "", old, "plain http"},
 		{"a path, not PEM", https, "/etc/passwd", "", old, "no certificate"},
-		{"not a CA", https, certPEM(t, "leaf", false), "", old, "not a CA certificate"},
+		{"not a CA", https, string(testpki.SelfSigned(t, "leaf")), "", old, "not a CA certificate"},
 		{"too large", https, next + strings.Repeat("#", MaxPEM), "", old, "more than"},
 		{"a second new CA while one is pending", https, third, next, old, "rotation is under way"},
 		{"no CA pinned", https, next, "", "", "no CA is pinned"},
@@ -68,7 +46,7 @@ func TestOfferRefusesWhatNothingVerified(t *testing.T) {
 }
 
 func TestOfferKeepsANewCAAsPendingAndBundlesBoth(t *testing.T) {
-	old, next := certPEM(t, "old", true), certPEM(t, "new", true)
+	old, next := string(testpki.New(t, "old").CertPEM()), string(testpki.New(t, "new").CertPEM())
 	root := t.TempDir()
 	tr := Trust{Files: host.Root(root)}
 	if b, err := tr.Bundle(old); err != nil || b != old {

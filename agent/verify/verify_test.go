@@ -2,16 +2,10 @@ package verify
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
 	"io"
 	"log"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -25,6 +19,7 @@ import (
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/testutil/netns"
+	"github.com/nodereg/nodereg/internal/testutil/testpki"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -173,7 +168,7 @@ func TestEachFindingSetsItsBit(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A CA that is not the server's.
-	otherCA := selfSignedCA(t)
+	otherCA := string(testpki.New(t, "other CA").CertPEM())
 	rep := l.run(t, n, func(in *Input) {
 		in.State.Registered = false
 		in.CA = otherCA
@@ -234,21 +229,6 @@ func TestNmcliTerseOutput(t *testing.T) {
 	rep = &Report{}
 	checkBootstrap(rep, host.Root(n.root), got, "")
 	wantStatus(t, rep, Bootstrap, Failed, `active profile "a:b" on eth1`)
-}
-
-// selfSignedCA is a CA certificate no server here presents.
-func selfSignedCA(t *testing.T) string {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "other CA"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 }
 
 func TestParseAddresses(t *testing.T) {

@@ -4,21 +4,14 @@ package boot
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
+	"github.com/nodereg/nodereg/internal/testutil/testpki"
 )
 
 // The rotated-CA files under the node's /oem (docs/ca-rotation.md).
@@ -28,65 +21,16 @@ const (
 	caPending = caDir + "/pending.pem"
 )
 
-// testCA is a CA of the test's own, and the PEM files of a regserver
-// certificate it signed for the lab's server address.
-type testCA struct {
-	pem      []byte // the CA certificate
-	caFile   string // pem, as a file for regserver's --ca-cert
-	certFile string // regserver's certificate for serverIP
-	keyFile  string
-}
-
-// newTestCA makes a CA named name and a server certificate for serverIP
-// (the address in the node's URL) under dir.
-func newTestCA(t *testing.T, dir, name string) testCA {
-	t.Helper()
-	now := time.Now()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	must(t, err)
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	must(t, err)
-	caCert, err := x509.ParseCertificate(caDER)
-	must(t, err)
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	must(t, err)
-	leaf := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "regserver " + name},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.ParseIP(serverIP)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
-	must(t, err)
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	must(t, err)
-	c := testCA{
-		pem:      pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
-		caFile:   filepath.Join(dir, name+"-ca.pem"),
-		certFile: filepath.Join(dir, name+"-server.pem"),
-		keyFile:  filepath.Join(dir, name+"-server.key"),
-	}
-	must(t, os.WriteFile(c.caFile, c.pem, 0o600))
-	must(t, os.WriteFile(c.certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600))
-	must(t, os.WriteFile(c.keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600))
-	return c
-}
-
 // startTLSServer restarts regserver on the lab's store serving https with
 // serving's certificate and announcing announced's CA as
 // registration.ca-cert. No admin listener: the case reads the node only.
-func (l *lab) startTLSServer(serving, announced testCA) {
+func (l *lab) startTLSServer(serving, announced testpki.Files) {
 	l.t.Helper()
 	l.reg.stop()
 	bin := testbin.Build(l.t, "./cmd/regserver")
 	l.reg = l.start("regserver.log", "ip", "netns", "exec", l.srvNS, bin,
 		"--config", l.regCfg, "--store", l.store, "--listen", net.JoinHostPort(serverIP, port),
-		"--tls-cert", serving.certFile, "--tls-key", serving.keyFile, "--ca-cert", announced.caFile)
+		"--tls-cert", serving.Cert, "--tls-key", serving.Key, "--ca-cert", announced.CA)
 	// The log is appended across restarts: count the https lines.
 	before := bytes.Count(readLog(l.reg.log), []byte("listening on https://"))
 	waitFor(l.t, "regserver listening on https", func() bool {
@@ -174,13 +118,16 @@ func TestCARotationAcrossBoots(t *testing.T) {
 	r := newReport(t, "CA rotation: old, both, new; stranger refused")
 	m := newMachine(t, serverConfig(keyfileTemplate))
 	certs := t.TempDir()
-	caOld, caNew, caThird := newTestCA(t, certs, "ca-old"), newTestCA(t, certs, "ca-new"), newTestCA(t, certs, "ca-third")
+	caOld, caNew, caThird := testpki.New(t, "ca-old"), testpki.New(t, "ca-new"), testpki.New(t, "ca-third")
+	// regserver's files: each CA and a certificate it signed for serverIP
+	// (the address in the node's URL).
+	old, next, third := caOld.WriteFiles(t, certs, serverIP), caNew.WriteFiles(t, certs, serverIP), caThird.WriteFiles(t, certs, serverIP)
 	// The install put CA-old beside the config.
-	must(t, os.WriteFile(m.path("oem/registration/ca-old.pem"), caOld.pem, 0o600))
+	must(t, os.WriteFile(m.path("oem/registration/ca-old.pem"), caOld.CertPEM(), 0o600))
 	m.writeHTTPSConfig("/oem/registration/ca-old.pem")
 
 	// Step 1: CA-old serves and is the one announced: nothing to rotate.
-	m.startTLSServer(caOld, caOld)
+	m.startTLSServer(old, old)
 	m.registerStep(r, "old", true, "")
 	if got := m.caFiles(); len(got) != 0 {
 		t.Fatalf("old: %s holds %v, want nothing (the announced CA is the one in force)", caDir, got)
@@ -188,23 +135,23 @@ func TestCARotationAcrossBoots(t *testing.T) {
 	pool := m.poolOnNIC()
 
 	// Step 2: CA-old still serves, CA-new announced: kept as pending.
-	m.startTLSServer(caOld, caNew)
+	m.startTLSServer(old, next)
 	m.registerStep(r, "both", false, pool)
 	if got := m.caFiles(); len(got) != 1 || got["pending.pem"] != 0o600 {
 		t.Fatalf("both: %s holds %v, want only pending.pem 0600", caDir, got)
 	}
-	if got := m.read(caPending); !bytes.Equal(got, caNew.pem) {
+	if got := m.read(caPending); !bytes.Equal(got, caNew.CertPEM()) {
 		t.Errorf("both: pending.pem is not CA-new:\n%s", got)
 	}
 
 	// Step 3: CA-new serves: the node connects (both trusted), the pending
 	// CA verifies the server alone and becomes the only one in force.
-	m.startTLSServer(caNew, caNew)
+	m.startTLSServer(next, next)
 	m.registerStep(r, "new", false, pool)
 	if got := m.caFiles(); len(got) != 1 || got["current.pem"] != 0o600 {
 		t.Fatalf("new: %s holds %v, want only current.pem 0600", caDir, got)
 	}
-	if got := m.read(caCurrent); !bytes.Equal(got, caNew.pem) {
+	if got := m.read(caCurrent); !bytes.Equal(got, caNew.CertPEM()) {
 		t.Errorf("new: current.pem is not CA-new:\n%s", got)
 	}
 	if fi, err := os.Stat(m.path(caDir)); err != nil || fi.Mode().Perm() != 0o700 {
@@ -215,8 +162,8 @@ func TestCARotationAcrossBoots(t *testing.T) {
 	// handshake never gets to); then CA-old, no longer trusted.
 	for _, s := range []struct {
 		label string
-		ca    testCA
-	}{{"third CA", caThird}, {"old CA after the rotation", caOld}} {
+		ca    testpki.Files
+	}{{"third CA", third}, {"old CA after the rotation", old}} {
 		m.startTLSServer(s.ca, s.ca)
 		res := m.runAgent(nil)
 		if res.code != 78 {
@@ -228,7 +175,7 @@ func TestCARotationAcrossBoots(t *testing.T) {
 		if got := m.caFiles(); len(got) != 1 || got["current.pem"] != 0o600 {
 			t.Errorf("%s: %s holds %v, want only current.pem 0600", s.label, caDir, got)
 		}
-		if got := m.read(caCurrent); !bytes.Equal(got, caNew.pem) {
+		if got := m.read(caCurrent); !bytes.Equal(got, caNew.CertPEM()) {
 			t.Errorf("%s: current.pem changed:\n%s", s.label, got)
 		}
 	}
