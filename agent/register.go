@@ -152,7 +152,7 @@ func (r *run) registerOnce(ctx context.Context, ph *phase, netState string) (*pr
 		annotations["registration-ip"] = ip
 	}
 	reportBack(annotations, netState, r.state.NetworkAddresses)
-	netreport.Annotate(annotations, r.state.netRecord(), netState)
+	netreport.Annotate(annotations, r.state.Network, netState)
 	payloads := &protocol.Payloads{
 		Update:           r.state.Registered(),
 		NoSMBIOS:         reg.NoSMBIOS,

@@ -1,11 +1,12 @@
 package apply
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"path"
+
+	"github.com/nodereg/nodereg/internal/state"
 )
 
 // NotOwnedError refuses a keyfile the plan would write over a file the
@@ -54,18 +55,18 @@ func (a *Applier) checkOwnership(p *Plan) error {
 // manifest or, without a readable one, by its applicator.
 func (a *Applier) ownedPaths() (map[string]bool, error) {
 	owned := map[string]bool{}
-	var files []ManifestFile
-	b, err := a.files().ReadFile(a.paths().manifestPath(), maxManifest)
-	var m Manifest
+	var files []state.ManifestFile
+	m, err := state.ReadManifest(a.files(), a.paths().manifestPath())
+	var corrupt *state.CorruptError
 	switch {
-	case err == nil && json.Unmarshal(b, &m) == nil:
+	case err == nil && m != nil:
 		files = m.Files
-	case err == nil, errors.Is(err, fs.ErrNotExist):
+	case err == nil, errors.As(err, &corrupt):
 		if files, err = a.applicatorFiles(); err != nil {
 			return nil, err
 		}
 	default:
-		return nil, fmt.Errorf("reading network manifest: %w", err)
+		return nil, err
 	}
 	for _, f := range files {
 		owned[path.Clean(f.Path)] = true
