@@ -7,6 +7,8 @@ import (
 	"path"
 
 	"github.com/nodereg/nodereg/internal/state"
+
+	"github.com/nodereg/nodereg/internal/errclass"
 )
 
 // NotOwnedError refuses a keyfile the plan would write over a file the
@@ -16,6 +18,12 @@ import (
 type NotOwnedError struct {
 	Path string // host path (without Root)
 }
+
+// Class: a person must rename one of the two.
+func (e *NotOwnedError) Class() errclass.Class { return errclass.Config }
+
+// Cause names it on the outcome line.
+func (e *NotOwnedError) Cause() string { return "keyfile not owned by the agent" }
 
 func (e *NotOwnedError) Error() string {
 	return fmt.Sprintf("keyfile %s exists and is not ours (not in the agent's network manifest): refusing to replace it; rename or remove it, or change the network config's connection names", e.Path)

@@ -21,6 +21,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/nodereg/nodereg/internal/errclass"
 )
 
 // Rule names one thing the policy refuses.
@@ -84,6 +86,12 @@ type Refusal struct {
 	Rule   Rule
 	Reason string
 }
+
+// Class: the server's config or the node's policy must change.
+func (e *Refusal) Class() errclass.Class { return errclass.Config }
+
+// Cause names it on the outcome line.
+func (e *Refusal) Cause() string { return "network policy" }
 
 func (e *Refusal) Error() string {
 	s := fmt.Sprintf("network policy refuses %s: %s (rule %s)", e.Path, e.Reason, e.Rule)

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/internal/state"
 )
 
@@ -42,7 +42,7 @@ func Classify(inPlan bool, err error) (kind, reason string) {
 		kind = KindRolledBack
 	case errors.As(err, &live) && (strings.HasPrefix(live.Step, "connection ") || live.Step == "nmstatectl apply"):
 		kind = KindNMRefused
-	case errors.As(err, &notOurs), inPlan && exitcode.Of(err) == exitcode.Config:
+	case errors.As(err, &notOurs), inPlan && errclass.Is(err, errclass.Config):
 		kind = KindRefused
 	}
 	reason = err.Error()
