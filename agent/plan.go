@@ -180,7 +180,9 @@ func (r *run) reachableOnce(ctx context.Context) error {
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("registration server unreachable after applying the network config: %w", protocol.RedactError(err, reg.URL))
+		// A certificate that does not verify is not retried: the same one
+		// answers again.
+		return protocol.CertificateRejected(fmt.Errorf("registration server unreachable after applying the network config: %w", protocol.RedactError(err, reg.URL)))
 	}
 	resp.Body.Close()
 	if resp.StatusCode >= 500 {

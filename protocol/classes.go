@@ -9,11 +9,11 @@ import (
 	"github.com/nodereg/nodereg/internal/errclass"
 )
 
-// certificateRejected classes a dial error whose cause is the server's
+// CertificateRejected classes a dial error whose cause is the server's
 // certificate (unknown CA, expired, wrong name, an algorithm or extension
 // the verifier refuses): a retry meets the same certificate, so a person
 // must change the CA or the server. Other errors are returned as they are.
-func certificateRejected(err error) error {
+func CertificateRejected(err error) error {
 	var (
 		unknown  x509.UnknownAuthorityError
 		invalid  x509.CertificateInvalidError

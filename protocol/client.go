@@ -231,7 +231,7 @@ func orDefault(d, def time.Duration) time.Duration {
 
 func dialError(err error, resp *http.Response) error {
 	if resp == nil {
-		return certificateRejected(hostNotFound(err))
+		return CertificateRejected(hostNotFound(err))
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	resp.Body.Close()
