@@ -115,6 +115,12 @@ type ConfigError struct {
 	Err   error
 }
 
+// Class: the node's config must change.
+func (e *ConfigError) Class() errclass.Class { return errclass.Config }
+
+// Cause names it on the outcome line.
+func (e *ConfigError) Cause() string { return "configuration" }
+
 func (e *ConfigError) Error() string { return fmt.Sprintf("%s: %s: %v", e.Where, Key, e.Err) }
 func (e *ConfigError) Unwrap() error { return e.Err }
 
