@@ -15,6 +15,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/safefile"
 
 	"github.com/nodereg/nodereg/internal/errclass"
@@ -108,7 +109,7 @@ func CAPEM(caCert string) ([]byte, error) {
 		}
 		return []byte(caCert), nil
 	}
-	b, err := safefile.ReadPEM(caCert)
+	b, err := host.ReadPEM(host.Root(""), caCert)
 	if err != nil {
 		return nil, fmt.Errorf("ca-cert: %w", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
@@ -16,6 +15,7 @@ import (
 	"github.com/nodereg/nodereg/apply"
 	cmdline "github.com/nodereg/nodereg/internal/cli"
 	"github.com/nodereg/nodereg/internal/errclass"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -79,7 +79,7 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 }
 
 func render(w io.Writer, file string, nmstate apply.NmstateChoice) error {
-	b, err := readFile(file, maxRenderInput)
+	b, err := host.ReadInput(file, maxRenderInput)
 	if err != nil {
 		return &errclass.ConfigError{Err: err}
 	}
@@ -102,19 +102,3 @@ func render(w io.Writer, file string, nmstate apply.NmstateChoice) error {
 // not know.
 const networkConfigKeys = "a NetworkConfig has the keys configurator (nmstate, nmconnections, nmc or none), " +
 	"ipAddresses (a map of placeholder to IP pool) and config (the template)"
-
-func readFile(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
-	}
-	return b, nil
-}
