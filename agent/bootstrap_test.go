@@ -158,11 +158,7 @@ func TestHandOverKeepsTheBootstrapBlock(t *testing.T) {
 	}
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // An nmstate bootstrap network gets its keyfiles from the same keyfile
 // generator as the IPAM config (nmstatectl gc; here the stand-in): the

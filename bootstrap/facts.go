@@ -62,8 +62,8 @@ func ReadFacts(files host.FS) (Facts, error) {
 	}
 	f.MACs = macs
 	const dmi = host.DMIIDDir
-	f.Serial = usableDMI(readTrim(files, path.Join(dmi, "product_serial")))
-	f.UUID = strings.ToLower(usableDMI(readTrim(files, path.Join(dmi, "product_uuid"))))
+	f.Serial = usableDMI(host.ReadAttr(files, path.Join(dmi, "product_serial")))
+	f.UUID = strings.ToLower(usableDMI(host.ReadAttr(files, path.Join(dmi, "product_uuid"))))
 	return f, nil
 }
 
@@ -78,17 +78,6 @@ func usableDMI(v string) string {
 		return ""
 	}
 	return v
-}
-
-// maxSysfsValue bounds one sysfs attribute read (a page at most).
-const maxSysfsValue = 64 << 10
-
-func readTrim(files host.FS, p string) string {
-	b, err := files.ReadFile(p, maxSysfsValue)
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
 }
 
 // normaliseMAC is nic.Normalise: a static entry's MAC is compared with the

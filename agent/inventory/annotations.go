@@ -48,7 +48,7 @@ func Annotations(o AnnotationOptions) map[string]string {
 	if files == nil {
 		files = host.Root("/")
 	}
-	b, err := files.ReadFile(host.OSRelease, maxSysfsValue)
+	b, err := files.ReadFile(host.OSRelease, host.MaxAttr)
 	if err != nil {
 		return out
 	}

@@ -342,7 +342,7 @@ func collectSMBIOS(ctx context.Context, files host.FS, o Options, log *logrus.En
 func hostname(files host.FS) (string, error) {
 	var errs []error
 	for _, p := range []string{host.HostnameProc, host.HostnameFile} {
-		b, err := files.ReadFile(p, maxSysfsValue)
+		b, err := files.ReadFile(p, host.MaxAttr)
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -68,8 +68,8 @@ func collectGPU(files host.FS, log *logrus.Entry) (*gpu.Info, error) {
 			continue
 		}
 		dev := path.Join(drm, name, "device")
-		vendor := strings.TrimPrefix(readTrim(files, path.Join(dev, "vendor")), "0x")
-		product := strings.TrimPrefix(readTrim(files, path.Join(dev, "device")), "0x")
+		vendor := strings.TrimPrefix(host.ReadAttr(files, path.Join(dev, "vendor")), "0x")
+		product := strings.TrimPrefix(host.ReadAttr(files, path.Join(dev, "device")), "0x")
 		driver := ""
 		if d, err := files.Readlink(path.Join(dev, "driver")); err == nil {
 			driver = path.Base(d)

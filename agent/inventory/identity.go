@@ -37,7 +37,7 @@ func MACAddress(files host.FS) (string, error) {
 // so an unreadable file is an error here.
 func SystemUUID(files host.FS) (string, error) {
 	p := path.Join(host.DMIIDDir, "product_uuid")
-	b, err := files.ReadFile(p, maxSysfsValue)
+	b, err := files.ReadFile(p, host.MaxAttr)
 	if err != nil {
 		return "", fmt.Errorf("sys-uuid identifier: %w (%w)", err, ErrNoIdentifier)
 	}
@@ -47,16 +47,4 @@ func SystemUUID(files host.FS) (string, error) {
 		return "", fmt.Errorf("sys-uuid identifier: %s holds %q: %w", files.Path(p), id, ErrNoIdentifier)
 	}
 	return id, nil
-}
-
-// maxSysfsValue bounds one sysfs or procfs attribute read (a page at most).
-const maxSysfsValue = 64 << 10
-
-// readTrim is a small attribute file's text, "" when it cannot be read.
-func readTrim(files host.FS, p string) string {
-	b, err := files.ReadFile(p, maxSysfsValue)
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
 }

@@ -27,7 +27,7 @@ func sysfsSMBIOS(files host.FS) (map[string]any, error) {
 	table, tErr := files.ReadFile(dmiTable, maxDMITable)
 	if tErr == nil {
 		ver := smbiosVersion{2, 0}
-		if ep, err := files.ReadFile(dmiEntryPoint, maxSysfsValue); err == nil {
+		if ep, err := files.ReadFile(dmiEntryPoint, host.MaxAttr); err == nil {
 			ver = parseEntryPoint(ep)
 		}
 		return keyRecords(decodeDMITable(table, ver)), nil
@@ -242,7 +242,7 @@ func dmiIDSMBIOS(files host.FS) (map[string]any, error) {
 	}
 	out := map[string]any{}
 	for _, f := range dmiIDFields {
-		b, err := files.ReadFile(path.Join(dmiIDDir, f.file), maxSysfsValue)
+		b, err := files.ReadFile(path.Join(dmiIDDir, f.file), host.MaxAttr)
 		if err != nil {
 			// Serials and the UUID are readable by root only; the rest of
 			// the section is still worth sending.

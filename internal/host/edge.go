@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nodereg/nodereg/internal/atomicfile"
@@ -195,4 +196,17 @@ func ReadInput(p string, limit int64) ([]byte, error) {
 		return nil, &fs.PathError{Op: "read", Path: p, Err: fmt.Errorf("%w (%d bytes)", safefile.ErrTooLarge, limit)}
 	}
 	return b, nil
+}
+
+// MaxAttr bounds one sysfs or procfs attribute file (a page at most).
+const MaxAttr = 64 << 10
+
+// ReadAttr is a small attribute file's text, trimmed; "" when it cannot be
+// read (sysfs leaves out what a driver does not have).
+func ReadAttr(files FS, p string) string {
+	b, err := files.ReadFile(p, MaxAttr)
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
 }

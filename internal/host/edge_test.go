@@ -16,15 +16,11 @@ import (
 )
 
 func TestLive(t *testing.T) {
-	for _, c := range []struct {
-		files FS
-		want  bool
-	}{
-		{Root(""), true}, {Root("/"), true}, {Print{Root: "/"}, true},
-		{Root(t.TempDir()), false}, {Print{Root: Root(t.TempDir())}, false},
-	} {
-		if got := Live(c.files); got != c.want {
-			t.Errorf("Live(%#v) = %v, want %v", c.files, got, c.want)
+	scratch := Root(t.TempDir())
+	live := map[FS]bool{Root(""): true, Root("/"): true, Print{Root: "/"}: true, scratch: false, Print{Root: scratch}: false}
+	for files, want := range live {
+		if Live(files) != want {
+			t.Errorf("Live(%#v) is not %v", files, want)
 		}
 	}
 }

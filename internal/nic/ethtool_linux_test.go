@@ -17,7 +17,7 @@ func TestPermanentMACMatchesSysfsOnUnchangedNICs(t *testing.T) {
 	checked := 0
 	for _, e := range entries {
 		dir := filepath.Join("/sys/class/net", e.Name())
-		if dest, _ := os.Readlink(dir); strings.Contains(dest, "devices/virtual/") || readTrim(host.Root("/"), filepath.Join(dir, "addr_assign_type")) != "0" {
+		if dest, _ := os.Readlink(dir); strings.Contains(dest, "devices/virtual/") || host.ReadAttr(host.Root("/"), filepath.Join(dir, "addr_assign_type")) != "0" {
 			continue
 		}
 		hw, err := Permanent(e.Name())
@@ -25,7 +25,7 @@ func TestPermanentMACMatchesSysfsOnUnchangedNICs(t *testing.T) {
 			t.Errorf("%s: %v", e.Name(), err)
 			continue
 		}
-		if got, want := hw.String(), readTrim(host.Root("/"), filepath.Join(dir, "address")); got != want {
+		if got, want := hw.String(), host.ReadAttr(host.Root("/"), filepath.Join(dir, "address")); got != want {
 			t.Errorf("%s: ETHTOOL_GPERMADDR says %s, sysfs %s", e.Name(), got, want)
 		}
 		checked++

@@ -14,9 +14,6 @@ import (
 	"github.com/nodereg/nodereg/internal/host"
 )
 
-// maxSysfsValue bounds one sysfs attribute read (a page at most).
-const maxSysfsValue = 64 << 10
-
 // permFunc reads a NIC's burnt-in address from the kernel.
 type permFunc func(ifname string) (net.HardwareAddr, error)
 
@@ -60,8 +57,8 @@ func permanentMACs(files host.FS, perm permFunc) ([]string, error) {
 				mac = hw.String()
 			}
 		}
-		if mac == "" && readTrim(files, path.Join(dir, name, "addr_assign_type")) == "0" {
-			mac = readTrim(files, path.Join(dir, name, "address"))
+		if mac == "" && host.ReadAttr(files, path.Join(dir, name, "addr_assign_type")) == "0" {
+			mac = host.ReadAttr(files, path.Join(dir, name, "address"))
 		}
 		if m, err := Normalise(mac); err == nil && m != "00:00:00:00:00:00" {
 			macs = append(macs, m)
@@ -69,14 +66,6 @@ func permanentMACs(files host.FS, perm permFunc) ([]string, error) {
 	}
 	slices.Sort(macs)
 	return slices.Compact(macs), nil
-}
-
-func readTrim(files host.FS, p string) string {
-	b, err := files.ReadFile(p, maxSysfsValue)
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
 }
 
 func zero(hw net.HardwareAddr) bool {

@@ -39,11 +39,7 @@ const (
 	udevd     = "/lib/systemd/systemd-udevd"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // requireLab skips unless this machine can run the simulation.
 func requireLab(t *testing.T) {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -26,9 +25,7 @@ import (
 
 func TestMain(m *testing.M) {
 	raiseFDLimit()
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
+	testbin.Main(m)
 }
 
 // raiseFDLimit lifts the soft limit to the hard one: 1,000 clients and
