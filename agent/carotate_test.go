@@ -27,7 +27,7 @@ import (
 // step, trusts both in between, and the old one no longer afterwards; a
 // CA nobody announced is refused throughout.
 func TestCARotationKeepsTheNodeRegistering(t *testing.T) {
-	oldCA, newCA, rogue := testpki.New(t, "old"), testpki.New(t, "new"), testpki.New(t, "rogue")
+	oldCA, newCA, rogue, thirdCA := testpki.New(t, "old"), testpki.New(t, "new"), testpki.New(t, "rogue"), testpki.New(t, "third")
 	var presented atomic.Pointer[tls.Certificate]
 	var announced atomic.Pointer[string]
 	s := &scriptedServer{}
@@ -90,9 +90,10 @@ func TestCARotationKeepsTheNodeRegistering(t *testing.T) {
 	step("old", oldCA, string(oldCA.CertPEM()), "", "")
 	refused("old, rogue CA unannounced", rogue)
 	step("both: new CA announced", oldCA, string(newCA.CertPEM()), string(newCA.CertPEM()), "")
-	// Another CA announced now might have come over a conversation the
-	// pending CA alone verified: refused, the pending one stays.
-	step("both: a second CA announced", oldCA, string(rogue.CertPEM()), string(newCA.CertPEM()), "")
+	// The server the old CA alone verified changes its mind: the CA it
+	// announces now replaces the pending one, and back again.
+	step("both: a second CA announced", oldCA, string(thirdCA.CertPEM()), string(thirdCA.CertPEM()), "")
+	step("both: the new CA announced again", oldCA, string(newCA.CertPEM()), string(newCA.CertPEM()), "")
 	refused("both, rogue CA unannounced", rogue)
 	step("new: certificate of the new CA", newCA, string(newCA.CertPEM()), "", string(newCA.CertPEM()))
 	step("new, again", newCA, string(newCA.CertPEM()), "", string(newCA.CertPEM()))

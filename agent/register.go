@@ -186,7 +186,7 @@ func (r *run) registerOnce(ctx context.Context, ph *phase, netState string) (*pr
 	}
 	// The server's CA is never merged: rotation takes it, or not.
 	cfg.Elemental.Registration.CACert = r.cfg.Elemental.Registration.CACert
-	r.rotateCA(ctx, log, sentCA)
+	r.rotateCA(ctx, log, sentCA, cc.PeerCertificates())
 	got := log.WithField("explicit-network-config", reply.ExplicitNetworkConfig)
 	if reply.Network != nil {
 		got = got.WithField("configurator", reply.Network.Configurator).WithField("addresses", len(reply.Network.IPAddresses))

@@ -67,7 +67,8 @@ type DialOptions struct {
 	// CACert is a path to an existing PEM file or the PEM text itself, as
 	// elemental.registration.ca-cert (docs/protocol.md §1.3).
 	CACert string
-	// NoSystemPool trusts only CACert. Upstream always adds the system pool.
+	// NoSystemPool refuses to fall back on the system pool when CACert is
+	// empty. A pinned CA is always trusted alone (TLSConfig).
 	NoSystemPool bool
 	// HandshakeTimeout bounds the HTTP upgrade; default 45 s as upstream.
 	HandshakeTimeout time.Duration
@@ -118,7 +119,12 @@ func CAPEM(caCert string) ([]byte, error) {
 func IsCAPEM(caCert string) bool { return strings.Contains(caCert, "-----BEGIN") }
 
 // TLSConfig builds the client TLS configuration from a CA given as a file
-// path or PEM text.
+// path or PEM text. A pinned CA is the only trust for that server: upstream
+// adds it to the system pool, but then any certificate chaining to the
+// system store (a TLS-inspection CA, a mis-issued public one) would speak
+// for the registration server and could announce a CA of its own
+// (docs/ca-rotation.md, "Trust"). Without a CA the system pool verifies,
+// unless noSystemPool.
 func TLSConfig(caCert string, noSystemPool bool) (*tls.Config, error) {
 	if caCert == "" {
 		if noSystemPool {
@@ -130,16 +136,7 @@ func TLSConfig(caCert string, noSystemPool bool) (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	var pool *x509.CertPool
-	if !noSystemPool {
-		sys, err := x509.SystemCertPool()
-		if err == nil {
-			pool = sys
-		}
-	}
-	if pool == nil {
-		pool = x509.NewCertPool()
-	}
+	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pemText) {
 		return nil, errors.New("ca-cert: no certificate found in the PEM data")
 	}
@@ -358,6 +355,17 @@ func registrationIP(addr string) string {
 
 // Close closes the connection.
 func (cc *ClientConn) Close() error { return cc.c.ws.Close() }
+
+// PeerCertificates is the chain the server presented, leaf first; nil over
+// plain http. A CA announced over this connection is taken only when this
+// chain verifies against the CA in force alone (agent/catrust).
+func (cc *ClientConn) PeerCertificates() []*x509.Certificate {
+	tc, ok := cc.c.ws.NetConn().(*tls.Conn)
+	if !ok {
+		return nil
+	}
+	return tc.ConnectionState().PeerCertificates
+}
 
 // Payloads is what the client sends in one registration.
 type Payloads struct {
