@@ -30,6 +30,11 @@ var (
 // CheckKeyfiles judges keyfiles of one network config: each on its own,
 // then their UUIDs and ids against each other and their VLANs for cycles.
 func (p Policy) CheckKeyfiles(kfs []Keyfile) error {
+	for _, kf := range kfs {
+		if err := CheckUTF8Keyfile(kf.Label, kf.Content); err != nil {
+			return err
+		}
+	}
 	profs := make([]profile, 0, len(kfs))
 	for _, kf := range kfs {
 		secs, err := ReadKeyfile(kf.Content)

@@ -25,6 +25,9 @@ var (
 // CheckState judges a rendered nmstate (or nm-configurator) state, keys as
 // config.<path>.
 func (p Policy) CheckState(state map[string]any) error {
+	if err := CheckUTF8Value("config", map[string]any(state)); err != nil {
+		return err
+	}
 	for _, k := range slices.Sorted(maps.Keys(state)) {
 		path := "config." + k
 		var err error
