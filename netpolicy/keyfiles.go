@@ -133,6 +133,9 @@ func (p Policy) checkKey(path, sec, key, raw string) error {
 		}
 	}
 	v, _ := Unescape(raw)
+	if err := p.checkAllowedKey(path, sec, key, v); err != nil {
+		return err
+	}
 	lk := strings.ToLower(key)
 	switch {
 	case sec == "connection" && key == "permissions" && v != "":

@@ -58,7 +58,7 @@ const (
 )
 
 // OptIn are the rules a local config may allow.
-var OptIn = []Rule{FilesAndSecrets, Scripts, Hostname, Proxy, Permissions, Unknown}
+var OptIn = []Rule{FilesAndSecrets, Scripts, Hostname, Proxy, Permissions, Unknown, Shared, Zone, MatchWildcard}
 
 // Key is the local config's key for the policy. Like the other keep-local
 // keys it is never taken from a server.
