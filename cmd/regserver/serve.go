@@ -72,7 +72,7 @@ func serveWith(ctx context.Context, f *flags, stdout io.Writer, log *logrus.Entr
 			return 0, configErr("%v", err)
 		}
 	}
-	st, err := openStore(f.store, log)
+	st, err := openStore(f.store, f.acceptOlderTx, log)
 	if err != nil {
 		return 0, err
 	}
@@ -105,21 +105,24 @@ func serveWith(ctx context.Context, f *flags, stdout io.Writer, log *logrus.Entr
 }
 
 // openStore opens --store, refusing a damaged file with what to do.
-func openStore(path string, log *logrus.Entry) (*store.Store, error) {
+func openStore(path string, acceptOlder bool, log *logrus.Entry) (*store.Store, error) {
 	if path == "" {
 		log.Warn("no --store: inventories and claims are lost on exit")
 	} else if err := checkStorePath(path); err != nil {
 		return nil, configErr("%v", err)
 	}
-	st, err := store.Open(path)
+	st, err := store.OpenWith(path, store.Options{AcceptOlderTransaction: acceptOlder})
 	if errors.Is(err, store.ErrDamaged) {
-		return nil, configErr("opening store: %v. regserver does not serve from a damaged store: restore %s from a backup, or save what it still holds with `regserver store export --store %s > state.json`, move the damaged file aside and start with --store state.json (a JSON store is imported)", err, path, path)
+		return nil, configErr("opening store: %v. regserver does not serve from a damaged store (--accept-older-transaction serves one whose newest meta page alone is damaged, losing that transaction): restore %s from a backup, or save what it still holds with `regserver store export --store %s > state.json`, move the damaged file aside and start with --store state.json (a JSON store is imported)", err, path, path)
 	}
 	if err != nil {
 		return nil, configErr("opening store: %v", err)
 	}
 	if st.Imported != "" {
 		log.WithField("kept", st.Imported).Warnf("imported the JSON store %s into a bbolt database at the same path; the JSON file is kept aside", path)
+	}
+	if st.MetaWarning != "" {
+		log.Warnf("store %s: %s", path, st.MetaWarning)
 	}
 	if st.CheckPartial {
 		log.Warnf("store %s: the consistency check at start ran out of time and read part of the file", path)
