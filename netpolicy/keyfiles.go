@@ -197,6 +197,8 @@ func badIfname(name string) string {
 		return "is not allowed by the kernel"
 	case strings.ContainsAny(name, "/:"):
 		return "contains '/' or ':'"
+	case strings.ContainsRune(name, '%'):
+		return "contains '%', which NetworkManager refuses (the kernel takes it for a name template)"
 	case strings.ContainsAny(name, " \t\n\v\f\r"):
 		return "contains whitespace"
 	case strings.ContainsRune(name, 0):

@@ -11,3 +11,8 @@ func TestInvalidUTF8RefusedFirst(t *testing.T) {
 	state := map[string]any{"hostname": map[string]any{"config": "h"}, "interfaces": []any{map[string]any{"name": "eth0", "description": "\xc3("}}}
 	wantRefusal(t, Policy{}.CheckState(state), "config.interfaces[0].description", Names)
 }
+
+func TestPercentInInterfaceNameRefused(t *testing.T) {
+	k := kf("gc output eth0.nmconnection", "[connection]\nid=eth0\ninterface-name=eth%d\ntype=ethernet\n")
+	wantRefusal(t, Policy{}.CheckKeyfiles([]Keyfile{k}), "gc output eth0.nmconnection [connection] interface-name", Names)
+}
