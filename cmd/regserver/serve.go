@@ -191,9 +191,9 @@ func adminOptions(f *flags, log *logrus.Entry) (server.AdminOptions, string, err
 		log.Warn("--admin-insecure: the admin API takes requests without a token; anyone who reaches it (on loopback: any local user) can delete inventories and so take their addresses")
 		return server.AdminOptions{Insecure: true}, "", nil
 	case f.adminTokenFile != "":
-		b, err := os.ReadFile(f.adminTokenFile)
+		b, err := readTokenFile(f.adminTokenFile)
 		if err != nil {
-			return server.AdminOptions{}, "", configErr("--admin-token-file: %v", err)
+			return server.AdminOptions{}, "", err
 		}
 		tok := strings.TrimSpace(string(b))
 		if tok == "" {
@@ -274,9 +274,7 @@ func listen(f *flags, srv *server.Server, tlsConfig *tls.Config, log *logrus.Ent
 	if tlsConfig != nil {
 		aln = tls.NewListener(aln, tlsConfig)
 	}
-	if ip := aln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() && ao.Insecure {
-		log.Warnf("--admin-listen %s is not loopback and --admin-insecure is set: anyone reaching it can delete inventories", addr)
-	}
+	warnExposedAdmin(aln.Addr().(*net.TCPAddr).IP, addr, ao.Insecure, tlsConfig != nil, log)
 	ahs := &http.Server{Handler: srv.Admin(ao), ReadHeaderTimeout: f.readHeaderTimeout,
 		IdleTimeout: f.idleTimeout, MaxHeaderBytes: maxHeaderBytes, ErrorLog: hs.ErrorLog}
 	l.servers = append(l.servers, ahs)
