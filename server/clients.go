@@ -78,15 +78,34 @@ func newClientLimits(o Options) *clientLimits {
 	return l
 }
 
-// clientAddr is the address a request came from; the connection's, never
-// a header a client could set.
+// clientAddr is the client a request came from, as the per-client limits
+// key it: the connection's address, never a header a client could set
+// (clientKey).
 func clientAddr(remote string) netip.Addr {
 	host, _, err := net.SplitHostPort(remote)
 	if err != nil {
 		host = remote
 	}
 	a, _ := netip.ParseAddr(host)
-	return a.Unmap()
+	return clientKey(a.Unmap())
+}
+
+// clientV6Prefix is the IPv6 prefix one client is taken to hold: a /64 is
+// what a single host on a SLAAC link gets, so keying on the whole address
+// would leave it 2^64 fresh allowances.
+const clientV6Prefix = 64
+
+// clientKey is a's per-client key: an IPv4 address as it is, an IPv6
+// address cut to its /64 (docs/regserver.md, Limits).
+func clientKey(a netip.Addr) netip.Addr {
+	if !a.Is6() {
+		return a
+	}
+	p, err := a.WithZone("").Prefix(clientV6Prefix)
+	if err != nil {
+		return a
+	}
+	return p.Addr()
 }
 
 // enter counts one more session from a; false when a has its share.
