@@ -71,5 +71,8 @@ func verifyState(files host.FS, path string) verify.State {
 		Registered: st.Registered(),
 		Digest:     st.NetworkDigest,
 		Addresses:  verify.ParseAddresses(st.NetworkAddresses),
+		// A refused or failed config is kept to report back: verify
+		// fails on it (docs/verify.md).
+		NetworkError: st.NetworkError, NetworkErrorKind: st.NetworkErrorKind, NetworkErrorPhase: string(st.NetworkErrorPhase),
 	}
 }

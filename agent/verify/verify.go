@@ -102,6 +102,10 @@ type State struct {
 	// Addresses are the applied config's addresses per interface
 	// (CIDR), as the state file records them.
 	Addresses map[string][]string
+	// NetworkError is the last network config's failure the state file
+	// keeps (refused by the policy, failed to plan or apply), with its
+	// kind and phase; "" when the last one was applied.
+	NetworkError, NetworkErrorKind, NetworkErrorPhase string
 }
 
 // Input is what the checks read. Files and Runner are the host edge
@@ -121,6 +125,20 @@ type Input struct {
 	// Links reads an interface's flags and addresses; nil: netlink
 	// through the standard library (net.InterfaceByName).
 	Links func(name string) (Link, error)
+	// ByMAC is the kernel's name of the device with a MAC address; nil:
+	// net.Interfaces.
+	ByMAC func(mac string) (string, error)
+
+	// devices is deviceNames' map, made once by Run.
+	devices map[string]string
+}
+
+// device is the kernel's name of the state file's interface name.
+func (in Input) device(name string) string {
+	if d, ok := in.devices[name]; ok {
+		return d
+	}
+	return name
 }
 
 // DefaultTimeout bounds the server check: TCP connect and TLS handshake.
@@ -135,6 +153,7 @@ type Link struct {
 // Run makes every check and returns the report. It never writes.
 func Run(ctx context.Context, in Input) *Report {
 	r := &Report{}
+	in.devices = deviceNames(in)
 	checkRegistered(r, in.State)
 	checkApplicator(r, in.Files, in.State)
 	checkAddresses(r, in)
