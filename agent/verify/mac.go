@@ -10,6 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/state"
 )
 
 // A profile identified by MAC address (nmstate identifier: mac-address, a
@@ -23,7 +24,7 @@ import (
 // MAC and a device has that MAC.
 func deviceNames(in Input) map[string]string {
 	out := map[string]string{}
-	for name := range in.State.Addresses {
+	for name := range in.addresses {
 		out[name] = name
 	}
 	byMAC := in.ByMAC
@@ -64,9 +65,9 @@ func macBound(files host.FS) map[string]string {
 			continue // a keyfile yip writes at boot may not be there yet
 		}
 		switch f.Kind {
-		case "keyfile":
+		case state.KindKeyfile:
 			keyfile(path.Base(f.Path), b)
-		case "digested":
+		case state.KindDigested:
 			var doc map[string]any
 			if yaml.Unmarshal(b, &doc) != nil {
 				continue

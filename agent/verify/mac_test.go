@@ -2,12 +2,13 @@ package verify
 
 import (
 	"os"
-	"path"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/internal/testutil/netns"
 	"github.com/nodereg/nodereg/protocol"
 )
@@ -37,9 +38,11 @@ func TestMACIdentifiedInterfaceUnderItsKernelName(t *testing.T) {
 	if err := a.Persist(p); err != nil {
 		t.Fatal(err)
 	}
-	n := &node{root: root, state: State{Registered: true, Digest: p.Digest(), Addresses: apply.InterfaceAddresses(r)}}
-	if _, ok := n.state.Addresses["mgmt"]; !ok {
-		t.Fatalf("the state records %v, want the profile name mgmt", n.state.Addresses)
+	st := &state.State{InitialRegistration: time.Date(2026, 6, 9, 10, 11, 12, 0, time.UTC)}
+	st.NetworkDigest, st.NetworkAddresses = p.Digest(), state.FormatAddresses(apply.InterfaceAddresses(r))
+	n := &node{root: root, state: st}
+	if _, ok := st.Addresses()["mgmt"]; !ok {
+		t.Fatalf("the state records %v, want the profile name mgmt", st.Addresses())
 	}
 	rep := l.run(t, n, nil)
 	wantStatus(t, rep, Addresses, OK, "1 addresses on 1 interfaces")
@@ -50,6 +53,7 @@ func TestMACIdentifiedInterfaceUnderItsKernelName(t *testing.T) {
 
 	// The profiles finding matches nmcli's DEVICE, the kernel's name.
 	in := Input{Files: host.Root(root), State: n.state, ByMAC: func(string) (string, error) { return "vd0", nil }}
+	in.addresses = st.Addresses()
 	in.devices = deviceNames(in)
 	rep = &Report{}
 	checkProfiles(rep, in, []activeProfile{{Name: "mgmt", Device: "vd0", File: host.Root(root).Path("/etc/NetworkManager/system-connections/mgmt.nmconnection")}}, "")
@@ -61,10 +65,11 @@ func TestMACIdentifiedInterfaceUnderItsKernelName(t *testing.T) {
 // none ever was.
 func TestRecordedNetworkErrorFails(t *testing.T) {
 	n := newNode(t)
-	for name, st := range map[string]State{
-		"never applied":   {Registered: true, NetworkError: "network policy refuses config.eth0: … (rule unknown)", NetworkErrorKind: "refused", NetworkErrorPhase: "plan"},
-		"older one holds": {Registered: true, Digest: n.state.Digest, NetworkError: "apply: connection up failed", NetworkErrorKind: "failed", NetworkErrorPhase: "apply"},
-	} {
+	never, older := *n.state, *n.state
+	never.NetworkDigest, never.NetworkAddresses = "", ""
+	never.NetworkError, never.NetworkErrorKind, never.NetworkErrorPhase = "network policy refuses config.eth0: … (rule unknown)", "refused", "plan"
+	older.NetworkError, older.NetworkErrorKind, older.NetworkErrorPhase = "apply: connection up failed", "failed", "apply"
+	for name, st := range map[string]*state.State{"never applied": &never, "older one holds": &older} {
 		rep := &Report{}
 		checkApplicator(rep, host.Root(n.root), st)
 		wantStatus(t, rep, Applicator, Failed, "the last network config was not applied ("+st.NetworkErrorKind+", phase "+st.NetworkErrorPhase+")")
@@ -88,7 +93,7 @@ func TestMACBoundNmstate(t *testing.T) {
 		}
 	}
 	write("/oem/nodereg/network-config.nmstate", "interfaces:\n- name: uplink\n  type: ethernet\n  identifier: mac-address\n  mac-address: "+mgmtMAC+"\n- name: eth1\n  type: ethernet\n  mac-address: 52:54:00:00:00:01\n")
-	write(path.Join(apply.DefaultPaths().StateDir, manifestName), `{"digest":"d","files":[{"path":"/oem/nodereg/network-config.nmstate","kind":"digested","sha256":""}]}`)
+	write(state.ManifestPath(host.StateDir), `{"digest":"d","files":[{"path":"/oem/nodereg/network-config.nmstate","kind":"digested","sha256":""}]}`)
 	got := macBound(files)
 	if len(got) != 1 || got["uplink"] != mgmtMAC {
 		t.Errorf("bound by MAC: %v, want uplink only", got)
