@@ -189,7 +189,7 @@ func (r *run) registerOnce(ctx context.Context, ph *phase, netState string) (*pr
 		return nil, err
 	}
 	sentCA := cfg.Elemental.Registration.CACert
-	for _, w := range append(localconfig.KeepLocal(*r.cfg, &cfg), localconfig.ServerSent(reply.Payload)...) {
+	for _, w := range append(localconfig.KeepLocal(*r.cfg, &cfg), localconfig.ServerSent(reply.Doc)...) {
 		log.Warn(w)
 	}
 	// The server's CA is never merged: rotation takes it, or not.
