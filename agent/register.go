@@ -162,13 +162,17 @@ func (r *run) registerOnce(ctx context.Context, ph *phase, netState string) (*pr
 	reportBack(annotations, netState, r.state.NetworkAddresses)
 	netreport.Annotate(annotations, r.state.netRecord(), netState)
 	payloads := &protocol.Payloads{
-		Update:           r.state.Registered(),
-		NoSMBIOS:         reg.NoSMBIOS,
-		SMBIOS:           inv.SMBIOS,
-		SystemDataV2:     inv.SystemDataV2,
-		LegacySystemData: inv.LegacySystemData,
-		Annotations:      annotations,
-		Labels:           r.labels,
+		Update:       r.state.Registered(),
+		NoSMBIOS:     reg.NoSMBIOS,
+		SMBIOS:       inv.SMBIOS,
+		SystemDataV2: inv.SystemDataV2,
+		Annotations:  annotations,
+		Labels:       r.labels,
+	}
+	if protocol.SendsLegacySystemData(cc.Version) {
+		if payloads.LegacySystemData, err = inv.LegacySystemData(); err != nil {
+			return nil, err
+		}
 	}
 	if payloads.SMBIOS == nil {
 		payloads.SMBIOS = map[string]any{}

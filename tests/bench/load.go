@@ -30,10 +30,9 @@ func loadPayloads() (*protocol.Payloads, error) {
 		return nil, fmt.Errorf("load: inventory for the payloads: %w", err)
 	}
 	p := &protocol.Payloads{
-		SMBIOS:           inv.SMBIOS,
-		SystemDataV2:     inv.SystemDataV2,
-		LegacySystemData: inv.LegacySystemData,
-		Annotations:      map[string]string{"elemental.cattle.io/auth": "mac"},
+		SMBIOS:       inv.SMBIOS,
+		SystemDataV2: inv.SystemDataV2,
+		Annotations:  map[string]string{"elemental.cattle.io/auth": "mac"},
 	}
 	if p.SMBIOS == nil {
 		p.SMBIOS = map[string]any{}
