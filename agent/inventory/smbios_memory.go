@@ -51,14 +51,8 @@ func (s *dmiStruct) memoryDevice() []field {
 		return nil
 	}
 	f := []field{kv("Array Handle", fmt.Sprintf("0x%04X", s.word(0x04)))}
-	switch e := s.word(0x06); e {
-	case 0xFFFE:
-		f = append(f, kv("Error Information Handle", "Not Provided"))
-	case 0xFFFF:
-		f = append(f, kv("Error Information Handle", "No Error"))
-	default:
-		f = append(f, kv("Error Information Handle", fmt.Sprintf("0x%04X", e)))
-	}
+	e := s.word(0x06)
+	f = append(f, kv("Error Information Handle", named(e, map[uint16]string{0xFFFE: "Not Provided", 0xFFFF: "No Error"}, fmt.Sprintf("0x%04X", e))))
 	f = append(f, kv("Total Width", width(s.word(0x08))), kv("Data Width", width(s.word(0x0A))))
 	switch sz := s.word(0x0C); {
 	case sz == 0:
@@ -73,14 +67,8 @@ func (s *dmiStruct) memoryDevice() []field {
 		f = append(f, kv("Size", memorySize(uint64(sz)*1024)))
 	}
 	f = append(f, kv("Form Factor", enum(memoryFormFactors, int(s.byte(0x0E)))))
-	switch set := s.byte(0x0F); set {
-	case 0:
-		f = append(f, kv("Set", "None"))
-	case 0xFF:
-		f = append(f, kv("Set", "Unknown"))
-	default:
-		f = append(f, kv("Set", strconv.Itoa(int(set))))
-	}
+	set := s.byte(0x0F)
+	f = append(f, kv("Set", named(set, map[byte]string{0: "None", 0xFF: "Unknown"}, strconv.Itoa(int(set)))))
 	f = append(f, kv("Locator", s.str(0x10)), kv("Bank Locator", s.str(0x11)),
 		kv("Type", enum(memoryTypes, int(s.byte(0x12)))))
 	if d := s.word(0x13); d&0xFFFE == 0 {
@@ -125,4 +113,13 @@ func millivolts(v uint16) string {
 		return strconv.FormatFloat(float64(v)/1000, 'g', -1, 64) + " V"
 	}
 	return fmt.Sprintf("%.1f V", float64(v)/1000)
+}
+
+// named is what dmidecode prints for one of a field's special values, or
+// other for any value else.
+func named[T comparable](v T, special map[T]string, other string) string {
+	if name, ok := special[v]; ok {
+		return name
+	}
+	return other
 }
