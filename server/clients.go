@@ -18,13 +18,17 @@ import (
 // the whole server for inventories that hold no address.
 const (
 	// DefaultMaxClientSessions bounds registration sessions in flight
-	// from one client address: a node has one at a time, a lab behind
-	// NAT a few.
-	DefaultMaxClientSessions = 16
+	// from one client address: half of DefaultMaxSessions, so one address
+	// (a whole fleet behind one NAT, or one flooding client) can never
+	// hold every slot, while the fleet still gets dozens at a time.
+	DefaultMaxClientSessions = DefaultMaxSessions / 2
 	// DefaultNewInventoriesPerMinute bounds new inventories one client
 	// address creates on one registration per minute (a token bucket of
-	// that size, refilled over the minute).
-	DefaultNewInventoriesPerMinute = 60
+	// that size, refilled over the minute): a rack of 1,000 new machines
+	// behind one NAT registers at once, 5,000 within about five minutes,
+	// inside the agent's 10-minute deadline; one client minting machines
+	// grows the store by at most about 16 MB a minute.
+	DefaultNewInventoriesPerMinute = 1000
 	// DefaultMaxPendingInventories bounds inventories waiting for an
 	// address, server wide: past it, a new machine that would wait is
 	// refused (existing ones still re-register).
