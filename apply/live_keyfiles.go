@@ -83,6 +83,9 @@ func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(con
 	if step, err := a.activate(ctx, nmcli, a.hostPaths(targets), content); err != nil {
 		return back(step, err)
 	}
+	if step, err := a.matchBoot(ctx, nmcli, a.hostPaths(targets), content); err != nil {
+		return back(step, err)
+	}
 	if err := a.checkReachable(ctx, reachable); err != nil {
 		return back("reachability check", err)
 	}

@@ -1,0 +1,64 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/netpolicy"
+)
+
+func activeCommand(nmcli string) host.Command {
+	return host.Command{Name: nmcli, Args: []string{"-t", "-f", "UUID", "connection", "show", "--active"}, ReadOnly: true}
+}
+
+// matchBoot leaves the running network as the next boot will bring it up,
+// so that the reachability check tests what the boot brings
+// (docs/apply.md, "The rollback check tests the next boot"). A live apply
+// only loads a profile with autoconnect=false (nmstate's `state: down`),
+// and a connection of that profile that was already up (the same UUID,
+// rewritten) would stay up until the boot: it is taken down here. Then
+// every profile of the plan that autoconnects must still be active: one
+// that is not lost its device to another profile of the config, and a
+// boot may pick either (rule one-profile-per-device).
+func (a *Applier) matchBoot(ctx context.Context, nmcli string, files []string, content map[string][]byte) (step string, err error) {
+	out, err := a.run(ctx, profilesCommand(nmcli))
+	if err != nil {
+		return "connection show", err
+	}
+	byFile := parseProfiles(out)
+	active, err := a.activeUUIDs(ctx, nmcli)
+	if err != nil {
+		return "connection show --active", err
+	}
+	for _, f := range files {
+		uuid := byFile[f]
+		if autoconnects(content[f]) || uuid == "" || !slices.Contains(active, uuid) {
+			continue
+		}
+		a.log().WithField("keyfile", f).Info("autoconnect=false: its connection is taken down, as the next boot will not bring it up")
+		if _, err := a.run(ctx, host.Command{Name: nmcli, Args: []string{"connection", "down", "uuid", uuid}}); err != nil {
+			return "connection down", err
+		}
+	}
+	if active, err = a.activeUUIDs(ctx, nmcli); err != nil {
+		return "connection show --active", err
+	}
+	for _, f := range files {
+		if uuid := byFile[f]; autoconnects(content[f]) && !slices.Contains(active, uuid) {
+			return "boot profiles", fmt.Errorf("%s is not active after the apply: another profile of the config took its device, and the next boot may bring up either (rule %s)", f, netpolicy.OneProfile)
+		}
+	}
+	return "", nil
+}
+
+// activeUUIDs lists the UUIDs of the active connections.
+func (a *Applier) activeUUIDs(ctx context.Context, nmcli string) ([]string, error) {
+	out, err := a.run(ctx, activeCommand(nmcli))
+	if err != nil {
+		return nil, err
+	}
+	return strings.Fields(string(out)), nil
+}

@@ -1,0 +1,130 @@
+//go:build bootsim
+
+package boot
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The stranding shapes (docs/apply.md, "The rollback check tests the next
+// boot"): configs a live apply could bring up while the server stays
+// reachable, but that the next boot brings up cut off. Whatever the agent
+// makes of each, an exit 0 must mean the node reaches the server after the
+// next boot; each case reboots and checks that it does.
+
+// downKeyfileTemplate is keyfileTemplate's profile with autoconnect=false:
+// the same file (so the same UUID, still active after the reload), which
+// no boot brings up.
+var downKeyfileTemplate = strings.Replace(keyfileTemplate, "        type=ethernet\n", "        type=ethernet\n        autoconnect=false\n", 1)
+
+// twoProfilesTemplate keeps the working profile and adds a second one for
+// the same NIC, cut off, that a boot prefers (higher priority).
+var twoProfilesTemplate = strings.Replace(keyfileTemplate, "      inventory-ip: pool-a\n", "      inventory-ip: pool-a\n      cut-ip: pool-b\n", 1) + `      ` + nodeIf + `-cut: |
+        [connection]
+        id=nodereg-cut
+        type=ethernet
+        interface-name=` + nodeIf + `
+        autoconnect-priority=100
+
+        [ipv4]
+        method=manual
+        address1={cut-ip}/24
+
+        [ipv6]
+        method=disabled
+`
+
+// nmstateDownTemplate sets the NIC that carries the server route to
+// `state: down` (the built-in translator writes autoconnect=false).
+const nmstateDownTemplate = `
+    configurator: nmstate
+    config:
+      interfaces:
+      - name: ` + nodeIf + `
+        type: ethernet
+        state: down
+`
+
+// reachesServer says whether a TCP connection from the node to the
+// registration server's port opens.
+func (l *lab) reachesServer() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	c, err := dialIn(ctx, l.nodeNS, "tcp", net.JoinHostPort(serverIP, port))
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// strandCheck runs the agent on a node booted with a working config while
+// the server sends a stranding shape: the run must end in wantCode with
+// want in its output (exit 0 is never right here: each shape cuts the node
+// off at the next boot), and the next boot must reach the server.
+func strandCheck(t *testing.T, m *machine, r *report, env []string, wantCode int, want string) {
+	t.Helper()
+	res := m.runAgent(env)
+	if res.code != wantCode || !strings.Contains(res.out, want) {
+		t.Errorf("agent exit %d, want %d with %q in its output", res.code, wantCode, want)
+	}
+	start := m.boot(active, false)
+	waitFor(t, "the node reaching the server after the next boot", m.reachesServer, m.diag)
+	r.boot("next boot reaches the server", time.Since(start))
+}
+
+// TestStrandAutoconnectFalse: a keyfile with autoconnect=false for the NIC
+// that reaches the server. The live apply takes its connection down, as
+// the boot would, so the check fails and the apply is rolled back.
+func TestStrandAutoconnectFalse(t *testing.T) {
+	t.Parallel()
+	r := newReport(t, "strand: autoconnect=false rolled back")
+	m := newMachine(t, serverConfig(keyfileTemplate))
+	addr := firstBoot(t, m, r)
+	m.startServer(serverConfig(downKeyfileTemplate))
+	start := m.boot(active, false)
+	r.boot("reboot", m.waitAddr(start, cidr(addr)))
+	strandCheck(t, m, r, nil, 75, "reachability check")
+	if !strings.Contains(string(m.keyfile(nodeIf)), "address1="+cidr(addr)) || strings.Contains(string(m.keyfile(nodeIf)), "autoconnect=false") {
+		t.Errorf("keyfile after the rollback:\n%s", m.keyfile(nodeIf))
+	}
+}
+
+// TestStrandTwoProfiles: a second profile for the NIC, cut off, with a
+// higher autoconnect-priority. Refused when planned (one interface, one
+// profile), nothing written.
+func TestStrandTwoProfiles(t *testing.T) {
+	t.Parallel()
+	r := newReport(t, "strand: two profiles for one NIC refused")
+	m := newMachine(t, serverConfig(keyfileTemplate))
+	addr := firstBoot(t, m, r)
+	oldApplicator := m.read(applicator)
+	m.startServer(serverConfig(twoProfilesTemplate))
+	start := m.boot(active, false)
+	r.boot("reboot", m.waitAddr(start, cidr(addr)))
+	strandCheck(t, m, r, nil, 78, "rule one-profile-per-device")
+	if m.exists(keyfileDir + "/" + nodeIf + "-cut.nmconnection") {
+		t.Error("the refused config's second keyfile was written")
+	}
+	if got := m.read(applicator); string(got) != string(oldApplicator) {
+		t.Errorf("the applicator changed:\n%s", got)
+	}
+}
+
+// TestStrandNmstateDown: nmstate `state: down` on the NIC carrying the
+// server route, by the built-in translator: rolled back like the keyfile.
+func TestStrandNmstateDown(t *testing.T) {
+	t.Parallel()
+	r := newReport(t, "strand: nmstate state down rolled back")
+	m := newNmstateMachine(t, nmstateServerConfig(nmstateSeedTemplate))
+	addr := nmstateFirstBoot(t, m, r)
+	m.startServer(nmstateServerConfig(nmstateDownTemplate))
+	start := m.boot(active, false)
+	r.boot("reboot", m.waitAddrOn(t, start, nodeIf, cidr(addr)))
+	strandCheck(t, m.machine, r, m.env, 75, "reachability check")
+	m.check(t, "boot after the rollback", seedState(addr))
+}
