@@ -77,11 +77,35 @@ func GenerateKeyfiles(desired []byte) ([]Keyfile, error) {
 	prio := upPriorities(profiles, byName)
 	slices.SortFunc(profiles, func(a, b *iface) int { return strings.Compare(a.name, b.name) })
 	slices.SortStableFunc(profiles, func(a, b *iface) int { return cmp.Compare(prio[a], prio[b]) })
+	profiles = peersAfterVeths(profiles)
 	out := make([]Keyfile, 0, len(profiles))
 	for _, ifc := range profiles {
 		out = append(out, Keyfile{Name: ifc.id() + ".nmconnection", Content: render(ifc.sections(pl))})
 	}
 	return out, nil
+}
+
+// peersAfterVeths lists each generated veth peer right after its veth,
+// whatever the peer's name: gc makes the peer's profile together with the
+// veth's and lists it there (testdata/gcmade 202).
+func peersAfterVeths(ps []*iface) []*iface {
+	peers := map[string]*iface{}
+	for _, p := range ps {
+		if p.generated && p.typ == "veth" {
+			peers[p.vethPeer] = p
+		}
+	}
+	out := make([]*iface, 0, len(ps))
+	for _, p := range ps {
+		if p.generated && p.typ == "veth" {
+			continue
+		}
+		out = append(out, p)
+		if peer, ok := peers[p.name]; ok {
+			out = append(out, peer)
+		}
+	}
+	return out
 }
 
 // GC returns what `nmstatectl gc` prints, as the pairs its YAML holds under
