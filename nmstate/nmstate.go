@@ -230,6 +230,20 @@ func (ifc *iface) sections(pl *layout) []*section {
 	} else {
 		secs = append(secs, ifc.ipSection(false, pl), ifc.ipSection(true, pl))
 	}
+	secs = append(secs, ifc.bondBridgeVLANSection()...)
+	secs = append(secs, ifc.writeIfaceOpts(conn)...)
+	secs = append(secs, ifc.kindSections()...)
+	if ifc.desc != nil {
+		u := newSection("user")
+		u.set("nmstate.interface.description", *ifc.desc)
+		secs = append(secs, u)
+	}
+	return secs
+}
+
+// bondBridgeVLANSection is the [bond], [bridge] or [vlan] section of those
+// kinds (the other kinds' own sections: kindSections).
+func (ifc *iface) bondBridgeVLANSection() []*section {
 	switch ifc.typ {
 	case "bond":
 		b := newSection("bond")
@@ -237,7 +251,7 @@ func (ifc *iface) sections(pl *layout) []*section {
 		for k, v := range ifc.bond.options {
 			b.set(k, v)
 		}
-		secs = append(secs, b)
+		return []*section{b}
 	case "linux-bridge":
 		b := newSection("bridge")
 		if br := ifc.br; br != nil {
@@ -251,7 +265,7 @@ func (ifc *iface) sections(pl *layout) []*section {
 				b.set("vlan-filtering", strconv.FormatBool(br.filtering()))
 			}
 		}
-		secs = append(secs, b)
+		return []*section{b}
 	case "vlan":
 		v := newSection("vlan")
 		v.set("flags", uitoa(ifc.vlan.flags))
@@ -260,16 +274,9 @@ func (ifc *iface) sections(pl *layout) []*section {
 		if ifc.vlan.protocol == "802.1ad" {
 			v.set("protocol", "802.1ad")
 		}
-		secs = append(secs, v)
+		return []*section{v}
 	}
-	secs = append(secs, ifc.writeIfaceOpts(conn)...)
-	secs = append(secs, ifc.kindSections()...)
-	if ifc.desc != nil {
-		u := newSection("user")
-		u.set("nmstate.interface.description", *ifc.desc)
-		secs = append(secs, u)
-	}
-	return secs
+	return nil
 }
 
 const forever = "2147483647" // i32::MAX, nmstate's "no timeout"
