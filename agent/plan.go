@@ -20,6 +20,7 @@ import (
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/netpolicy"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -207,16 +208,24 @@ func printRendered(w io.Writer, nc *protocol.NetworkConfig, rd *apply.Rendered) 
 // the digested config, the keyfiles (nmstate's by the generator nmstate
 // chooses), the yip applicator and the commands.
 func PrintRender(ctx context.Context, w io.Writer, nc *protocol.NetworkConfig, nmstate apply.NmstateChoice) error {
-	return printRender(ctx, Options{DryRun: true, Out: w}, nc, nmstate)
+	return printRender(ctx, Options{DryRun: true, Out: w}, nc, nmstate, netpolicy.Policy{})
 }
 
-// printRender is PrintRender with the run's options (a root for tests).
-func printRender(ctx context.Context, o Options, nc *protocol.NetworkConfig, nmstate apply.NmstateChoice) error {
+// PrintRenderPolicy is PrintRender judged by a node's network policy
+// (RenderPolicy) rather than the default one.
+func PrintRenderPolicy(ctx context.Context, w io.Writer, nc *protocol.NetworkConfig, nmstate apply.NmstateChoice, pol netpolicy.Policy) error {
+	return printRender(ctx, Options{DryRun: true, Out: w}, nc, nmstate, pol)
+}
+
+// printRender is PrintRender with the run's options (a root for tests)
+// and the policy that judges the config.
+func printRender(ctx context.Context, o Options, nc *protocol.NetworkConfig, nmstate apply.NmstateChoice, pol netpolicy.Policy) error {
 	rd, err := apply.Render(nc)
 	if err != nil {
 		return err
 	}
 	r := newRun(o)
+	r.netPolicy = pol
 	r.state = &State{}
 	r.nmstate = nmstate
 	r.offline = true

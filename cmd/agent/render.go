@@ -15,6 +15,7 @@ import (
 	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/apply"
 	cmdline "github.com/nodereg/nodereg/internal/cli"
+	"github.com/nodereg/nodereg/netpolicy"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -38,6 +39,11 @@ from nmstatectl gc when it is installed, else from the built-in translator
 --nmstate leaves the choice to the config file's elemental.registration.nmstate
 (else auto), as register does.
 
+The config is judged by the network policy of the config file
+(--config-path under --root: elemental.registration.network-policy), so a
+node that allows a rule is previewed as it will run; without that file, by
+the default policy (a --config-path given and missing is an error).
+
 With --bootstrap it prints the bootstrap network of the config file
 (elemental.registration.bootstrap-network) as this machine would bring it
 up on a segment without DHCP: the address it would try first and where it
@@ -57,7 +63,11 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 			case file == "":
 				return errors.New(`required flag(s) "input" not set (or --bootstrap)`)
 			default:
-				err = render(c.stdout, file, apply.NmstateChoice(nmstate.value))
+				// The node's own policy judges the config, as its runs will.
+				var pol netpolicy.Policy
+				if pol, err = agent.RenderPolicy(c.root, configPath, cmd.Flags().Changed("config-path")); err == nil {
+					err = render(c.stdout, file, apply.NmstateChoice(nmstate.value), pol)
+				}
 			}
 			if err != nil {
 				fmt.Fprintf(c.stderr, "render: %v\n", err)
@@ -72,12 +82,12 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 	cmd.Flags().StringVar(&file, "network-config", "", "old spelling of --input")
 	_ = cmd.Flags().MarkHidden("network-config")
 	cmd.Flags().BoolVar(&boot, "bootstrap", false, "print the bootstrap network of the config file (--config-path) for this machine")
-	cmd.Flags().StringVar(&configPath, "config-path", agent.DefaultConfigPath, "with --bootstrap: elemental config file (under --root)")
+	cmd.Flags().StringVar(&configPath, "config-path", agent.DefaultConfigPath, "elemental config file (under --root): its network policy judges the config; with --bootstrap, its bootstrap network is printed")
 	cmd.Flags().Var(nmstate, "nmstate", nmstateUsage)
 	return cmd
 }
 
-func render(w io.Writer, file string, nmstate apply.NmstateChoice) error {
+func render(w io.Writer, file string, nmstate apply.NmstateChoice, pol netpolicy.Policy) error {
 	b, err := readFile(file, maxRenderInput)
 	if err != nil {
 		return &exitcode.ConfigError{Err: err}
@@ -88,7 +98,7 @@ func render(w io.Writer, file string, nmstate apply.NmstateChoice) error {
 	if err := dec.Decode(&nc); err != nil && !errors.Is(err, io.EOF) {
 		return &exitcode.ConfigError{Err: fmt.Errorf("%s: %w (%s)", file, err, networkConfigKeys)}
 	}
-	if err := agent.PrintRender(context.Background(), w, &nc, nmstate); err != nil {
+	if err := agent.PrintRenderPolicy(context.Background(), w, &nc, nmstate, pol); err != nil {
 		// Offline, an unresolved placeholder is the file's fault, not a
 		// server that is not ready yet.
 		return &exitcode.ConfigError{Err: fmt.Errorf("%s: %w", file, err)}
