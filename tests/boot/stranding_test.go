@@ -22,13 +22,15 @@ import (
 var downKeyfileTemplate = strings.Replace(keyfileTemplate, "        type=ethernet\n", "        type=ethernet\n        autoconnect=false\n", 1)
 
 // twoProfilesTemplate keeps the working profile and adds a second one for
-// the same NIC, cut off, that a boot prefers (higher priority).
-var twoProfilesTemplate = strings.Replace(keyfileTemplate, "      inventory-ip: pool-a\n", "      inventory-ip: pool-a\n      cut-ip: pool-b\n", 1) + `      ` + nodeIf + `-cut: |
+// the same NIC, cut off, with the [connection] line extra: a boot may
+// prefer it (autoconnect-priority=100 makes it certain).
+func twoProfilesTemplate(extra string) string {
+	return strings.Replace(keyfileTemplate, "      inventory-ip: pool-a\n", "      inventory-ip: pool-a\n      cut-ip: pool-b\n", 1) + `      ` + nodeIf + `-cut: |
         [connection]
         id=nodereg-cut
         type=ethernet
         interface-name=` + nodeIf + `
-        autoconnect-priority=100
+        ` + extra + `
 
         [ipv4]
         method=manual
@@ -37,6 +39,7 @@ var twoProfilesTemplate = strings.Replace(keyfileTemplate, "      inventory-ip: 
         [ipv6]
         method=disabled
 `
+}
 
 // nmstateDownTemplate sets the NIC that carries the server route to
 // `state: down` (the built-in translator writes autoconnect=false).
@@ -63,14 +66,18 @@ func (l *lab) reachesServer() bool {
 }
 
 // strandCheck runs the agent on a node booted with a working config while
-// the server sends a stranding shape: the run must end in wantCode with
-// want in its output (exit 0 is never right here: each shape cuts the node
-// off at the next boot), and the next boot must reach the server.
-func strandCheck(t *testing.T, m *machine, r *report, env []string, wantCode int, want string) {
+// the server sends a stranding shape: the run must end in wantCode with one
+// of wants in its output (exit 0 is never right here: each shape cuts the
+// node off at the next boot), and the next boot must reach the server.
+func strandCheck(t *testing.T, m *machine, r *report, env []string, wantCode int, wants ...string) {
 	t.Helper()
 	res := m.runAgent(env)
-	if res.code != wantCode || !strings.Contains(res.out, want) {
-		t.Errorf("agent exit %d, want %d with %q in its output", res.code, wantCode, want)
+	said := false
+	for _, w := range wants {
+		said = said || strings.Contains(res.out, w)
+	}
+	if res.code != wantCode || !said {
+		t.Errorf("agent exit %d, want %d with one of %q in its output", res.code, wantCode, wants)
 	}
 	start := m.boot(active, false)
 	waitFor(t, "the node reaching the server after the next boot", m.reachesServer, m.diag)
@@ -95,23 +102,37 @@ func TestStrandAutoconnectFalse(t *testing.T) {
 }
 
 // TestStrandTwoProfiles: a second profile for the NIC, cut off, with a
-// higher autoconnect-priority. Refused when planned (one interface, one
-// profile), nothing written.
+// higher autoconnect-priority (the shape as found), and with the same
+// priority (which a boot picks is then NetworkManager's choice). Refused
+// when planned (one interface, one profile), nothing written.
 func TestStrandTwoProfiles(t *testing.T) {
 	t.Parallel()
-	r := newReport(t, "strand: two profiles for one NIC refused")
-	m := newMachine(t, serverConfig(keyfileTemplate))
-	addr := firstBoot(t, m, r)
-	oldApplicator := m.read(applicator)
-	m.startServer(serverConfig(twoProfilesTemplate))
-	start := m.boot(active, false)
-	r.boot("reboot", m.waitAddr(start, cidr(addr)))
-	strandCheck(t, m, r, nil, 78, "rule one-profile-per-device")
-	if m.exists(keyfileDir + "/" + nodeIf + "-cut.nmconnection") {
-		t.Error("the refused config's second keyfile was written")
-	}
-	if got := m.read(applicator); string(got) != string(oldApplicator) {
-		t.Errorf("the applicator changed:\n%s", got)
+	for _, c := range []struct {
+		name, extra string
+		rules       []string
+	}{
+		// A priority above the policy's bound is refused by that rule
+		// too, whichever the policy judges first.
+		{"priority 100", "autoconnect-priority=100", []string{"rule one-profile-per-device", "rule bounds"}},
+		{"same priority", "autoconnect=true", []string{"rule one-profile-per-device"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			r := newReport(t, "strand: two profiles for one NIC refused, "+c.name)
+			m := newMachine(t, serverConfig(keyfileTemplate))
+			addr := firstBoot(t, m, r)
+			oldApplicator := m.read(applicator)
+			m.startServer(serverConfig(twoProfilesTemplate(c.extra)))
+			start := m.boot(active, false)
+			r.boot("reboot", m.waitAddr(start, cidr(addr)))
+			strandCheck(t, m, r, nil, 78, c.rules...)
+			if m.exists(keyfileDir + "/" + nodeIf + "-cut.nmconnection") {
+				t.Error("the refused config's second keyfile was written")
+			}
+			if got := m.read(applicator); string(got) != string(oldApplicator) {
+				t.Errorf("the applicator changed:\n%s", got)
+			}
+		})
 	}
 }
 
