@@ -3,6 +3,8 @@ package apply
 import (
 	"context"
 	"fmt"
+	"io/fs"
+	"path"
 	"slices"
 	"strings"
 
@@ -43,6 +45,9 @@ func (a *Applier) matchBoot(ctx context.Context, nmcli string, files []string, c
 			return "connection down", err
 		}
 	}
+	if step, err := a.downTransient(ctx, nmcli); err != nil {
+		return step, err
+	}
 	if active, err = a.activeUUIDs(ctx, nmcli); err != nil {
 		return "connection show --active", err
 	}
@@ -52,6 +57,51 @@ func (a *Applier) matchBoot(ctx context.Context, nmcli string, files []string, c
 		}
 	}
 	return "", nil
+}
+
+// downTransient takes down the active connections of the agent's own
+// profiles under /run (its bootstrap network, Policy.OwnedPrefixes): the
+// next boot does not have them, so a config that reaches the server only
+// through one of them (a profile for another NIC) would pass the check and
+// leave the node cut off after the boot. A rollback brings them back (the
+// agent's bootstrap Restore); after a success the agent drops them.
+func (a *Applier) downTransient(ctx context.Context, nmcli string) (step string, err error) {
+	var prefixes []string
+	for _, p := range a.Policy.OwnedPrefixes {
+		if strings.HasPrefix(p, "/run/") && a.anyFile(p) {
+			prefixes = append(prefixes, p)
+		}
+	}
+	if len(prefixes) == 0 {
+		return "", nil // none on disk: nothing to ask NetworkManager
+	}
+	out, err := a.run(ctx, activeFilesCommand(nmcli))
+	if err != nil {
+		return "connection show --active", err
+	}
+	for file, uuid := range parseProfiles(out) {
+		if !slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(file, p) }) {
+			continue
+		}
+		a.log().WithField("keyfile", file).Info("a runtime profile of ours is taken down for the reachability check: the next boot does not have it")
+		if _, err := a.run(ctx, host.Command{Name: nmcli, Args: []string{"connection", "down", "uuid", uuid}}); err != nil {
+			return "connection down", err
+		}
+	}
+	return "", nil
+}
+
+// anyFile says whether a file whose host path starts with prefix exists.
+func (a *Applier) anyFile(prefix string) bool {
+	entries, err := a.files().ReadDir(path.Dir(prefix))
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return strings.HasPrefix(e.Name(), path.Base(prefix)) })
+}
+
+func activeFilesCommand(nmcli string) host.Command {
+	return host.Command{Name: nmcli, Args: []string{"-t", "-f", "UUID,FILENAME", "connection", "show", "--active"}, ReadOnly: true}
 }
 
 // activeUUIDs lists the UUIDs of the active connections.

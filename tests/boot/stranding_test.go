@@ -149,3 +149,47 @@ func TestStrandNmstateDown(t *testing.T) {
 	strandCheck(t, m.machine, r, m.env, 75, "reachability check")
 	m.check(t, "boot after the rollback", seedState(addr))
 }
+
+// otherIfaceTemplate gives the node a profile for another interface only
+// (a bridge without ports on pool-b: the lab's kernel may lack dummy
+// support): nothing of it reaches the server.
+const otherIfaceTemplate = `
+    configurator: nmconnections
+    ipAddresses:
+      cut-ip: pool-b
+    config:
+      nrbr9: |
+        [connection]
+        id=nodereg-other
+        type=bridge
+        interface-name=nrbr9
+
+        [ipv4]
+        method=manual
+        address1={cut-ip}/24
+
+        [ipv6]
+        method=disabled
+`
+
+// TestStrandBootstrapOtherNIC: the node registers over its bootstrap
+// network (a runtime profile under /run, gone at the next boot) and the
+// server's config is for another interface only. The check runs without
+// the bootstrap profile, as the next boot will: it fails, the apply is
+// rolled back, the bootstrap network is up again, nothing persisted.
+func TestStrandBootstrapOtherNIC(t *testing.T) {
+	t.Parallel()
+	r := newReport(t, "strand: config beside the bootstrap rolled back")
+	m := newMachine(t, serverConfig(otherIfaceTemplate))
+	m.writeBootstrapConfig(staticByMAC(m.mac, "10.231.0.21")...)
+	m.boot(active, false)
+	res := m.runAgent([]string{fastProbe})
+	if res.code != 75 || !strings.Contains(res.out, "reachability check") || !strings.Contains(res.out, "bootstrap network is up again") {
+		t.Errorf("agent exit %d, want 75, the reachability check failed and the bootstrap back", res.code)
+	}
+	r.boot("NM start→bootstrap back", m.waitAddr(m.nmStarted, cidr("10.231.0.21")))
+	waitFor(t, "the node reaching the server over the bootstrap again", m.reachesServer, m.diag)
+	if m.exists(applicator) || m.exists(keyfileDir+"/nrbr9.nmconnection") {
+		t.Errorf("the rolled-back config left its applicator or keyfile")
+	}
+}
