@@ -47,6 +47,12 @@ func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(con
 	if err != nil {
 		return fmt.Errorf("apply network live (%s): %w", p.Configurator, err)
 	}
+	// What is up now comes back on a rollback, though matchBoot may have
+	// disconnected its device.
+	prevActive, err := a.activeUUIDs(ctx, nmcli)
+	if err != nil {
+		return fmt.Errorf("apply network live (%s): %w", p.Configurator, err)
+	}
 	var prevFilesUp []string
 	for _, f := range append(slices.Clone(stale), targets...) {
 		if prevKeyfiles[f] != nil {
@@ -60,6 +66,7 @@ func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(con
 		if _, err := a.activate(rctx, nmcli, a.hostPaths(prevFilesUp), a.byHostPath(prevKeyfiles)); err != nil {
 			errs = append(errs, err)
 		}
+		a.reactivate(rctx, nmcli, prevActive)
 		log.WithError(cause).WithField("step", step).Warn("network change rolled back")
 		return &LiveApplyError{Step: step, Err: cause, RollbackErr: errors.Join(errs...)}
 	}

@@ -5,6 +5,8 @@ package boot
 import (
 	"context"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -191,5 +193,40 @@ func TestStrandBootstrapOtherNIC(t *testing.T) {
 	waitFor(t, "the node reaching the server over the bootstrap again", m.reachesServer, m.diag)
 	if m.exists(applicator) || m.exists(keyfileDir+"/nrbr9.nmconnection") {
 		t.Errorf("the rolled-back config left its applicator or keyfile")
+	}
+}
+
+// downTemplate is a profile of ours for the NIC with autoconnect=false.
+var downTemplate = strings.Replace(strings.Replace(keyfileTemplate, "        type=ethernet\n", "        type=ethernet\n        autoconnect=false\n", 1),
+	"id="+profile+"\n", "id="+profile+"-off\n", 1)
+
+// TestStrandDownBesideOtherProfile: the NIC is up on a profile that is not
+// the agent's and that the next boot does not have (one an admin added in
+// memory, under /run), and the server sends a profile of its own for that
+// NIC with autoconnect=false: at the boot NetworkManager brings up neither.
+// The device is disconnected for the check, which fails; the rollback
+// brings the admin's connection back.
+func TestStrandDownBesideOtherProfile(t *testing.T) {
+	t.Parallel()
+	r := newReport(t, "strand: autoconnect=false beside a runtime profile")
+	m := newMachine(t, serverConfig(downTemplate))
+	start := m.boot(active, false)
+	const adminUUID = "6a1f3c2e-8b4d-4e7a-9c1b-2d3e4f5a6b70"
+	admin := []byte("[connection]\nid=admin-nic\nuuid=" + adminUUID + "\ntype=ethernet\ninterface-name=" + nodeIf +
+		"\n\n[ipv4]\nmethod=manual\naddress1=" + cidr(bootstrap) + "\n\n[ipv6]\nmethod=disabled\n")
+	dir := m.path("run/NetworkManager/system-connections")
+	must(t, os.MkdirAll(dir, 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "admin-nic.nmconnection"), admin, 0o600))
+	must(t, m.nmcli("connection", "reload"))
+	must(t, m.nmcli("connection", "up", "uuid", adminUUID))
+	r.boot("admin profile", m.waitAddr(start, cidr(bootstrap)))
+
+	res := m.runAgent(nil)
+	if res.code != 75 || !strings.Contains(res.out, "reachability check") {
+		t.Errorf("agent exit %d, want 75 with the reachability check failed", res.code)
+	}
+	waitFor(t, "the admin's connection back after the rollback", m.reachesServer, m.diag)
+	if m.exists(applicator) {
+		t.Error("the rolled-back config was persisted")
 	}
 }
