@@ -211,9 +211,14 @@ func PrintRender(ctx context.Context, w io.Writer, nc *protocol.NetworkConfig, n
 	return printRender(ctx, Options{DryRun: true, Out: w}, nc, nmstate, netpolicy.Policy{})
 }
 
-// PrintRenderPolicy is PrintRender judged by a node's network policy
-// (RenderPolicy) rather than the default one.
-func PrintRenderPolicy(ctx context.Context, w io.Writer, nc *protocol.NetworkConfig, nmstate apply.NmstateChoice, pol netpolicy.Policy) error {
+// PrintRenderNode is PrintRender judged by the network policy of the node
+// at root (renderPolicy: its config file at configPath, required or not)
+// rather than the default one.
+func PrintRenderNode(ctx context.Context, w io.Writer, nc *protocol.NetworkConfig, nmstate apply.NmstateChoice, root, configPath string, required bool) error {
+	pol, err := renderPolicy(root, configPath, required)
+	if err != nil {
+		return err
+	}
 	return printRender(ctx, Options{DryRun: true, Out: w}, nc, nmstate, pol)
 }
 

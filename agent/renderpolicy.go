@@ -8,12 +8,12 @@ import (
 	"github.com/nodereg/nodereg/netpolicy"
 )
 
-// RenderPolicy reads the network policy of the node at root from its
+// renderPolicy reads the network policy of the node at root from its
 // config file (elemental.registration.network-policy, docs/reliability.md),
 // so that `agent render` previews a node that opts in to a rule as its runs
 // will judge the config. No file there: the default policy, unless
 // required (the operator named the file).
-func RenderPolicy(root, configPath string, required bool) (netpolicy.Policy, error) {
+func renderPolicy(root, configPath string, required bool) (netpolicy.Policy, error) {
 	files := newRun(Options{Root: root}).files
 	b, err := files.ReadFile(configPath, localconfig.MaxFileBytes)
 	switch {

@@ -15,7 +15,6 @@ import (
 	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/apply"
 	cmdline "github.com/nodereg/nodereg/internal/cli"
-	"github.com/nodereg/nodereg/netpolicy"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -64,10 +63,7 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 				return errors.New(`required flag(s) "input" not set (or --bootstrap)`)
 			default:
 				// The node's own policy judges the config, as its runs will.
-				var pol netpolicy.Policy
-				if pol, err = agent.RenderPolicy(c.root, configPath, cmd.Flags().Changed("config-path")); err == nil {
-					err = render(c.stdout, file, apply.NmstateChoice(nmstate.value), pol)
-				}
+				err = render(c.stdout, file, apply.NmstateChoice(nmstate.value), renderNode{c.root, configPath, cmd.Flags().Changed("config-path")})
 			}
 			if err != nil {
 				fmt.Fprintf(c.stderr, "render: %v\n", err)
@@ -87,7 +83,14 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 	return cmd
 }
 
-func render(w io.Writer, file string, nmstate apply.NmstateChoice, pol netpolicy.Policy) error {
+// renderNode is the machine whose network policy judges a render: its root and
+// config file (required when the operator named it).
+type renderNode struct {
+	root, configPath string
+	required         bool
+}
+
+func render(w io.Writer, file string, nmstate apply.NmstateChoice, n renderNode) error {
 	b, err := readFile(file, maxRenderInput)
 	if err != nil {
 		return &exitcode.ConfigError{Err: err}
@@ -98,7 +101,7 @@ func render(w io.Writer, file string, nmstate apply.NmstateChoice, pol netpolicy
 	if err := dec.Decode(&nc); err != nil && !errors.Is(err, io.EOF) {
 		return &exitcode.ConfigError{Err: fmt.Errorf("%s: %w (%s)", file, err, networkConfigKeys)}
 	}
-	if err := agent.PrintRenderPolicy(context.Background(), w, &nc, nmstate, pol); err != nil {
+	if err := agent.PrintRenderNode(context.Background(), w, &nc, nmstate, n.root, n.configPath, n.required); err != nil {
 		// Offline, an unresolved placeholder is the file's fault, not a
 		// server that is not ready yet.
 		return &exitcode.ConfigError{Err: fmt.Errorf("%s: %w", file, err)}
