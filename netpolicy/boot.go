@@ -70,7 +70,11 @@ func deviceOf(secs Sections) bootDevice {
 	case get("infiniband", "mac-address") != "":
 		d.by, d.value = "mac-address", strings.ToUpper(get("infiniband", "mac-address"))
 	case get("match", "interface-name") != "":
-		d.by, d.value = "[match] interface-name", get("match", "interface-name")
+		// A plain name binds that device; a pattern (or a list) may bind
+		// any device of the kind, so it clashes with every other profile.
+		if m := get("match", "interface-name"); !strings.ContainsAny(m, "*?[]!~|\\; ,") {
+			d.by, d.value = "interface-name", m
+		}
 	}
 	return d
 }
