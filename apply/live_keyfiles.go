@@ -54,12 +54,7 @@ func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(con
 	if err != nil {
 		return fmt.Errorf("apply network live (%s): %w", p.Configurator, err)
 	}
-	var prevFilesUp []string
-	for _, f := range append(slices.Clone(stale), targets...) {
-		if prevKeyfiles[f] != nil {
-			prevFilesUp = append(prevFilesUp, f)
-		}
-	}
+	prevFilesUp := prevKeyfiles.existing(append(slices.Clone(stale), targets...))
 	back := func(step string, cause error) error {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.checkpointTimeout())
 		defer cancel()
@@ -102,6 +97,17 @@ func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(con
 	}
 	log.Info("network keyfiles applied")
 	return nil
+}
+
+// existing are those of paths the snapshot holds a file for, in order.
+func (s snapshot) existing(paths []string) []string {
+	var out []string
+	for _, f := range paths {
+		if s[f] != nil {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // keyfileTargets are the host paths the plan's keyfiles go to.
