@@ -211,23 +211,43 @@ func printRendered(w io.Writer, nc *protocol.NetworkConfig, rd *apply.Rendered) 
 // the digested config, the keyfiles (nmstate's by the generator nmstate
 // chooses), the yip applicator and the commands.
 func PrintRender(ctx context.Context, w io.Writer, nc *protocol.NetworkConfig, nmstate apply.NmstateChoice) error {
-	return printRender(ctx, Options{DryRun: true, Out: w}, nc, nmstate, netpolicy.Policy{})
+	return printRender(ctx, Options{DryRun: true, Out: w}, nc, nmstate, true, netpolicy.Policy{})
 }
 
-// PrintRenderNode is PrintRender judged by the network policy of the node
-// at root (renderPolicy: its config file at configPath, required or not)
-// rather than the default one.
-func PrintRenderNode(ctx context.Context, w io.Writer, nc *protocol.NetworkConfig, nmstate apply.NmstateChoice, root, configPath string, required bool) error {
-	pol, err := renderPolicy(root, configPath, required)
+// PrintRenderOn is PrintRender for the node whose files are under root
+// (`agent render --root`): the plan makes every check a real run on that
+// node makes, the keyfile directory's ownership and the uniqueness against
+// the profiles on its disk included (docs/apply.md, "agent render").
+func PrintRenderOn(ctx context.Context, w io.Writer, root string, nc *protocol.NetworkConfig, nmstate apply.NmstateChoice) error {
+	return printRender(ctx, Options{DryRun: true, Out: w, Root: root}, nc, nmstate, false, netpolicy.Policy{})
+}
+
+// RenderFor is the node a render plans for.
+type RenderFor struct {
+	// Root holds the node's files: its disk is checked as a real run
+	// checks it (PrintRenderOn). "": another machine, no disk checks.
+	Root string
+	// ConfigPath is the node's config file under Root, whose network
+	// policy judges the config ("": the default policy); Required: its
+	// absence is an error (the operator named it).
+	ConfigPath string
+	Required   bool
+}
+
+// PrintRenderFor is PrintRender for node n: its disk checks when it has a
+// root, and its own network policy (renderPolicy), so an operator previews
+// a node that opts in to a rule as its runs will judge the config.
+func PrintRenderFor(ctx context.Context, w io.Writer, nc *protocol.NetworkConfig, nmstate apply.NmstateChoice, n RenderFor) error {
+	pol, err := renderPolicy(n.Root, n.ConfigPath, n.Required)
 	if err != nil {
 		return err
 	}
-	return printRender(ctx, Options{DryRun: true, Out: w}, nc, nmstate, pol)
+	return printRender(ctx, Options{DryRun: true, Out: w, Root: n.Root}, nc, nmstate, n.Root == "", pol)
 }
 
-// printRender is PrintRender with the run's options (a root for tests)
-// and the policy that judges the config.
-func printRender(ctx context.Context, o Options, nc *protocol.NetworkConfig, nmstate apply.NmstateChoice, pol netpolicy.Policy) error {
+// printRender is PrintRender with the run's options; offline: the plan is
+// for some other machine, not the one under o.Root; pol judges the config.
+func printRender(ctx context.Context, o Options, nc *protocol.NetworkConfig, nmstate apply.NmstateChoice, offline bool, pol netpolicy.Policy) error {
 	rd, err := apply.Render(nc)
 	if err != nil {
 		return err
@@ -236,7 +256,7 @@ func printRender(ctx context.Context, o Options, nc *protocol.NetworkConfig, nms
 	r.netPolicy = pol
 	r.state = &state.State{}
 	r.nmstate = nmstate
-	r.offline = true
+	r.offline = offline
 	net := &fetched{config: nc, rendered: rd}
 	ph := r.phase(PhasePlan)
 	plan, err := r.plan(ctx, ph, net)

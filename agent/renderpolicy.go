@@ -12,8 +12,11 @@ import (
 // config file (elemental.registration.network-policy, docs/reliability.md),
 // so that `agent render` previews a node that opts in to a rule as its runs
 // will judge the config. No file there: the default policy, unless
-// required (the operator named the file).
+// required (the operator named the file); no configPath: the default.
 func renderPolicy(root, configPath string, required bool) (netpolicy.Policy, error) {
+	if configPath == "" {
+		return netpolicy.Policy{}, nil
+	}
 	files := newRun(Options{Root: root}).files
 	b, err := files.ReadFile(configPath, localconfig.MaxFileBytes)
 	switch {

@@ -35,14 +35,20 @@ prints what a dry run prints: the digested config, the keyfiles, the yip
 applicator and the commands. Talks to no server; writes nothing. A key the
 NetworkConfig does not have is an error. An nmstate config's keyfiles come
 from nmstatectl gc when it is installed, else from the built-in translator
-(--nmstate chooses); the output says which. With --bootstrap, an unset
+(--nmstate chooses); the output says which. Without --root the plan is
+for some other machine: the checks on this machine's disk (keyfiles that
+would replace files the agent does not own, UUIDs and ids of the profiles
+NetworkManager loads) are not made. With --root they are made on the node
+under it, exactly as a run there would. With --bootstrap, an unset
 --nmstate leaves the choice to the config file's elemental.registration.nmstate
 (else auto), as register does.
 
-The config is judged by the network policy of the config file
-(--config-path under --root: elemental.registration.network-policy), so a
-node that allows a rule is previewed as it will run; without that file, by
-the default policy (a --config-path given and missing is an error).
+The config is judged by the node's network policy: with --root, that of
+its config file (--config-path under the root:
+elemental.registration.network-policy), so a node that allows a rule is
+previewed as it will run; a --config-path given names the file wherever
+--root points (missing: an error). Otherwise, and when the node has no
+config file, by the default policy.
 
 With --bootstrap it prints the bootstrap network of the config file
 (elemental.registration.bootstrap-network) as this machine would bring it
@@ -63,8 +69,17 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 			case file == "":
 				return errors.New(`required flag(s) "input" not set (or --bootstrap)`)
 			default:
-				// The node's own policy judges the config, as its runs will.
-				err = render(c.stdout, file, apply.NmstateChoice(nmstate.value), renderNode{c.root, configPath, cmd.Flags().Changed("config-path")})
+				// --root: the node under it, its disk checked and its config
+				// file's policy judging the config; else another machine
+				// (default policy, unless --config-path names its file).
+				var node agent.RenderFor
+				if cmd.Flags().Changed("root") {
+					node.Root, node.ConfigPath = c.root, configPath
+				}
+				if cmd.Flags().Changed("config-path") {
+					node.ConfigPath, node.Required = configPath, true
+				}
+				err = render(c.stdout, file, node, apply.NmstateChoice(nmstate.value))
 			}
 			if err != nil {
 				fmt.Fprintf(c.stderr, "render: %v\n", err)
@@ -84,14 +99,7 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 	return cmd
 }
 
-// renderNode is the machine whose network policy judges a render: its root and
-// config file (required when the operator named it).
-type renderNode struct {
-	root, configPath string
-	required         bool
-}
-
-func render(w io.Writer, file string, nmstate apply.NmstateChoice, n renderNode) error {
+func render(w io.Writer, file string, node agent.RenderFor, nmstate apply.NmstateChoice) error {
 	b, err := readFile(file, maxRenderInput)
 	if err != nil {
 		return &errclass.ConfigError{Err: err}
@@ -102,7 +110,7 @@ func render(w io.Writer, file string, nmstate apply.NmstateChoice, n renderNode)
 	if err := dec.Decode(&nc); err != nil && !errors.Is(err, io.EOF) {
 		return &errclass.ConfigError{Err: fmt.Errorf("%s: %w (%s)", file, err, networkConfigKeys)}
 	}
-	if err := agent.PrintRenderNode(context.Background(), w, &nc, nmstate, n.root, n.configPath, n.required); err != nil {
+	if err := agent.PrintRenderFor(context.Background(), w, &nc, nmstate, node); err != nil {
 		// Offline, an unresolved placeholder is the file's fault, not a
 		// server that is not ready yet.
 		return &errclass.ConfigError{Err: fmt.Errorf("%s: %w", file, err)}
