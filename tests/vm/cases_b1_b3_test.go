@@ -94,6 +94,9 @@ func TestB1FirstBootNoDHCP(t *testing.T) {
 		}
 		machA, machAAddr = m, addr
 		fmt.Println(m.timeline("B1 cold first boot", "eth0", addr+"/24", seen, tpmCmds))
+		if !selected("B2") && !selected("B3") {
+			_ = m.poweroff()
+		}
 	})
 }
 
@@ -144,6 +147,9 @@ func TestB2RebootServerDown(t *testing.T) {
 			fail(t, m, "ping", err)
 		}
 		fmt.Println(m.timeline("B2 warm reboot, server down (agent exits 75)", "eth0", cidr, seen, tpmCmds))
+		if !selected("B3") {
+			_ = m.poweroff()
+		}
 	})
 }
 

@@ -177,3 +177,19 @@ func fail(t *testing.T, m *machine, step string, err error) {
 	}
 	t.Fatalf("%s: %v\n(serial logs and journal kept under %s)", step, err, dir)
 }
+
+// selected says whether case c (B1...) runs in this lab run (run.sh's
+// VM_CASES; all when unset): a machine no later selected case goes on with
+// is powered off at once rather than kept running beside the next cases.
+func selected(c string) bool {
+	sel := strings.Fields(os.Getenv("VMLAB_SELECTED"))
+	if len(sel) == 0 {
+		return true
+	}
+	for _, s := range sel {
+		if s == c {
+			return true
+		}
+	}
+	return false
+}

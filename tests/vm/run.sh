@@ -32,6 +32,9 @@ if [ -n "${VM_CASES:-}" ]; then
 		done
 	done
 	only="^Test($(echo $sel | tr ' ' '|'))[A-Z]"
+	# The cases read it to power a machine off when no selected case
+	# goes on with it.
+	export VMLAB_SELECTED="$sel"
 	echo "vmlab: cases$sel"
 fi
 mkdir -p bin/vm
