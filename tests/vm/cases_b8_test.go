@@ -22,18 +22,24 @@ import (
 
 // cutPoint is where one B8 machine loses power.
 type cutPoint struct {
-	name   string        // the cut's name in VMLAB_B8_POINTS and the case name
-	unit   string        // whose STATUS= is watched
-	status string        // the STATUS prefixes that arm the cut (a shell case pattern)
-	delay  time.Duration // after the watcher saw it
-	what   string        // what the agent is writing there (docs/apply.md's order)
+	name   string // the cut's name in VMLAB_B8_POINTS and the case name
+	unit   string // whose STATUS= is watched
+	status string // the STATUS prefixes that arm the cut (a shell case pattern)
+	// and (when set) a shell test that must hold too: the agent's STATUS
+	// says apply, not which of its writes runs
+	also  string
+	delay time.Duration // after the watcher saw it
+	what  string        // what the agent is writing there (docs/apply.md's order)
 }
 
 var cutPoints = []cutPoint{
-	{"keyfiles", "nodereg.service", "'apply: started'*", 0, "the keyfiles (written first, then brought up)"},
-	{"oem", "nodereg.service", "'apply: started'*", 1500 * time.Millisecond, "the files under /oem (after the live apply's check)"},
-	{"state", "nodereg.service", "'finish'*|'ready (finish'*", 0, "the state file"},
-	{"update", "nodereg-update.service", "'apply: started'*", 0, "a live change's keyfiles, on the update timer's run"},
+	{"keyfiles", "nodereg.service", "'apply: started'*", "", 0, "the keyfiles (written first, then brought up)"},
+	// Persist writes the applicator among its /oem files after the live
+	// apply's check: its name (or its temporary file's) under /oem marks
+	// that the writes to /oem are under way.
+	{"oem", "nodereg.service", "'apply: started'*", "ls -a /oem | grep -q elemental-network", 0, "the files under /oem (the applicator's name has appeared)"},
+	{"state", "nodereg.service", "'finish'*|'ready (finish'*", "", 0, "the state file"},
+	{"update", "nodereg-update.service", "'apply: started'*", "", 0, "a live change's keyfiles, on the update timer's run"},
 }
 
 // b8Selected says whether point:mode runs: VMLAB_B8_POINTS lists them
@@ -78,7 +84,11 @@ func (m *machine) armCut(p cutPoint) (int64, error) {
 	// and marks the serial console once it matches; a run that ended
 	// before (the unit failed, or became active without matching) is
 	// marked MISSED.
-	script := fmt.Sprintf(`i=0; while [ $i -lt 6000 ]; do s=$(systemctl show -P StatusText %[1]s); case "$s" in %[2]s) echo "vmlab-cut-marker: $s" >/dev/ttyS0; exit 0;; esac; case $(systemctl show -P ActiveState %[1]s) in failed) echo "vmlab-cut-marker: MISSED $s" >/dev/ttyS0; exit 0;; esac; i=$((i+1)); sleep 0.05; done`, p.unit, p.status)
+	also := p.also
+	if also == "" {
+		also = "true"
+	}
+	script := fmt.Sprintf(`i=0; while [ $i -lt 6000 ]; do s=$(systemctl show -P StatusText %[1]s); case "$s" in %[2]s) if %[3]s; then echo "vmlab-cut-marker: $s" >/dev/ttyS0; exit 0; fi;; esac; case $(systemctl show -P ActiveState %[1]s) in failed) echo "vmlab-cut-marker: MISSED $s" >/dev/ttyS0; exit 0;; esac; i=$((i+1)); sleep 0.05; done`, p.unit, p.status, also)
 	return st.Size(), m.qga.fire(script)
 }
 
@@ -187,8 +197,12 @@ func powerCut(t *testing.T, p cutPoint, mode string, idx int) {
 	m.cut()
 	at := time.Since(unitStart)
 	before, _ := l.serverView(m)
-	fmt.Printf("vmlab: B8 %s/%s: cut during %s: STATUS %q + %s (%.1fs after the watcher was armed); the server held %d inventories of the machine\n",
-		p.name, mode, p.what, seen, p.delay, at.Seconds(), len(before))
+	cond := ""
+	if p.also != "" {
+		cond = " and `" + p.also + "`"
+	}
+	fmt.Printf("vmlab: B8 %s/%s: cut during %s: STATUS %q%s + %s (%.1fs after the watcher was armed); the server held %d inventories of the machine\n",
+		p.name, mode, p.what, seen, cond, p.delay, at.Seconds(), len(before))
 	converge(t, m, p, mode, before, old)
 }
 
@@ -272,8 +286,11 @@ func converge(t *testing.T, m *machine, p cutPoint, mode string, before []invent
 		fail(t, m, "agent verify", fmt.Errorf("want exit 0: %v %v", r, err))
 	}
 	outcome, _ := m.must("journalctl -b --no-pager -o cat -u nodereg.service _PID=$(systemctl show -P ExecMainPID nodereg.service) | tail -1")
-	fmt.Printf("vmlab: B8 %s/%s: next boot: nodereg.service exit 0 after %s restarts, %s on eth0 (the claim %s), agent verify exit 0; the agent said %q\n",
-		p.name, mode, kv["NRestarts"], addr, map[bool]string{true: "kept", false: "made then"}[len(before) == 1], strings.TrimSpace(outcome))
+	// The runs that ended before the one that converged, by systemd's
+	// words, with the agent's last line before each.
+	earlier, _ := m.must("journalctl -b --no-pager -o cat -u nodereg.service | grep -B1 'Main process exited' | grep -v '^--' | tr '\\n' ' '")
+	fmt.Printf("vmlab: B8 %s/%s: next boot: nodereg.service exit 0 after %s restarts (%s), %s on eth0 (the claim %s), agent verify exit 0; the agent said %q\n",
+		p.name, mode, kv["NRestarts"], strings.TrimSpace(earlier), addr, map[bool]string{true: "kept", false: "made then"}[len(before) == 1], strings.TrimSpace(outcome))
 }
 
 // oemWhole: every file under /oem is non-empty and parses (YAML, JSON

@@ -57,7 +57,16 @@ for p in "$run"/*/qemu.pid "$run"/*/swtpm.pid "$run"/regserver.pid "$run"/dnsmas
 		kill "$pid" 2>/dev/null
 	fi
 done
-if [ -f "$run/netns" ] && ip netns list | grep -qx "$(cat "$run/netns")"; then
-	ip netns del "$(cat "$run/netns")" 2>/dev/null || true
+ns=$(cat "$run/netns" 2>/dev/null)
+if [ -n "$ns" ] && ip netns list | awk '{print $1}' | grep -qx "$ns"; then
+	echo "vmlab: deleting the leftover namespace $ns"
+	ip netns del "$ns" 2>/dev/null || true
+fi
+# Nothing of the run may be left: no QEMU, swtpm, regserver or dnsmasq
+# naming this run's directory, no namespace.
+left=$(pgrep -af "$(pwd)/$run/" || true)
+if [ -n "$left" ] || { [ -n "$ns" ] && ip netns list | awk '{print $1}' | grep -qx "$ns"; }; then
+	echo "vmlab: FAIL: left after the run: ${left:-namespace $ns}"
+	rc=1
 fi
 exit "$rc"
