@@ -18,6 +18,12 @@ type Manifest struct {
 	Configurator string         `json:"configurator"`
 	Digest       string         `json:"digest"`
 	Files        []ManifestFile `json:"files"`
+	// Pending is the intent of a change in flight (docs/apply.md, "Crash
+	// consistency"): the files it is about to write and the hash of what
+	// it writes, on disk before any of them. An entry owns the file at its
+	// path only while that file holds those bytes (pendingOwns), so it
+	// never claims a file someone else wrote.
+	Pending []ManifestFile `json:"pending,omitempty"`
 	// Corrupt: the manifest on disk could not be parsed and was kept
 	// aside; this one is empty.
 	Corrupt bool `json:"-"`
@@ -40,7 +46,6 @@ const (
 // manifest is what the plan owns once persisted: its keyfiles, the
 // digested config and the applicator.
 func (p *Plan) manifest() Manifest {
-	sum := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 	m := Manifest{Version: 1, Configurator: p.Configurator, Digest: p.Digest()}
 	for _, kf := range p.Keyfiles {
 		m.Files = append(m.Files, ManifestFile{Path: path.Join(p.paths.KeyfileDir, kf.Name), Kind: kindKeyfile, SHA256: sum(kf.Content)})
@@ -50,6 +55,9 @@ func (p *Plan) manifest() Manifest {
 		ManifestFile{Path: p.paths.Applicator, Kind: kindApplicator, SHA256: sum(p.Applicator)})
 	return m
 }
+
+// sum is the hex SHA-256 the manifest records of a file's content.
+func sum(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 
 func (m *Manifest) encode() ([]byte, error) {
 	b, err := json.MarshalIndent(m, "", "  ")

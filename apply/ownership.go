@@ -21,7 +21,8 @@ func (e *NotOwnedError) Error() string {
 }
 
 // checkOwnership refuses every keyfile target that exists and is not ours.
-// Ours: listed in the manifest. The yip applicator writes our keyfiles at
+// Ours: listed in the manifest, or named by the intent of a change cut
+// short and holding what it wrote (pendingOwns). The yip applicator writes our keyfiles at
 // every boot before the agent runs, so an existing file the manifest lists
 // is ours; the first run after an install finds the manifest the hand-over
 // put in /oem. Without a readable manifest (none, or corrupt), the files
@@ -36,9 +37,10 @@ func (a *Applier) checkOwnership(p *Plan) error {
 	if err != nil {
 		return fmt.Errorf("plan network (%s): %w", p.Configurator, err)
 	}
+	pending := a.pendingByPath()
 	for _, kf := range p.Keyfiles {
 		target := path.Join(p.paths.KeyfileDir, kf.Name)
-		if owned[target] {
+		if owned[target] || a.pendingOwns(pending[target], kf.Content) {
 			continue
 		}
 		if _, err := a.files().Lstat(target); err == nil {
@@ -59,7 +61,7 @@ func (a *Applier) ownedPaths() (map[string]bool, error) {
 	var m Manifest
 	switch {
 	case err == nil && json.Unmarshal(b, &m) == nil:
-		files = m.Files
+		files = a.ownedNow(&m)
 	case err == nil, errors.Is(err, fs.ErrNotExist):
 		if files, err = a.applicatorFiles(); err != nil {
 			return nil, err
