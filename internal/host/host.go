@@ -37,7 +37,8 @@ type FS interface {
 	WriteFile(p string, data []byte, perm fs.FileMode) error
 	// Remove removes p; a missing file is not an error.
 	Remove(p string) error
-	// MkdirAll creates a directory and its parents.
+	// MkdirAll creates a directory and its parents, durably (the
+	// parent of each one created is synced).
 	MkdirAll(p string, perm fs.FileMode) error
 	// SetAside keeps a file that cannot be parsed under a new name
 	// (<path>.corrupt-<unix time>) and says which; it never removes one.
@@ -83,7 +84,9 @@ func (r Root) WriteFile(p string, data []byte, perm fs.FileMode) error {
 func (r Root) Remove(p string) error { return atomicfile.Remove(r.Path(p)) }
 
 // MkdirAll implements FS.
-func (r Root) MkdirAll(p string, perm fs.FileMode) error { return os.MkdirAll(r.Path(p), perm) }
+func (r Root) MkdirAll(p string, perm fs.FileMode) error {
+	return atomicfile.MkdirAll(r.Path(p), perm)
+}
 
 // SetAside implements FS.
 func (r Root) SetAside(p string) (string, error) { return safefile.SetAside(r.Path(p), time.Now()) }
