@@ -77,19 +77,39 @@ func (r Root) Stat(p string) (fs.FileInfo, error) { return os.Stat(r.Path(p)) }
 
 // WriteFile implements FS.
 func (r Root) WriteFile(p string, data []byte, perm fs.FileMode) error {
-	return atomicfile.Write(r.Path(p), data, perm)
+	if err := atomicfile.Write(r.Path(p), data, perm); err != nil {
+		return err
+	}
+	durable("write", p, data, perm)
+	return nil
 }
 
 // Remove implements FS.
-func (r Root) Remove(p string) error { return atomicfile.Remove(r.Path(p)) }
+func (r Root) Remove(p string) error {
+	if err := atomicfile.Remove(r.Path(p)); err != nil {
+		return err
+	}
+	durable("remove", p, nil, 0)
+	return nil
+}
 
 // MkdirAll implements FS.
 func (r Root) MkdirAll(p string, perm fs.FileMode) error {
-	return atomicfile.MkdirAll(r.Path(p), perm)
+	if err := atomicfile.MkdirAll(r.Path(p), perm); err != nil {
+		return err
+	}
+	durable("mkdir", p, nil, perm)
+	return nil
 }
 
 // SetAside implements FS.
-func (r Root) SetAside(p string) (string, error) { return safefile.SetAside(r.Path(p), time.Now()) }
+func (r Root) SetAside(p string) (string, error) {
+	aside, err := safefile.SetAside(r.Path(p), time.Now())
+	if err == nil {
+		durable("aside", p, []byte(aside), 0)
+	}
+	return aside, err
+}
 
 // Print is a dry run's FS: it reads through Root and prints what would be
 // written or removed, content included, touching nothing.
