@@ -27,7 +27,7 @@ func (a *Applier) writeIntent(p *Plan) error {
 		return nil
 	}
 	intent := Manifest{Version: 1, Configurator: old.Configurator, Digest: old.Digest,
-		Files: a.ownedNow(old), Pending: m.Files}
+		Files: a.ownedBefore(old), Pending: m.Files}
 	b, err := intent.encode()
 	if err != nil {
 		return err
@@ -55,6 +55,22 @@ func (a *Applier) ownedNow(m *Manifest) []ManifestFile {
 		}
 	}
 	return mergeFiles(claimed, slices.Clone(m.Files))
+}
+
+// ownedBefore is what the agent owns before a change: ownedNow of the
+// manifest or, with none to read (missing, or corrupt and kept aside), the
+// keyfiles the applicator names, as ownedPaths takes them. An applicator
+// that does not parse (torn) names nothing.
+func (a *Applier) ownedBefore(old *Manifest) []ManifestFile {
+	if !old.Corrupt && (len(old.Files) > 0 || len(old.Pending) > 0) {
+		return a.ownedNow(old)
+	}
+	files, err := a.applicatorFiles()
+	if err != nil {
+		a.log().WithError(err).Warn("no manifest, and the applicator names no keyfile that can be trusted")
+		return nil
+	}
+	return files
 }
 
 // pendingOwns says whether the file at an intent's entry is the one the

@@ -119,3 +119,33 @@ func TestResetRemovesWhatTheCutChangeWrote(t *testing.T) {
 		t.Error("reset removed a file the intent names but the agent did not write")
 	}
 }
+
+// A manifest torn while a change writes its intent is kept aside: the
+// keyfiles the applicator names are still the agent's, in the new intent
+// and for the stale removal, or the old profile would stay beside the new.
+func TestIntentWithoutManifestKeepsApplicatorFiles(t *testing.T) {
+	root := t.TempDir()
+	a := &Applier{Files: host.Root(root)}
+	if err := a.Persist(mustPlan(t, a, renderNmconnections(t, "10.0.0.2"))); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, root, "oem/nodereg/network-manifest.json", `{"version": 1, "fi`, 0o600)
+	old, err := a.readManifest()
+	if err != nil || !old.Corrupt {
+		t.Fatalf("torn manifest read as %+v, %v", old, err)
+	}
+	want := "/" + keyfileDirRel + "/eth0.nmconnection"
+	has := func(fs []ManifestFile) bool {
+		return slices.ContainsFunc(fs, func(f ManifestFile) bool { return f.Path == want })
+	}
+	if !has(a.ownedBefore(old)) {
+		t.Errorf("owned before the change: %+v, want %s", a.ownedBefore(old), want)
+	}
+	if err := a.writeIntent(mustPlan(t, a, renderNmconnections(t, "10.0.0.3"))); err != nil {
+		t.Fatal(err)
+	}
+	m, err := a.readManifest()
+	if err != nil || !has(m.Files) {
+		t.Errorf("intent %+v, %v: want %s among the owned files", m, err, want)
+	}
+}

@@ -113,7 +113,8 @@ func keyfileTargets(p *Plan) ([]string, error) {
 }
 
 // staleKeyfiles are the keyfiles owned by the previous config (or by a
-// change cut short, ownedNow) and not by this one: they go away too, else
+// change cut short; without a manifest, named by the applicator:
+// ownedBefore) and not by this one: they go away too, else
 // NetworkManager keeps two profiles for one device.
 func (a *Applier) staleKeyfiles(p *Plan, targets []string) ([]string, error) {
 	old, err := a.readManifest()
@@ -121,7 +122,7 @@ func (a *Applier) staleKeyfiles(p *Plan, targets []string) ([]string, error) {
 		return nil, err
 	}
 	var stale []string
-	for _, f := range a.ownedNow(old) {
+	for _, f := range a.ownedBefore(old) {
 		if f.Kind != kindKeyfile || path.Dir(f.Path) != p.paths.KeyfileDir {
 			continue
 		}
