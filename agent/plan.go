@@ -20,6 +20,7 @@ import (
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -97,18 +98,18 @@ func (r *run) applyLive(ctx context.Context, ph *phase, net *fetched, plan *appl
 		if net != nil {
 			// The wanted config is the applied one: a config that
 			// failed since is no longer asked for.
-			r.state.clearNetworkError()
+			r.state.ClearError()
 		}
 		return nil
 	}
 	if err := r.applier(log).ApplyLive(ctx, plan, r.serverReachable); err != nil {
 		return r.bootNet.Restore(ctx, log, err)
 	}
-	r.state.clearNetworkError()
+	r.state.ClearError()
 	r.state.NetworkDrift = ""
 	r.state.NetworkDigest = plan.Digest()
 	r.state.NetworkState = netreport.StateApplied
-	r.state.NetworkAddresses = formatAddresses(apply.InterfaceAddresses(net.rendered))
+	r.state.NetworkAddresses = state.FormatAddresses(apply.InterfaceAddresses(net.rendered))
 	r.result.Applied = true
 	r.bootNet.Drop(ctx, log, true)
 	return nil
@@ -126,7 +127,7 @@ func (r *run) persistPlan(ctx context.Context, ph *phase, net *fetched, plan *ap
 		return err
 	}
 	r.state.NetworkState = netreport.StateReady
-	r.state.NetworkAddresses = formatAddresses(apply.InterfaceAddresses(net.rendered))
+	r.state.NetworkAddresses = state.FormatAddresses(apply.InterfaceAddresses(net.rendered))
 	ph.log.WithField("root", r.o.Root).Warn("network config written under --root, not applied live (--root is not /; --apply-live applies it)")
 	return nil
 }
@@ -179,7 +180,9 @@ func (r *run) reachableOnce(ctx context.Context) error {
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("registration server unreachable after applying the network config: %w", protocol.RedactError(err, reg.URL))
+		// A certificate that does not verify is not retried: the same one
+		// answers again.
+		return protocol.CertificateRejected(fmt.Errorf("registration server unreachable after applying the network config: %w", protocol.RedactError(err, reg.URL)))
 	}
 	resp.Body.Close()
 	if resp.StatusCode >= 500 {
@@ -217,7 +220,7 @@ func printRender(ctx context.Context, o Options, nc *protocol.NetworkConfig, nms
 		return err
 	}
 	r := newRun(o)
-	r.state = &State{}
+	r.state = &state.State{}
 	r.nmstate = nmstate
 	r.offline = true
 	net := &fetched{config: nc, rendered: rd}

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -152,7 +151,7 @@ func (r *run) registerOnce(ctx context.Context, ph *phase, netState string) (*pr
 		annotations["registration-ip"] = ip
 	}
 	reportBack(annotations, netState, r.state.NetworkAddresses)
-	netreport.Annotate(annotations, r.state.netRecord(), netState)
+	netreport.Annotate(annotations, r.state.Network, netState)
 	payloads := &protocol.Payloads{
 		Update:           r.state.Registered(),
 		NoSMBIOS:         reg.NoSMBIOS,
@@ -212,24 +211,4 @@ func reportBack(a map[string]string, state, addresses string) {
 	if addresses != "" {
 		a["network-config.addresses"] = addresses
 	}
-}
-
-// classifyRegister marks failures no retry can fix as terminal, by the
-// exit-code table (agent/exitcode), adding what the operator should do.
-func classifyRegister(err error) error {
-	var er *protocol.ErrorReply
-	isReply := errors.As(err, &er)
-	if isReply && (er.Reason == protocol.ReasonInventoryNotFound || strings.Contains(er.Message, "MachineInventory not found")) {
-		return retry.Terminal(&ConfigError{Err: fmt.Errorf("the server has no inventory for this machine any more: re-provisioning needed (run `agent --reset` from recovery): %w", err)})
-	}
-	if exitcode.Of(err) == exitcode.Config {
-		// A MsgError that is not about pending addresses is the server
-		// refusing on purpose (inventory creation failed, template error):
-		// asking again gives the same answer.
-		if isReply {
-			return retry.Terminal(fmt.Errorf("the server refused the registration: %w", err))
-		}
-		return retry.Terminal(err)
-	}
-	return classifyNetwork(err)
 }

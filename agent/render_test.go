@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -41,7 +42,7 @@ func TestRenderIgnoresThisHostsKeyfiles(t *testing.T) {
 
 	// The same plan for this machine is refused, naming the file.
 	r := newRun(Options{DryRun: true, Out: &bytes.Buffer{}, Root: root})
-	r.state = &State{}
+	r.state = &state.State{}
 	rd, err := apply.Render(nc)
 	if err != nil {
 		t.Fatal(err)

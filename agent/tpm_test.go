@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/server/tpmauth"
 	"github.com/nodereg/nodereg/tpm"
@@ -33,7 +34,7 @@ func TestIdentityLeavesTheTPMAloneUnlessLive(t *testing.T) {
 			r.cfg = &protocol.Config{}
 			r.cfg.Elemental.Registration.Auth = authTPM
 			r.cfg.Elemental.Registration.TPMDevice = s.Device()
-			r.state = &State{}
+			r.state = &state.State{}
 			if err := r.openTPM(r.log); err != nil {
 				t.Fatal(err)
 			}
@@ -60,7 +61,7 @@ func TestEmulatedSeedSavedBeforeRegistering(t *testing.T) {
 	seeds := map[int64]bool{}
 	for range 2 {
 		r := newRun(Options{Root: root})
-		st, _, err := LoadState(r.files, r.o.StatePath)
+		st, _, err := state.Load(r.files, r.o.StatePath)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +75,7 @@ func TestEmulatedSeedSavedBeforeRegistering(t *testing.T) {
 		if err := r.openTPM(r.log); err == nil {
 			r.tpm.Close()
 		}
-		saved, _, err := LoadState(r.files, r.o.StatePath)
+		saved, _, err := state.Load(r.files, r.o.StatePath)
 		if err != nil || !saved.EmulatedTPM || saved.EmulatedTPMSeed != r.state.EmulatedTPMSeed {
 			t.Fatalf("state after the identity phase: %+v, %v; want seed %d", saved, err, r.state.EmulatedTPMSeed)
 		}

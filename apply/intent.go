@@ -2,12 +2,13 @@ package apply
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path"
 	"slices"
 	"syscall"
+
+	"github.com/nodereg/nodereg/internal/state"
 )
 
 // writeIntent puts the intent of p on disk before p writes anything
@@ -26,14 +27,14 @@ func (a *Applier) writeIntent(p *Plan) error {
 	if slices.Equal(old.Pending, m.Files) {
 		return nil
 	}
-	intent := Manifest{Version: 1, Configurator: old.Configurator, Digest: old.Digest,
+	intent := state.Manifest{Version: 1, Configurator: old.Configurator, Digest: old.Digest,
 		Files: a.ownedBefore(old), Pending: m.Files}
-	b, err := intent.encode()
+	b, err := intent.Encode()
 	if err != nil {
 		return err
 	}
 	file := a.paths().manifestPath()
-	if cur, err := a.files().ReadFile(file, maxManifest); err == nil && bytes.Equal(cur, b) {
+	if cur, err := a.files().ReadFile(file, state.MaxManifest); err == nil && bytes.Equal(cur, b) {
 		return nil
 	}
 	if err := a.files().MkdirAll(a.paths().StateDir, 0o700); err != nil {
@@ -47,8 +48,8 @@ func (a *Applier) writeIntent(p *Plan) error {
 
 // ownedNow is what m says the agent owns: its files, then each pending
 // entry whose file holds exactly the bytes recorded for it.
-func (a *Applier) ownedNow(m *Manifest) []ManifestFile {
-	var claimed []ManifestFile
+func (a *Applier) ownedNow(m *state.Manifest) []state.ManifestFile {
+	var claimed []state.ManifestFile
 	for _, f := range capPending(m.Pending) {
 		if a.pendingOwns(f, nil) {
 			claimed = append(claimed, f)
@@ -61,7 +62,7 @@ func (a *Applier) ownedNow(m *Manifest) []ManifestFile {
 // manifest or, with none to read (missing, or corrupt and kept aside), the
 // keyfiles the applicator names, as ownedPaths takes them. An applicator
 // that does not parse (torn) names nothing.
-func (a *Applier) ownedBefore(old *Manifest) []ManifestFile {
+func (a *Applier) ownedBefore(old *state.Manifest) []state.ManifestFile {
 	if !old.Corrupt && (len(old.Files) > 0 || len(old.Pending) > 0) {
 		return a.ownedNow(old)
 	}
@@ -82,7 +83,7 @@ func (a *Applier) ownedBefore(old *Manifest) []ManifestFile {
 // computed of what it was about to write, so a server choosing names and
 // contents cannot make it name a file that existed before it (Plan refuses
 // those first) nor one whose bytes differ.
-func (a *Applier) pendingOwns(f ManifestFile, want []byte) bool {
+func (a *Applier) pendingOwns(f state.ManifestFile, want []byte) bool {
 	if f.Path == "" || !a.intentPath(f.Path) {
 		return false
 	}
@@ -108,14 +109,10 @@ func (a *Applier) intentPath(p string) bool {
 
 // pendingByPath is the intent on disk by path; none (or no readable
 // manifest) is empty.
-func (a *Applier) pendingByPath() map[string]ManifestFile {
-	out := map[string]ManifestFile{}
-	b, err := a.files().ReadFile(a.paths().manifestPath(), maxManifest)
-	if err != nil {
-		return out
-	}
-	var m Manifest
-	if json.Unmarshal(b, &m) != nil {
+func (a *Applier) pendingByPath() map[string]state.ManifestFile {
+	out := map[string]state.ManifestFile{}
+	m, err := state.ReadManifest(a.files(), a.paths().manifestPath())
+	if err != nil || m == nil {
 		return out
 	}
 	for _, f := range capPending(m.Pending) {
@@ -126,7 +123,7 @@ func (a *Applier) pendingByPath() map[string]ManifestFile {
 
 // capPending bounds the entries an intent is read for: a plan writes at
 // most MaxConnections keyfiles, the digested config and the applicator.
-func capPending(fs []ManifestFile) []ManifestFile {
+func capPending(fs []state.ManifestFile) []state.ManifestFile {
 	return fs[:min(len(fs), MaxConnections+2)]
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/state"
 )
 
 // cutAfterKeyfile is a persistent /etc after a power cut in a first live
@@ -44,7 +45,7 @@ func TestIntentOwnsWhatTheCutChangeWrote(t *testing.T) {
 				t.Fatal(err)
 			}
 			m, err := a.readManifest()
-			if err != nil || len(m.Pending) != 0 || !slices.ContainsFunc(m.Files, func(f ManifestFile) bool { return f.Path == "/"+keyfileDirRel+"/eth0.nmconnection" }) {
+			if err != nil || len(m.Pending) != 0 || !slices.ContainsFunc(m.Files, func(f state.ManifestFile) bool { return f.Path == "/"+keyfileDirRel+"/eth0.nmconnection" }) {
 				t.Errorf("manifest after the persist: %+v, %v; want the keyfile owned, nothing pending", m, err)
 			}
 		})
@@ -82,10 +83,10 @@ func TestIntentCannotClaimForeignFiles(t *testing.T) {
 	}
 	writeFile(t, root, "etc/shadow", "root:x:\n", 0o600)
 	writeFile(t, root, keyfileDirRel+"/.hidden", foreignKeyfile, 0o600)
-	m := Manifest{Version: 1, Pending: []ManifestFile{
-		{Path: "/etc/shadow", Kind: kindKeyfile, SHA256: sum([]byte("root:x:\n"))},
-		{Path: "/" + keyfileDirRel + "/../../shadow", Kind: kindKeyfile, SHA256: sum([]byte("root:x:\n"))},
-		{Path: "/" + keyfileDirRel + "/.hidden", Kind: kindKeyfile, SHA256: sum([]byte(foreignKeyfile))},
+	m := state.Manifest{Version: 1, Pending: []state.ManifestFile{
+		{Path: "/etc/shadow", Kind: state.KindKeyfile, SHA256: sum([]byte("root:x:\n"))},
+		{Path: "/" + keyfileDirRel + "/../../shadow", Kind: state.KindKeyfile, SHA256: sum([]byte("root:x:\n"))},
+		{Path: "/" + keyfileDirRel + "/.hidden", Kind: state.KindKeyfile, SHA256: sum([]byte(foreignKeyfile))},
 	}}
 	b, _ := json.Marshal(m)
 	writeFile(t, root, "oem/nodereg/network-manifest.json", string(b), 0o600)
@@ -135,8 +136,8 @@ func TestIntentWithoutManifestKeepsApplicatorFiles(t *testing.T) {
 		t.Fatalf("torn manifest read as %+v, %v", old, err)
 	}
 	want := "/" + keyfileDirRel + "/eth0.nmconnection"
-	has := func(fs []ManifestFile) bool {
-		return slices.ContainsFunc(fs, func(f ManifestFile) bool { return f.Path == want })
+	has := func(fs []state.ManifestFile) bool {
+		return slices.ContainsFunc(fs, func(f state.ManifestFile) bool { return f.Path == want })
 	}
 	if !has(a.ownedBefore(old)) {
 		t.Errorf("owned before the change: %+v, want %s", a.ownedBefore(old), want)

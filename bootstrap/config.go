@@ -12,6 +12,8 @@ import (
 
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/protocol"
+
+	"github.com/nodereg/nodereg/internal/errclass"
 )
 
 // Key is where the settings live in the elemental config file. Error
@@ -79,6 +81,12 @@ type ConfigError struct {
 	Reason string
 	Err    error // the renderer's error, when it found the problem
 }
+
+// Class: the admin's bootstrap table must change (docs/bootstrap.md).
+func (e *ConfigError) Class() errclass.Class { return errclass.Config }
+
+// Cause names it on the outcome line.
+func (e *ConfigError) Cause() string { return "bootstrap network config" }
 
 func (e *ConfigError) Error() string {
 	if e.Path == "" {

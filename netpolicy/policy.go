@@ -21,6 +21,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/nodereg/nodereg/internal/errclass"
 )
 
 // Rule names one thing the policy refuses.
@@ -85,6 +87,12 @@ type Refusal struct {
 	Reason string
 }
 
+// Class: the server's config or the node's policy must change.
+func (e *Refusal) Class() errclass.Class { return errclass.Config }
+
+// Cause names it on the outcome line.
+func (e *Refusal) Cause() string { return "network policy" }
+
 func (e *Refusal) Error() string {
 	s := fmt.Sprintf("network policy refuses %s: %s (rule %s)", e.Path, e.Reason, e.Rule)
 	if slices.Contains(OptIn, e.Rule) {
@@ -106,6 +114,12 @@ type ConfigError struct {
 	Where string
 	Err   error
 }
+
+// Class: the node's config must change.
+func (e *ConfigError) Class() errclass.Class { return errclass.Config }
+
+// Cause names it on the outcome line.
+func (e *ConfigError) Cause() string { return "configuration" }
 
 func (e *ConfigError) Error() string { return fmt.Sprintf("%s: %s: %v", e.Where, Key, e.Err) }
 func (e *ConfigError) Unwrap() error { return e.Err }

@@ -9,6 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/internal/host"
 )
 
@@ -204,7 +205,7 @@ func TestFromConfig(t *testing.T) {
 		if bad == "strict" {
 			_, err = FromConfig("c.yaml", []byte("elemental:\n  registration:\n    network-policy: strict\n"))
 		}
-		if !errors.As(err, &ce) || !strings.Contains(err.Error(), Key) {
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), Key) || !errclass.Is(err, errclass.Config) {
 			t.Errorf("%q: %v", bad, err)
 		}
 	}

@@ -16,6 +16,8 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/nodereg/nodereg/internal/safefile"
+
+	"github.com/nodereg/nodereg/internal/errclass"
 )
 
 // Step names used in errors, so an operator sees where a conversation broke.
@@ -229,7 +231,7 @@ func orDefault(d, def time.Duration) time.Duration {
 
 func dialError(err error, resp *http.Response) error {
 	if resp == nil {
-		return hostNotFound(err)
+		return CertificateRejected(hostNotFound(err))
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	resp.Body.Close()
@@ -239,7 +241,7 @@ func dialError(err error, resp *http.Response) error {
 // ErrHostNotFound marks a registration host that DNS says does not exist
 // (NXDOMAIN): a typo in the URL, not a network still coming up, so the
 // agent does not spend its whole deadline retrying it (agent/exitcode).
-var ErrHostNotFound = errors.New("DNS: no such host")
+var ErrHostNotFound = errclass.New(errclass.Final, "registration host not found in DNS", "DNS: no such host")
 
 // hostNotFound names DNS in a dial error whose lookup found no such host;
 // a lookup that timed out or could not reach a server is left as it is.
@@ -270,8 +272,7 @@ func (e *HandshakeError) Error() string {
 
 func (e *HandshakeError) Unwrap() error { return e.Err }
 
-// HTTPStatus is the status the upgrade was answered with (agent/exitcode
-// classifies by it).
+// HTTPStatus is the status the upgrade was answered with.
 func (e *HandshakeError) HTTPStatus() int { return e.StatusCode }
 
 func (cc *ClientConn) authenticate(ctx context.Context, auth Authenticator) error {
@@ -372,7 +373,7 @@ type Payloads struct {
 }
 
 // ErrUpdateUnsupported: the server's protocol is too old for updates.
-var ErrUpdateUnsupported = errors.New("elemental-operator protocol version does not support update")
+var ErrUpdateUnsupported = errclass.New(errclass.Config, "update refused by an old server", "elemental-operator protocol version does not support update")
 
 // Register runs the registration on a negotiated connection, decoding the
 // config reply on top of cfg (docs/protocol.md §3.2, §3.3, §2.5 gates).

@@ -15,6 +15,7 @@ import (
 	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/apply"
 	cmdline "github.com/nodereg/nodereg/internal/cli"
+	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -80,18 +81,18 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 func render(w io.Writer, file string, nmstate apply.NmstateChoice) error {
 	b, err := readFile(file, maxRenderInput)
 	if err != nil {
-		return &exitcode.ConfigError{Err: err}
+		return &errclass.ConfigError{Err: err}
 	}
 	var nc protocol.NetworkConfig
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&nc); err != nil && !errors.Is(err, io.EOF) {
-		return &exitcode.ConfigError{Err: fmt.Errorf("%s: %w (%s)", file, err, networkConfigKeys)}
+		return &errclass.ConfigError{Err: fmt.Errorf("%s: %w (%s)", file, err, networkConfigKeys)}
 	}
 	if err := agent.PrintRender(context.Background(), w, &nc, nmstate); err != nil {
 		// Offline, an unresolved placeholder is the file's fault, not a
 		// server that is not ready yet.
-		return &exitcode.ConfigError{Err: fmt.Errorf("%s: %w", file, err)}
+		return &errclass.ConfigError{Err: fmt.Errorf("%s: %w", file, err)}
 	}
 	return nil
 }
