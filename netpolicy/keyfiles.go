@@ -12,13 +12,15 @@ import (
 // canonicalSection).
 var (
 	allowedSections = []string{"connection", "ethernet", "ipv4", "ipv6", "vlan", "bond", "bond-port",
-		"bridge", "bridge-port", "dummy", "ethtool", "match", "link", "user", "proxy"}
+		"bridge", "bridge-port", "dummy", "ethtool", "match", "link", "user", "proxy",
+		"vrf", "vxlan", "veth", "infiniband", "sriov"}
 	secretSections = []string{"802-1x", "vpn", "vpn-secrets", "wifi-security", "wireguard", "macsec",
 		"pppoe", "ppp", "gsm", "cdma"}
 	// allowedTypes are the connection types of the interface kinds the
 	// agent supports (docs/nmstate.md); secretTypes carry credentials.
-	allowedTypes = []string{"ethernet", "802-3-ethernet", "bond", "bridge", "vlan", "dummy"}
-	secretTypes  = []string{"vpn", "wireguard", "macsec", "pppoe", "gsm", "cdma"}
+	allowedTypes = []string{"ethernet", "802-3-ethernet", "bond", "bridge", "vlan", "dummy",
+		"loopback", "vrf", "vxlan", "veth", "infiniband"}
+	secretTypes = []string{"vpn", "wireguard", "macsec", "pppoe", "gsm", "cdma"}
 	// nameKeys are the [connection] keys NetworkManager reads as plain
 	// strings that bind the profile: judged after unescaping.
 	nameKeys = []string{"id", "uuid", "interface-name", "type", "master", "controller", "slave-type", "port-type"}
@@ -30,6 +32,11 @@ var (
 // CheckKeyfiles judges keyfiles of one network config: each on its own,
 // then their UUIDs and ids against each other and their VLANs for cycles.
 func (p Policy) CheckKeyfiles(kfs []Keyfile) error {
+	for _, kf := range kfs {
+		if err := CheckUTF8Keyfile(kf.Label, kf.Content); err != nil {
+			return err
+		}
+	}
 	profs := make([]profile, 0, len(kfs))
 	for _, kf := range kfs {
 		secs, err := ReadKeyfile(kf.Content)
@@ -128,6 +135,9 @@ func (p Policy) checkKey(path, sec, key, raw string) error {
 		}
 	}
 	v, _ := Unescape(raw)
+	if err := p.checkAllowedKey(path, sec, key, v); err != nil {
+		return err
+	}
 	lk := strings.ToLower(key)
 	switch {
 	case sec == "connection" && key == "permissions" && v != "":
@@ -189,6 +199,8 @@ func badIfname(name string) string {
 		return "is not allowed by the kernel"
 	case strings.ContainsAny(name, "/:"):
 		return "contains '/' or ':'"
+	case strings.ContainsRune(name, '%'):
+		return "contains '%', which NetworkManager refuses (the kernel takes it for a name template)"
 	case strings.ContainsAny(name, " \t\n\v\f\r"):
 		return "contains whitespace"
 	case strings.ContainsRune(name, 0):
