@@ -30,7 +30,8 @@ func (e *NotOwnedError) Error() string {
 }
 
 // checkOwnership refuses every keyfile target that exists and is not ours.
-// Ours: listed in the manifest. The yip applicator writes our keyfiles at
+// Ours: listed in the manifest, or named by the intent of a change cut
+// short and holding what it wrote (pendingOwns). The yip applicator writes our keyfiles at
 // every boot before the agent runs, so an existing file the manifest lists
 // is ours; the first run after an install finds the manifest the hand-over
 // put in /oem. Without a readable manifest (none, or corrupt), the files
@@ -42,8 +43,9 @@ func (a *Applier) checkOwnership(p *Plan) error {
 	if owned == nil {
 		return err
 	}
-	for _, target := range p.targets() {
-		if owned[target] {
+	pending := a.pendingByPath()
+	for i, target := range p.targets() {
+		if owned[target] || a.pendingOwns(pending[target], p.Keyfiles[i].Content) {
 			continue
 		}
 		if _, err := a.files().Lstat(target); err == nil {
@@ -87,7 +89,7 @@ func (a *Applier) ownedPaths() (map[string]bool, error) {
 	var corrupt *state.CorruptError
 	switch {
 	case err == nil && m != nil:
-		files = m.Files
+		files = a.ownedNow(m)
 	case err == nil, errors.As(err, &corrupt):
 		if files, err = a.applicatorFiles(); err != nil {
 			return nil, err

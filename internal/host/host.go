@@ -48,7 +48,8 @@ type FS interface {
 	WriteFile(p string, data []byte, perm fs.FileMode) error
 	// Remove removes p; a missing file is not an error.
 	Remove(p string) error
-	// MkdirAll creates a directory and its parents.
+	// MkdirAll creates a directory and its parents, durably (the
+	// parent of each one created is synced).
 	MkdirAll(p string, perm fs.FileMode) error
 	// Lock takes the inter-process lock file p, waiting at most wait for
 	// another holder (statelock); release gives it back.
@@ -90,17 +91,39 @@ func (r Root) Stat(p string) (fs.FileInfo, error) { return os.Stat(r.Path(p)) }
 
 // WriteFile implements FS.
 func (r Root) WriteFile(p string, data []byte, perm fs.FileMode) error {
-	return atomicfile.Write(r.Path(p), data, perm)
+	if err := atomicfile.Write(r.Path(p), data, perm); err != nil {
+		return err
+	}
+	durable("write", p, data, perm)
+	return nil
 }
 
 // Remove implements FS.
-func (r Root) Remove(p string) error { return atomicfile.Remove(r.Path(p)) }
+func (r Root) Remove(p string) error {
+	if err := atomicfile.Remove(r.Path(p)); err != nil {
+		return err
+	}
+	durable("remove", p, nil, 0)
+	return nil
+}
 
 // MkdirAll implements FS.
-func (r Root) MkdirAll(p string, perm fs.FileMode) error { return os.MkdirAll(r.Path(p), perm) }
+func (r Root) MkdirAll(p string, perm fs.FileMode) error {
+	if err := atomicfile.MkdirAll(r.Path(p), perm); err != nil {
+		return err
+	}
+	durable("mkdir", p, nil, perm)
+	return nil
+}
 
 // SetAside implements FS.
-func (r Root) SetAside(p string) (string, error) { return safefile.SetAside(r.Path(p), time.Now()) }
+func (r Root) SetAside(p string) (string, error) {
+	aside, err := safefile.SetAside(r.Path(p), time.Now())
+	if err == nil {
+		durable("aside", p, []byte(aside), 0)
+	}
+	return aside, err
+}
 
 // Print is a dry run's FS: it reads through Root and prints what would be
 // written or removed, content included, touching nothing.
