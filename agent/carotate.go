@@ -8,16 +8,17 @@ import (
 
 	"github.com/nodereg/nodereg/agent/catrust"
 	"github.com/nodereg/nodereg/agent/localconfig"
-	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/protocol"
 )
 
-// trustedCA is the ca-cert a connection trusts: the config's, or during a
+// trustedCA is the ca-cert a connection trusts: the config's (a file named
+// in the config or on the command line is read under --root), or during a
 // CA rotation the CA in force and the pending one (docs/ca-rotation.md).
-func (r *run) trustedCA(files host.FS) string {
-	configCA := localconfig.CA(files, r.cfg.Elemental.Registration.CACert)
-	ca, err := catrust.Trust{Files: files}.Bundle(configCA)
+func (e *env) trustedCA(reg protocol.Registration) string {
+	configCA := localconfig.CA(e.files, reg.CACert)
+	ca, err := catrust.Trust{Files: e.files}.Bundle(configCA)
 	if err != nil {
-		r.log.WithError(err).Warn("rotated CA unreadable: trusting the config's ca-cert only")
+		e.log.WithError(err).Warn("rotated CA unreadable: trusting the config's ca-cert only")
 	}
 	return ca
 }
@@ -25,13 +26,12 @@ func (r *run) trustedCA(files host.FS) string {
 // rotateCA takes a CA the server announced (sent: its reply's ca-cert)
 // over the conversation that just succeeded, and proves a pending one.
 // A dry run writes nothing, so it rotates nothing.
-func (r *run) rotateCA(ctx context.Context, log *logrus.Entry, sent string) {
-	if r.o.DryRun {
+func (e *env) rotateCA(ctx context.Context, log *logrus.Entry, reg protocol.Registration, sent string) {
+	if e.o.DryRun {
 		return
 	}
-	t := catrust.Trust{Files: r.files}
-	reg := r.cfg.Elemental.Registration
-	out, err := t.Offer(reg.URL, sent, localconfig.CA(r.files, reg.CACert))
+	t := catrust.Trust{Files: e.files}
+	out, err := t.Offer(reg.URL, sent, localconfig.CA(e.files, reg.CACert))
 	switch {
 	case errors.Is(err, catrust.ErrNotPinned):
 		log.Debug(err)

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/server/tpmauth"
 	"github.com/nodereg/nodereg/tpm/tpmtest"
@@ -29,16 +28,16 @@ func TestIdentityLeavesTheTPMAloneUnlessLive(t *testing.T) {
 			s := tpmtest.StartSwtpm(t, false)
 			before := s.PersistentHandles(t)
 			var out strings.Builder
-			r := newRun(Options{DryRun: c.dryRun, PersistOnly: c.persistOnly, Out: &out})
-			r.cfg = &protocol.Config{}
-			r.cfg.Elemental.Registration.Auth = authTPM
-			r.cfg.Elemental.Registration.TPMDevice = s.Device()
-			r.state = &state.State{}
-			if err := r.openTPM(r.log); err != nil {
+			e := newEnv(Options{DryRun: c.dryRun, PersistOnly: c.persistOnly, Out: &out})
+			conf := &configured{cfg: &protocol.Config{}}
+			conf.cfg.Elemental.Registration.Auth = authTPM
+			conf.cfg.Elemental.Registration.TPMDevice = s.Device()
+			id, err := e.identify(e.phase(PhaseIdentity), conf, &prior{})
+			if err != nil {
 				t.Fatal(err)
 			}
-			x := tpmtest.RoundTrip(context.Background(), r.auth, tpmauth.New(tpmauth.Options{}))
-			if err := r.tpm.Close(); err != nil {
+			x := tpmtest.RoundTrip(context.Background(), id.auth, tpmauth.New(tpmauth.Options{}))
+			if err := id.tpm.Close(); err != nil {
 				t.Fatal(err)
 			}
 			if x.ClientErr != nil || x.ServerErr != nil {

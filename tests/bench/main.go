@@ -1,5 +1,5 @@
 // Command bench measures the agent's boot path and the reference server
-// against the budgets of issue 8 and prints one table: medians over repeated
+// against the budgets of docs/performance.md and prints one table: medians over repeated
 // runs, PASS or OVER per budgeted line. It reports rather than tests: it
 // exits 0 when a line is OVER and 1 when a measurement could not be made.
 //
@@ -33,7 +33,7 @@ import (
 	"github.com/nodereg/nodereg/tpm"
 )
 
-// Budgets of issue 8.
+// The budgets (docs/performance.md, "Budgets and the table as measured").
 const (
 	budgetWarmRun      = 60 * time.Millisecond
 	budgetColdEmulated = 150 * time.Millisecond
@@ -42,8 +42,8 @@ const (
 	budgetInventory    = 50 * time.Millisecond
 	budgetAgentSize    = 12e6
 	budgetRSS          = 20e6
-	// budgetServerRSS is issue 13's goal for regserver under 1,000 PLAIN
-	// registrations at once.
+	// budgetServerRSS is the goal for regserver under 1,000 PLAIN
+	// registrations at once (docs/regserver.md, "Limits").
 	budgetServerRSS = 200e6
 )
 
@@ -642,7 +642,7 @@ func (b *bencher) loadRows() []row {
 				rssErr = err
 			}
 			rows = append(rows, row{name: "regserver: peak RSS, 1000 PLAIN clients", unit: unitBytes, value: peakRSS, budget: budgetServerRSS,
-				note: "VmHWM of the server process, max over the bursts (issue 13's goal)", err: rssErr})
+				note: "VmHWM of the server process, max over the bursts (regserver's goal)", err: rssErr})
 		}
 	}
 	return rows
