@@ -13,6 +13,7 @@ import (
 	"github.com/mudler/yip/pkg/schema"
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/agent/handover"
 	"github.com/nodereg/nodereg/agent/retry/retrytest"
 	"github.com/nodereg/nodereg/apply"
@@ -84,8 +85,8 @@ func TestBadBootstrapConfigIs78(t *testing.T) {
 	m := node.New(t, "52:54:00:aa:00:22", s.start(t), strings.Replace(bootstrapBlock, "address: 10.231.0.21", "address: 10.231.0.21/24", 1))
 	_, err := Run(t.Context(), Options{Root: m.Root, Clock: retrytest.NewClock(time.Now())})
 	var pe *PhaseError
-	if ExitCode(err) != ExitConfig || !errors.As(err, &pe) || pe.Phase != PhaseConfig || !strings.Contains(err.Error(), bootstrap.Key+".ipAddresses.boot-ip") {
-		t.Fatalf("run: %v (exit %d), want exit 78 in phase config naming the key", err, ExitCode(err))
+	if exitcode.Of(err) != exitcode.Config || !errors.As(err, &pe) || pe.Phase != PhaseConfig || !strings.Contains(err.Error(), bootstrap.Key+".ipAddresses.boot-ip") {
+		t.Fatalf("run: %v (exit %d), want exit 78 in phase config naming the key", err, exitcode.Of(err))
 	}
 	if len(s.seen) != 0 {
 		t.Errorf("the server saw %d registrations", len(s.seen))

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 
+	"github.com/nodereg/nodereg/agent/localconfig"
 	"github.com/nodereg/nodereg/agent/netreport"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/protocol"
@@ -41,7 +42,7 @@ type networkDecision struct {
 // §7.4): mode is elemental.registration.network-config (auto,
 // embedded, explicit), reply the registration's answer.
 func decideNetwork(mode string, reply *protocol.Reply) networkDecision {
-	explicit := mode == networkModeExplicit || (mode == networkModeAuto && reply.ExplicitNetworkConfig)
+	explicit := mode == localconfig.NetworkExplicit || (mode == localconfig.NetworkAuto && reply.ExplicitNetworkConfig)
 	if !explicit && !reply.Network.IsReal() {
 		return networkDecision{First: sourceNone, Retry: sourceNone}
 	}

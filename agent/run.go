@@ -9,6 +9,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/nodereg/nodereg/agent/localconfig"
 	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/logx"
@@ -41,7 +42,7 @@ type Options struct {
 	Root             string
 	ConfigPath       string
 	StatePath        string
-	Overrides        Overrides
+	Overrides        localconfig.Overrides
 	Labels           []string
 	LabelsFile       string
 	// DryRun: the whole conversation and rendering, printed to Out;
@@ -154,13 +155,13 @@ func newEnv(o Options) *env {
 		o.Root = "/"
 	}
 	if o.ConfigPath == "" {
-		o.ConfigPath = DefaultConfigPath
+		o.ConfigPath = host.ConfigFile
 	}
 	if o.StatePath == "" {
-		o.StatePath = DefaultStatePath
+		o.StatePath = host.StateFile
 	}
 	if o.LabelsFile == "" {
-		o.LabelsFile = DefaultLabelsFile
+		o.LabelsFile = host.LabelsFile
 	}
 	if o.Runner == nil {
 		o.Runner = host.ExecRunner{}

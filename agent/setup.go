@@ -96,21 +96,21 @@ func (e *env) identify(ph *phase, c *configured, p *prior) (*identity, error) {
 	reg := c.cfg.Elemental.Registration
 	id := &identity{state: p.state}
 	switch reg.Auth {
-	case authMAC:
+	case localconfig.AuthMAC:
 		mac, err := inventory.MACAddress(e.files)
 		if err != nil {
 			return nil, errclass.Configf("auth mac: %w", err)
 		}
-		id.auth = protocol.Plain{AuthKind: kind(reg, authMAC), ID: mac}
-		plainIdentity(ph, authMAC, mac)
-	case authSysUUID:
+		id.auth = protocol.Plain{AuthKind: kind(reg, localconfig.AuthMAC), ID: mac}
+		plainIdentity(ph, localconfig.AuthMAC, mac)
+	case localconfig.AuthSysUUID:
 		u, err := inventory.SystemUUID(e.files)
 		if err != nil {
 			return nil, errclass.Configf("auth sys-uuid: %w", err)
 		}
-		id.auth = protocol.Plain{AuthKind: kind(reg, authSysUUID), ID: u}
-		plainIdentity(ph, authSysUUID, u)
-	case authTPM:
+		id.auth = protocol.Plain{AuthKind: kind(reg, localconfig.AuthSysUUID), ID: u}
+		plainIdentity(ph, localconfig.AuthSysUUID, u)
+	case localconfig.AuthTPM:
 		return id, e.openTPM(ph.log, reg, id)
 	}
 	return id, nil

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodereg/nodereg/agent/localconfig"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/server/tpmauth"
 	"github.com/nodereg/nodereg/tpm/tpmtest"
@@ -30,7 +31,7 @@ func TestIdentityLeavesTheTPMAloneUnlessLive(t *testing.T) {
 			var out strings.Builder
 			e := newEnv(Options{DryRun: c.dryRun, PersistOnly: c.persistOnly, Out: &out})
 			conf := &configured{cfg: &protocol.Config{}}
-			conf.cfg.Elemental.Registration.Auth = authTPM
+			conf.cfg.Elemental.Registration.Auth = localconfig.AuthTPM
 			conf.cfg.Elemental.Registration.TPMDevice = s.Device()
 			id, err := e.identify(e.phase(PhaseIdentity), conf, &prior{})
 			if err != nil {

@@ -28,10 +28,10 @@ func verifyInput(o Options) verify.Input {
 		o.Root = "/"
 	}
 	if o.ConfigPath == "" {
-		o.ConfigPath = DefaultConfigPath
+		o.ConfigPath = host.ConfigFile
 	}
 	if o.StatePath == "" {
-		o.StatePath = DefaultStatePath
+		o.StatePath = host.StateFile
 	}
 	runner := o.Runner
 	if runner == nil {

@@ -53,7 +53,7 @@ func (f Facts) String() string {
 // permAddrFunc reads a NIC's burnt-in address from the kernel.
 type permAddrFunc func(ifname string) (net.HardwareAddr, error)
 
-// ReadFacts reads the facts of the machine files is (the agent's --root;
+// ReadFacts reads the facts of the machine files reaches (the agent's --root;
 // host.Root("/") for the real system).
 //
 // MACs: on the real system each NIC's permanent address comes from the

@@ -15,7 +15,7 @@ var ErrNoIdentifier = errors.New("no usable identifier")
 
 // MACAddress returns the PLAIN `mac` identifier (docs/protocol.md §4.3): the
 // lexicographically smallest permanent MAC of a non-virtual interface,
-// including interfaces that are down, on the machine files is.
+// including interfaces that are down, on the machine files reaches.
 func MACAddress(files host.FS) (string, error) {
 	dir := files.Path(host.SysClassNet)
 	entries, err := os.ReadDir(dir)

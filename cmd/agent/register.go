@@ -14,6 +14,7 @@ import (
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/agent/exitcode"
 	cmdline "github.com/nodereg/nodereg/internal/cli"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/systemd"
 )
 
@@ -26,12 +27,12 @@ func (f *registerFlags) mode(fs *pflag.FlagSet, log *logrus.Entry) agent.Mode {
 	case f.install:
 		if !f.noToolkit {
 			if fs.Changed("config-path") {
-				log.WithField("config", f.configPath).Info("install: reading the config given with --config-path, not the live media's " + agent.InstallConfigPath)
+				log.WithField("config", f.configPath).Info("install: reading the config given with --config-path, not the live media's " + host.InstallConfigFile)
 			} else {
-				f.configPath = agent.InstallConfigPath
+				f.configPath = host.InstallConfigFile
 			}
 			if !fs.Changed("state-path") {
-				f.statePath = agent.InstallStatePath
+				f.statePath = host.InstallStateFile
 			}
 		}
 		return agent.ModeInstall

@@ -16,6 +16,7 @@ import (
 	"github.com/nodereg/nodereg/apply"
 	cmdline "github.com/nodereg/nodereg/internal/cli"
 	"github.com/nodereg/nodereg/internal/errclass"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -73,7 +74,7 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 	cmd.Flags().StringVar(&file, "network-config", "", "old spelling of --input")
 	_ = cmd.Flags().MarkHidden("network-config")
 	cmd.Flags().BoolVar(&boot, "bootstrap", false, "print the bootstrap network of the config file (--config-path) for this machine")
-	cmd.Flags().StringVar(&configPath, "config-path", agent.DefaultConfigPath, "with --bootstrap: elemental config file (under --root)")
+	cmd.Flags().StringVar(&configPath, "config-path", host.ConfigFile, "with --bootstrap: elemental config file (under --root)")
 	cmd.Flags().Var(nmstate, "nmstate", nmstateUsage)
 	return cmd
 }
