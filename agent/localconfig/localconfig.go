@@ -120,19 +120,10 @@ func (f *File) NetPolicy() (netpolicy.Policy, error) {
 	return p, nil
 }
 
-// Load reads the elemental config file on this machine (a missing file is
-// an error, as upstream) and applies the overrides. Errors name the file
-// and the key.
-func Load(path string, o Overrides) (*protocol.Config, error) {
-	f, err := Read(host.Root("/"), path, o, nil)
-	if err != nil {
-		return nil, err
-	}
-	return f.Config, nil
-}
-
-// Read is Load for the node files reaches (its --root): the file and every path named in it
-// (ca-cert) are read there. Keys the agent does not know are warned about
+// Read reads the elemental config file of the node files reaches (its
+// --root; a missing file is an error, as upstream) and applies the
+// overrides; errors name the file and the key. The file and every path
+// named in it (ca-cert) are read there. Keys the agent does not know are warned about
 // on log (nil: not reported), with the closest known key. A CA that cannot
 // be read or holds no certificate is a configuration error now, not a dial
 // that fails on every retry.
