@@ -239,17 +239,26 @@ func printRendered(w io.Writer, nc *protocol.NetworkConfig, rd *apply.Rendered) 
 // the digested config, the keyfiles (nmstate's by the generator nmstate
 // chooses), the yip applicator and the commands.
 func PrintRender(ctx context.Context, w io.Writer, nc *protocol.NetworkConfig, nmstate apply.NmstateChoice) error {
-	return printRender(ctx, Options{DryRun: true, Out: w}, nc, nmstate)
+	return printRender(ctx, Options{DryRun: true, Out: w}, nc, nmstate, true)
 }
 
-// printRender is PrintRender with the run's options (a root for tests).
-func printRender(ctx context.Context, o Options, nc *protocol.NetworkConfig, nmstate apply.NmstateChoice) error {
+// PrintRenderOn is PrintRender for the node whose files are under root
+// (`agent render --root`): the plan makes every check a real run on that
+// node makes, the keyfile directory's ownership and the uniqueness against
+// the profiles on its disk included (docs/apply.md, "agent render").
+func PrintRenderOn(ctx context.Context, w io.Writer, root string, nc *protocol.NetworkConfig, nmstate apply.NmstateChoice) error {
+	return printRender(ctx, Options{DryRun: true, Out: w, Root: root}, nc, nmstate, false)
+}
+
+// printRender is PrintRender with the run's options; offline: the plan is
+// for some other machine, not the one under o.Root.
+func printRender(ctx context.Context, o Options, nc *protocol.NetworkConfig, nmstate apply.NmstateChoice, offline bool) error {
 	rd, err := apply.Render(nc)
 	if err != nil {
 		return err
 	}
 	e := newEnv(o)
-	c := &configured{cfg: &protocol.Config{}, nmstate: nmstate, offline: true, apply: e.ownedApplier(nmstate, netpolicy.Policy{})}
+	c := &configured{cfg: &protocol.Config{}, nmstate: nmstate, offline: offline, apply: e.ownedApplier(nmstate, netpolicy.Policy{})}
 	net := &netConfig{config: nc, rendered: rd}
 	ph := e.phase(PhasePlan)
 	plan, err := e.plan(ctx, ph, c, state.State{}, net)

@@ -78,21 +78,29 @@ func (e *env) dialOptions(reg protocol.Registration) protocol.DialOptions {
 // the systemd STATUS, and extend systemd's start timeout.
 func (e *env) policy(deadline time.Duration, ph *phase) retry.Policy {
 	hook := e.notify.RetryHook(string(ph.name), protocol.DefaultSessionDeadline+5*time.Second)
-	return retry.Policy{
-		Deadline:  deadline,
-		Clock:     e.o.Clock,
-		Retryable: exitcode.Retryable,
-		Max:       30 * time.Second,
-		OnWait: func(attempt int, d time.Duration, err error) {
-			until := ""
-			if attempt == 1 && deadline > 0 { // the first wait says how long the retries may go on
-				until = fmt.Sprintf(" (retrying until the %s deadline)", deadline)
-			}
-			ph.log.WithField("attempt", attempt).WithError(err).Warnf("retrying in %s%s", d.Round(time.Millisecond), until)
-			hook(attempt, d, err)
-		},
+	p := RetryPolicy(deadline, e.o.Clock)
+	p.OnWait = func(attempt int, d time.Duration, err error) {
+		until := ""
+		if attempt == 1 && deadline > 0 { // the first wait says how long the retries may go on
+			until = fmt.Sprintf(" (retrying until the %s deadline)", deadline)
+		}
+		ph.log.WithField("attempt", attempt).WithError(err).Warnf("retrying in %s%s", d.Round(time.Millisecond), until)
+		hook(attempt, d, err)
 	}
+	return p
 }
+
+// RetryPolicy is the retry policy of every phase that talks to the server,
+// without the hooks that log and tell systemd: the reboot-storm benchmark
+// (docs/performance.md) runs its simulated machines through it, with
+// ClassifyRegister, so it measures the agent's backoff and jitter.
+func RetryPolicy(deadline time.Duration, clock retry.Clock) retry.Policy {
+	return retry.Policy{Deadline: deadline, Clock: clock, Retryable: exitcode.Retryable, Max: 30 * time.Second}
+}
+
+// ClassifyRegister is what the registration phase makes of a failed
+// conversation before RetryPolicy judges it.
+func ClassifyRegister(err error) error { return classifyRegister(err) }
 
 // bound makes the retry deadline a hard one: the attempt in flight when it
 // passes is cut there (protocol.Dial clamps its session to the context).
@@ -138,7 +146,10 @@ func (e *env) registerOnce(ctx context.Context, ph *phase, c *configured, auth p
 	if err != nil {
 		return nil, err
 	}
-	payloads := c.payloads(inv, reg.NoSMBIOS, st, netState, cc.RegistrationIP())
+	payloads, err := c.payloads(inv, cc.Version, reg.NoSMBIOS, st, netState, cc.RegistrationIP())
+	if err != nil {
+		return nil, err
+	}
 	if payloads.Update {
 		log.Debug("sending MsgUpdate (registered before), then MsgGet")
 	} else {
@@ -152,12 +163,12 @@ func (e *env) registerOnce(ctx context.Context, ph *phase, c *configured, auth p
 		return nil, err
 	}
 	sentCA := merged.Elemental.Registration.CACert
-	for _, w := range append(localconfig.KeepLocal(*cfg, &merged), localconfig.ServerSent(reply.Payload)...) {
+	for _, w := range append(localconfig.KeepLocal(*cfg, &merged), localconfig.ServerSent(reply.Doc)...) {
 		log.Warn(w)
 	}
 	// The server's CA is never merged: rotation takes it, or not.
 	merged.Elemental.Registration.CACert = reg.CACert
-	e.rotateCA(ctx, log, reg, sentCA)
+	e.rotateCA(ctx, log, reg, sentCA, cc.PeerCertificates())
 	got := log.WithField("explicit-network-config", reply.ExplicitNetworkConfig)
 	if reply.Network != nil {
 		got = got.WithField("configurator", reply.Network.Configurator).WithField("addresses", len(reply.Network.IPAddresses))
@@ -173,7 +184,7 @@ func (e *env) registerOnce(ctx context.Context, ph *phase, c *configured, auth p
 
 // payloads are what one registration sends: the inventory, the labels,
 // and the annotations with what this connection and the state add.
-func (c *configured) payloads(inv *inventory.Inventory, noSMBIOS bool, st state.State, netState, registrationIP string) *protocol.Payloads {
+func (c *configured) payloads(inv *inventory.Inventory, version byte, noSMBIOS bool, st state.State, netState, registrationIP string) (*protocol.Payloads, error) {
 	annotations := maps.Clone(c.annotations)
 	if registrationIP != "" {
 		annotations["registration-ip"] = registrationIP
@@ -181,13 +192,18 @@ func (c *configured) payloads(inv *inventory.Inventory, noSMBIOS bool, st state.
 	reportBack(annotations, netState, st.NetworkAddresses)
 	netreport.Annotate(annotations, st.Network, netState)
 	p := &protocol.Payloads{
-		Update:           st.Registered(),
-		NoSMBIOS:         noSMBIOS,
-		SMBIOS:           inv.SMBIOS,
-		SystemDataV2:     inv.SystemDataV2,
-		LegacySystemData: inv.LegacySystemData,
-		Annotations:      annotations,
-		Labels:           c.labels,
+		Update:       st.Registered(),
+		NoSMBIOS:     noSMBIOS,
+		SMBIOS:       inv.SMBIOS,
+		SystemDataV2: inv.SystemDataV2,
+		Annotations:  annotations,
+		Labels:       c.labels,
+	}
+	if protocol.SendsLegacySystemData(version) {
+		var err error
+		if p.LegacySystemData, err = inv.LegacySystemData(); err != nil {
+			return nil, err
+		}
 	}
 	if p.SMBIOS == nil {
 		p.SMBIOS = map[string]any{}
@@ -195,7 +211,7 @@ func (c *configured) payloads(inv *inventory.Inventory, noSMBIOS bool, st state.
 	if p.SystemDataV2 == nil {
 		p.SystemDataV2 = map[string]any{}
 	}
-	return p
+	return p, nil
 }
 
 // reportBack tells the server what this node did with its network config

@@ -103,6 +103,9 @@ func Render(nc *protocol.NetworkConfig) (*Rendered, error) {
 	default:
 		return nil, &FieldError{Path: "configurator", Reason: fmt.Sprintf("unknown configurator %q", conf)}
 	}
+	if err := checkUTF8(conf, nc); err != nil {
+		return nil, err
+	}
 	if len(nc.Config) == 0 {
 		return nil, &FieldError{Path: "config", Reason: "empty for configurator " + conf}
 	}

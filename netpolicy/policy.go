@@ -60,7 +60,7 @@ const (
 )
 
 // OptIn are the rules a local config may allow.
-var OptIn = []Rule{FilesAndSecrets, Scripts, Hostname, Proxy, Permissions, Unknown}
+var OptIn = []Rule{FilesAndSecrets, Scripts, Hostname, Proxy, Permissions, Unknown, Shared, Zone, MatchWildcard}
 
 // Key is the local config's key for the policy. Like the other keep-local
 // keys it is never taken from a server.
@@ -188,12 +188,13 @@ func ruleList(rs []Rule) string {
 	return strings.Join(s, ", ")
 }
 
-// ServerSentWarning is the warning for a server reply (a MsgConfig payload)
-// carrying the policy key; "" when it does not. protocol.Config has no
-// field for it, so it is dropped in any case: this makes it visible.
-func ServerSentWarning(payload []byte) string {
+// ServerSentWarning is the warning for a server reply (a MsgConfig payload,
+// as parsed by the protocol decoder: protocol.Reply.Doc) carrying the
+// policy key; "" when it does not. protocol.Config has no field for it, so
+// it is dropped in any case: this makes it visible.
+func ServerSentWarning(doc *yaml.Node) string {
 	var lf localFile
-	if yaml.Unmarshal(payload, &lf) != nil || lf.Elemental.Registration.Policy.Kind == 0 {
+	if doc == nil || doc.Decode(&lf) != nil || lf.Elemental.Registration.Policy.Kind == 0 {
 		return ""
 	}
 	return "the server's " + Key + " is ignored: the network policy is a local setting; set it in the local config"

@@ -209,10 +209,20 @@ func TestFromConfig(t *testing.T) {
 			t.Errorf("%q: %v", bad, err)
 		}
 	}
-	if w := ServerSentWarning([]byte("elemental:\n  registration:\n    network-policy:\n      allow: [files-and-secrets]\n")); !strings.Contains(w, "ignored") {
+	if w := ServerSentWarning(parseDoc(t, "elemental:\n  registration:\n    network-policy:\n      allow: [files-and-secrets]\n")); !strings.Contains(w, "ignored") {
 		t.Errorf("no warning for a server-sent policy: %q", w)
 	}
-	if w := ServerSentWarning([]byte("elemental:\n  registration:\n    url: https://x\n")); w != "" {
+	if w := ServerSentWarning(parseDoc(t, "elemental:\n  registration:\n    url: https://x\n")); w != "" {
 		t.Errorf("a warning without the key: %q", w)
 	}
+}
+
+// parseDoc is a reply as the protocol decoder hands it on.
+func parseDoc(t *testing.T, s string) *yaml.Node {
+	t.Helper()
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(s), &doc); err != nil {
+		t.Fatal(err)
+	}
+	return &doc
 }

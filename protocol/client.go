@@ -2,8 +2,6 @@ package protocol
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,8 +12,6 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-
-	"github.com/nodereg/nodereg/internal/safefile"
 
 	"github.com/nodereg/nodereg/internal/errclass"
 )
@@ -69,7 +65,8 @@ type DialOptions struct {
 	// CACert is a path to an existing PEM file or the PEM text itself, as
 	// elemental.registration.ca-cert (docs/protocol.md §1.3).
 	CACert string
-	// NoSystemPool trusts only CACert. Upstream always adds the system pool.
+	// NoSystemPool refuses to fall back on the system pool when CACert is
+	// empty. A pinned CA is always trusted alone (TLSConfig).
 	NoSystemPool bool
 	// HandshakeTimeout bounds the HTTP upgrade; default 45 s as upstream.
 	HandshakeTimeout time.Duration
@@ -79,6 +76,10 @@ type DialOptions struct {
 	// Resolver looks up the server's host name; nil is the system's. Tests
 	// answer from a resolver of their own, never the machine's.
 	Resolver *net.Resolver
+	// LocalAddr is the client's end of the connection; nil lets the
+	// kernel choose. The reboot-storm benchmark gives each simulated
+	// machine a loopback address of its own with it.
+	LocalAddr net.Addr
 }
 
 // WebSocketURL converts a registration URL as upstream does: the first
@@ -89,63 +90,6 @@ func WebSocketURL(u string) (string, error) {
 		return "", fmt.Errorf("registration URL %q: scheme must be http or https", RedactURL(u))
 	}
 	return "ws" + strings.TrimPrefix(u, "http"), nil
-}
-
-// CAPEM is the PEM text of elemental.registration.ca-cert from the local
-// config or a flag: the PEM text itself, or the path of a regular file
-// holding it (docs/protocol.md §1.3), read without following a symlink and at
-// most safefile.MaxPEM bytes. It is the one loader for the CA: the TLS
-// client and the system-agent kubeconfig use the same bytes, and a CA that
-// cannot be read is an error, never its path passed on as data. A ca-cert
-// from the server is PEM text only (agent/localconfig.KeepLocal).
-func CAPEM(caCert string) ([]byte, error) {
-	if caCert == "" {
-		return nil, errors.New("ca-cert: empty")
-	}
-	if IsCAPEM(caCert) {
-		if err := safefile.CheckPEM([]byte(caCert)); err != nil {
-			return nil, fmt.Errorf("ca-cert: %w", err)
-		}
-		return []byte(caCert), nil
-	}
-	b, err := safefile.ReadPEM(caCert)
-	if err != nil {
-		return nil, fmt.Errorf("ca-cert: %w", err)
-	}
-	return b, nil
-}
-
-// IsCAPEM tells a registration.ca-cert holding PEM text from one naming a
-// file (upstream's rule): callers that move the file (under a root) ask it.
-func IsCAPEM(caCert string) bool { return strings.Contains(caCert, "-----BEGIN") }
-
-// TLSConfig builds the client TLS configuration from a CA given as a file
-// path or PEM text.
-func TLSConfig(caCert string, noSystemPool bool) (*tls.Config, error) {
-	if caCert == "" {
-		if noSystemPool {
-			return nil, errors.New("ca-cert: no CA given and the system pool is disabled")
-		}
-		return &tls.Config{MinVersion: tls.VersionTLS12}, nil
-	}
-	pemText, err := CAPEM(caCert)
-	if err != nil {
-		return nil, err
-	}
-	var pool *x509.CertPool
-	if !noSystemPool {
-		sys, err := x509.SystemCertPool()
-		if err == nil {
-			pool = sys
-		}
-	}
-	if pool == nil {
-		pool = x509.NewCertPool()
-	}
-	if !pool.AppendCertsFromPEM(pemText) {
-		return nil, errors.New("ca-cert: no certificate found in the PEM data")
-	}
-	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
 // ClientConn is an authenticated, version-negotiated connection.
@@ -186,8 +130,8 @@ func dial(ctx context.Context, o DialOptions, auth Authenticator) (*ClientConn, 
 	if d.HandshakeTimeout == 0 {
 		d.HandshakeTimeout = 45 * time.Second
 	}
-	if o.Resolver != nil {
-		d.NetDialContext = (&net.Dialer{Resolver: o.Resolver}).DialContext
+	if o.Resolver != nil || o.LocalAddr != nil {
+		d.NetDialContext = (&net.Dialer{Resolver: o.Resolver, LocalAddr: o.LocalAddr}).DialContext
 	}
 	if strings.HasPrefix(wsURL, "wss://") {
 		if d.TLSClientConfig, err = TLSConfig(o.CACert, o.NoSystemPool); err != nil {

@@ -30,6 +30,10 @@ func readManifest(files host.FS) (*state.Manifest, error) {
 // checkApplicator: the manifest is the applied config's, and the
 // applicator and digested config under /oem are the bytes it lists.
 func checkApplicator(r *Report, files host.FS, st *state.State) {
+	if st.NetworkError != "" {
+		r.add(Applicator, Failed, "the last network config was not applied (%s, phase %s): %s", orUnknown(st.NetworkErrorKind), orUnknown(st.NetworkErrorPhase), st.NetworkError)
+		return
+	}
 	if st.NetworkDigest == "" {
 		r.add(Applicator, NotChecked, "not checked: the state file records no network config applied")
 		return
@@ -77,20 +81,25 @@ func checkAddresses(r *Report, in Input) {
 	var problems []string
 	n := 0
 	for _, name := range sortedKeys(in.addresses) {
-		l, err := links(name)
+		dev := in.device(name)
+		label := name
+		if dev != name {
+			label = fmt.Sprintf("%s (device %s, by MAC)", name, dev)
+		}
+		l, err := links(dev)
 		if err != nil {
-			problems = append(problems, fmt.Sprintf("%s: %v", name, err))
+			problems = append(problems, fmt.Sprintf("%s: %v", label, err))
 			continue
 		}
 		if !l.Up {
-			problems = append(problems, name+" is down")
+			problems = append(problems, label+" is down")
 		} else if !l.Running {
-			problems = append(problems, name+" has no carrier")
+			problems = append(problems, label+" has no carrier")
 		}
 		for _, want := range in.addresses[name] {
 			n++
 			if !hasAddr(l.Addrs, want) {
-				problems = append(problems, fmt.Sprintf("%s missing on %s", want, name))
+				problems = append(problems, fmt.Sprintf("%s missing on %s", want, label))
 			}
 		}
 	}
@@ -193,7 +202,8 @@ func checkProfiles(r *Report, in Input, active []activeProfile, nmErr string) {
 		}
 	}
 	var problems []string
-	for _, dev := range sortedKeys(in.addresses) {
+	for _, name := range sortedKeys(in.addresses) {
+		dev := in.device(name)
 		i := slices.IndexFunc(active, func(p activeProfile) bool { return p.Device == dev })
 		switch {
 		case i < 0:
@@ -283,6 +293,13 @@ func checkServer(ctx context.Context, r *Report, in Input) {
 		return
 	}
 	r.add(Server, OK, "%s reachable, TLS verified by the stored CA", addr)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }
 
 func sortedKeys(m map[string][]string) []string {

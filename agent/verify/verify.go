@@ -116,8 +116,22 @@ type Input struct {
 	// through the standard library (net.InterfaceByName).
 	Links func(name string) (Link, error)
 
-	// addresses are the state file's, decoded once by Run.
+	// ByMAC is the kernel's name of the device with a MAC address; nil:
+	// net.Interfaces.
+	ByMAC func(mac string) (string, error)
+
+	// addresses are the state file's, decoded once by Run; devices the
+	// kernel's names of their interfaces (deviceNames).
 	addresses map[string][]string
+	devices   map[string]string
+}
+
+// device is the kernel's name of the state file's interface name.
+func (in Input) device(name string) string {
+	if d, ok := in.devices[name]; ok {
+		return d
+	}
+	return name
 }
 
 // BootstrapKeyfiles recognise a bootstrap network's runtime keyfiles: the
@@ -144,6 +158,7 @@ func Run(ctx context.Context, in Input) *Report {
 		in.State = &state.State{}
 	}
 	in.addresses = in.State.Addresses()
+	in.devices = deviceNames(in)
 	checkRegistered(r, in)
 	checkApplicator(r, in.Files, in.State)
 	checkAddresses(r, in)

@@ -36,7 +36,11 @@ prints what a dry run prints: the digested config, the keyfiles, the yip
 applicator and the commands. Talks to no server; writes nothing. A key the
 NetworkConfig does not have is an error. An nmstate config's keyfiles come
 from nmstatectl gc when it is installed, else from the built-in translator
-(--nmstate chooses); the output says which. With --bootstrap, an unset
+(--nmstate chooses); the output says which. Without --root the plan is
+for some other machine: the checks on this machine's disk (keyfiles that
+would replace files the agent does not own, UUIDs and ids of the profiles
+NetworkManager loads) are not made. With --root they are made on the node
+under it, exactly as a run there would. With --bootstrap, an unset
 --nmstate leaves the choice to the config file's elemental.registration.nmstate
 (else auto), as register does.
 
@@ -59,7 +63,11 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 			case file == "":
 				return errors.New(`required flag(s) "input" not set (or --bootstrap)`)
 			default:
-				err = render(c.stdout, file, apply.NmstateChoice(nmstate.value))
+				root := "" // another machine: no on-disk checks
+				if cmd.Flags().Changed("root") {
+					root = c.root
+				}
+				err = render(c.stdout, file, root, apply.NmstateChoice(nmstate.value))
 			}
 			if err != nil {
 				fmt.Fprintf(c.stderr, "render: %v\n", err)
@@ -79,7 +87,7 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 	return cmd
 }
 
-func render(w io.Writer, file string, nmstate apply.NmstateChoice) error {
+func render(w io.Writer, file, root string, nmstate apply.NmstateChoice) error {
 	b, err := readFile(file, maxRenderInput)
 	if err != nil {
 		return &errclass.ConfigError{Err: err}
@@ -90,7 +98,13 @@ func render(w io.Writer, file string, nmstate apply.NmstateChoice) error {
 	if err := dec.Decode(&nc); err != nil && !errors.Is(err, io.EOF) {
 		return &errclass.ConfigError{Err: fmt.Errorf("%s: %w (%s)", file, err, networkConfigKeys)}
 	}
-	if err := agent.PrintRender(context.Background(), w, &nc, nmstate); err != nil {
+	printFn := agent.PrintRender
+	if root != "" {
+		printFn = func(ctx context.Context, w io.Writer, nc *protocol.NetworkConfig, n apply.NmstateChoice) error {
+			return agent.PrintRenderOn(ctx, w, root, nc, n)
+		}
+	}
+	if err := printFn(context.Background(), w, &nc, nmstate); err != nil {
 		// Offline, an unresolved placeholder is the file's fault, not a
 		// server that is not ready yet.
 		return &errclass.ConfigError{Err: fmt.Errorf("%s: %w", file, err)}
