@@ -35,7 +35,7 @@ func classifyRegister(err error) error {
 		// asking again gives the same answer (its class says so).
 		return fmt.Errorf("the server refused the registration: %w", err)
 	}
-	return classifyNetwork(err)
+	return markNotUpYet(classifyNetwork(err))
 }
 
 // classifyRender: an unresolved placeholder is a pending claim (transient)

@@ -34,6 +34,7 @@ tar -C "$root" -xf "$base"
 # The agent, as an installed system gets it (README "Installing").
 make --no-print-directory install DESTDIR="$root" >"$out/make-install.log"
 install -D -m 0755 "$out/yiprun" "$root/usr/libexec/vmlab/yiprun"
+install -m 0755 "$here/probe" "$root/usr/libexec/vmlab/probe"
 for u in "$here"/systemd/*.service; do
 	install -m 0644 "$u" "$root/etc/systemd/system/"
 done
