@@ -8,7 +8,6 @@ import (
 
 	"github.com/nodereg/nodereg/agent/catrust"
 	"github.com/nodereg/nodereg/agent/exitcode"
-	"github.com/nodereg/nodereg/internal/atomicfile"
 	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/state"
@@ -44,7 +43,7 @@ func (e *env) lock(ctx context.Context) (unlock func(), err error) {
 	if e.o.Deadline > 0 && e.o.Deadline < wait {
 		wait = e.o.Deadline // --deadline bounds the whole run's wait
 	}
-	l, err := statelock.Acquire(ctx, e.files.Path(path.Join(dir, statelock.Name)), wait)
+	release, err := e.files.Lock(ctx, path.Join(dir, statelock.Name), wait)
 	if err != nil {
 		var stopped *exitcode.StoppedError
 		if errors.As(context.Cause(ctx), &stopped) {
@@ -56,7 +55,7 @@ func (e *env) lock(ctx context.Context) (unlock func(), err error) {
 		return nil, &PhaseError{Phase: PhaseState, Err: err}
 	}
 	e.removeStaleTemps()
-	return func() { _ = l.Release() }, nil
+	return func() { _ = release() }, nil
 }
 
 // removeStaleTemps removes the temp files of writes a kill -9 cut short, in
@@ -64,7 +63,7 @@ func (e *env) lock(ctx context.Context) (unlock func(), err error) {
 // flight (docs/reliability.md, "Hostile server").
 func (e *env) removeStaleTemps() {
 	for _, dir := range []string{path.Dir(e.o.StatePath), host.KeyfileDir, host.StateDir, catrust.Dir, path.Dir(host.Applicator), host.RuntimeKeyfileDir} {
-		removed, err := atomicfile.RemoveStale(e.path(dir))
+		removed, err := e.files.RemoveStale(dir)
 		if err != nil {
 			e.log.WithField("phase", PhaseState).WithError(err).Warn("removing stale temp files")
 		}

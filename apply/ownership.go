@@ -38,15 +38,11 @@ func (e *NotOwnedError) Error() string {
 // anyway, and an image installed by elemental-register is taken over this
 // way. It reads only: a plan has no side effects.
 func (a *Applier) checkOwnership(p *Plan) error {
-	if len(p.Keyfiles) == 0 {
-		return nil
+	owned, err := a.planOwned(p)
+	if owned == nil {
+		return err
 	}
-	owned, err := a.ownedPaths()
-	if err != nil {
-		return fmt.Errorf("plan network (%s): %w", p.Configurator, err)
-	}
-	for _, kf := range p.Keyfiles {
-		target := path.Join(p.paths.KeyfileDir, kf.Name)
+	for _, target := range p.targets() {
 		if owned[target] {
 			continue
 		}
@@ -57,6 +53,29 @@ func (a *Applier) checkOwnership(p *Plan) error {
 		}
 	}
 	return nil
+}
+
+// planOwned is ownedPaths for the checks of a plan, which both refuse the
+// same way when the manifest cannot be read; nil (and no error) when the
+// plan writes no keyfile.
+func (a *Applier) planOwned(p *Plan) (map[string]bool, error) {
+	if len(p.Keyfiles) == 0 {
+		return nil, nil
+	}
+	owned, err := a.ownedPaths()
+	if err != nil {
+		return nil, fmt.Errorf("plan network (%s): %w", p.Configurator, err)
+	}
+	return owned, nil
+}
+
+// targets are where the plan's keyfiles go, as host paths.
+func (p *Plan) targets() []string {
+	out := make([]string, len(p.Keyfiles))
+	for i, kf := range p.Keyfiles {
+		out[i] = path.Join(p.paths.KeyfileDir, kf.Name)
+	}
+	return out
 }
 
 // ownedPaths are the host paths (without Root) the agent owns, by its

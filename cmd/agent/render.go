@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
@@ -101,7 +100,7 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 }
 
 func render(w io.Writer, file string, node agent.RenderFor, nmstate apply.NmstateChoice) error {
-	b, err := readFile(file, maxRenderInput)
+	b, err := host.ReadInput(file, maxRenderInput)
 	if err != nil {
 		return &errclass.ConfigError{Err: err}
 	}
@@ -124,19 +123,3 @@ func render(w io.Writer, file string, node agent.RenderFor, nmstate apply.Nmstat
 // not know.
 const networkConfigKeys = "a NetworkConfig has the keys configurator (nmstate, nmconnections, nmc or none), " +
 	"ipAddresses (a map of placeholder to IP pool) and config (the template)"
-
-func readFile(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
-	}
-	return b, nil
-}

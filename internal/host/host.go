@@ -8,6 +8,7 @@
 package host
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"io/fs"
@@ -28,8 +29,18 @@ type FS interface {
 	// ReadFile reads a regular file of at most limit bytes without
 	// following a symlink in its last component (safefile.ReadFile).
 	ReadFile(p string, limit int64) ([]byte, error)
-	// ReadDir lists a directory, sorted by name.
+	// ReadDir lists a directory, sorted by name; one of more than
+	// MaxDirEntries entries is an error, not a partial list.
 	ReadDir(p string) ([]fs.DirEntry, error)
+	// Readlink is the target of the symlink p (sysfs' links name the bus
+	// and driver of a device).
+	Readlink(p string) (string, error)
+	// Open opens a regular file as ReadFile does, for a reader that ends
+	// in an error past limit bytes (a stream too large to hold whole).
+	Open(p string, limit int64) (io.ReadCloser, error)
+	// OpenDevice opens a character device for reading and writing (the
+	// TPM); anything else is refused before a byte is written.
+	OpenDevice(p string) (io.ReadWriteCloser, error)
 	// Lstat describes p without following a final symlink; Stat follows.
 	Lstat(p string) (fs.FileInfo, error)
 	Stat(p string) (fs.FileInfo, error)
@@ -39,6 +50,12 @@ type FS interface {
 	Remove(p string) error
 	// MkdirAll creates a directory and its parents.
 	MkdirAll(p string, perm fs.FileMode) error
+	// Lock takes the inter-process lock file p, waiting at most wait for
+	// another holder (statelock); release gives it back.
+	Lock(ctx context.Context, p string, wait time.Duration) (release func() error, err error)
+	// RemoveStale removes the temp files an interrupted WriteFile left in
+	// directory p and returns where they were; the caller holds the lock.
+	RemoveStale(p string) ([]string, error)
 	// SetAside keeps a file that cannot be parsed under a new name
 	// (<path>.corrupt-<unix time>) and says which; it never removes one.
 	SetAside(p string) (string, error)
@@ -64,9 +81,6 @@ func (r Root) Path(p string) string {
 func (r Root) ReadFile(p string, limit int64) ([]byte, error) {
 	return safefile.ReadFile(r.Path(p), limit)
 }
-
-// ReadDir implements FS.
-func (r Root) ReadDir(p string) ([]fs.DirEntry, error) { return os.ReadDir(r.Path(p)) }
 
 // Lstat implements FS.
 func (r Root) Lstat(p string) (fs.FileInfo, error) { return os.Lstat(r.Path(p)) }
@@ -113,6 +127,9 @@ func (p Print) Remove(path string) error {
 
 // MkdirAll implements FS: directories are implied by the files.
 func (Print) MkdirAll(string, fs.FileMode) error { return nil }
+
+// RemoveStale implements FS: a dry run removes nothing.
+func (Print) RemoveStale(string) ([]string, error) { return nil, nil }
 
 // SetAside implements FS: it says what a run would do and leaves the file
 // where it is.
