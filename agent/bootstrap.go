@@ -11,6 +11,7 @@ import (
 
 	"github.com/nodereg/nodereg/agent/localconfig"
 	"github.com/nodereg/nodereg/bootstrap"
+	"github.com/nodereg/nodereg/netpolicy"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -24,35 +25,34 @@ import (
 // timeout (EXTEND_TIMEOUT_USEC); a notifier without it extends nothing.
 type extender interface{ Extend(time.Duration) }
 
-func (r *run) extend(d time.Duration) {
-	if e, ok := r.notify.(extender); ok {
-		e.Extend(d)
+func (e *env) extend(d time.Duration) {
+	if x, ok := e.notify.(extender); ok {
+		x.Extend(d)
 	}
 }
 
 // bootstrapEnv is what package bootstrap takes from this run.
-func (r *run) bootstrapEnv(log *logrus.Entry) bootstrap.Env {
+func (e *env) bootstrapEnv(log *logrus.Entry, c *configured, appliedDigest string) bootstrap.Env {
 	return bootstrap.Env{
-		Files: r.files, Applier: r.applier(log), Log: log,
-		URL: r.cfg.Elemental.Registration.URL, AppliedDigest: r.appliedDigest, PersistOnly: r.o.PersistOnly,
-		Deadline: r.o.Deadline, Extend: r.extend, ProbeInterval: os.Getenv(bootstrap.ProbeIntervalEnv),
+		Files: e.files, Applier: c.applier(log), Log: log,
+		URL: c.cfg.Elemental.Registration.URL, AppliedDigest: appliedDigest, PersistOnly: e.o.PersistOnly,
+		Deadline: e.o.Deadline, Extend: e.extend, ProbeInterval: os.Getenv(bootstrap.ProbeIntervalEnv),
 	}
 }
 
 // bootstrapNetwork is PhaseBootstrap: with a bootstrap config, bring the
 // bootstrap network up when needed (or take over the one a previous run
-// left up); a dry run prints what it would do.
-func (r *run) bootstrapNetwork(ctx context.Context, ph *phase) error {
-	if r.boot == nil {
-		return nil
+// left up); a dry run prints what it would do. The network in use comes
+// back even with an error, so the apply phase can drop it.
+func (e *env) bootstrapNetwork(ctx context.Context, ph *phase, c *configured, p *prior) (*bootstrap.Network, error) {
+	if c.boot == nil {
+		return nil, nil
 	}
-	env := r.bootstrapEnv(ph.log)
-	if r.o.DryRun {
-		return bootstrap.PrintUp(ctx, r.o.Out, r.boot, env)
+	env := e.bootstrapEnv(ph.log, c, p.appliedDigest)
+	if e.o.DryRun {
+		return nil, bootstrap.PrintUp(ctx, e.o.Out, c.boot, env)
 	}
-	n, err := bootstrap.Up(ctx, r.boot, env)
-	r.bootNet = n
-	return err
+	return bootstrap.Up(ctx, c.boot, env)
 }
 
 // checkServerReply refuses, with a warning, bootstrap settings a server
@@ -93,11 +93,10 @@ func registrationYAML(reg protocol.Registration, boot *bootstrap.Config) ([]byte
 // nmstate (--nmstate; nil when not given), else the file's
 // elemental.registration.nmstate, else auto.
 func PrintBootstrap(ctx context.Context, w io.Writer, root, configPath string, nmstate *string) error {
-	r := newRun(Options{DryRun: true, Out: w, Root: root, ConfigPath: configPath})
-	c, choice, err := localconfig.ReadBootstrap(r.files, r.o.ConfigPath, nmstate)
+	e := newEnv(Options{DryRun: true, Out: w, Root: root, ConfigPath: configPath})
+	c, choice, err := localconfig.ReadBootstrap(e.files, e.o.ConfigPath, nmstate)
 	if err != nil {
 		return err
 	}
-	r.nmstate = choice
-	return bootstrap.PrintPlan(ctx, w, r.files, c, r.applier(r.phase(PhaseBootstrap).log))
+	return bootstrap.PrintPlan(ctx, w, e.files, c, withLog(e.ownedApplier(choice, netpolicy.Policy{}), e.phase(PhaseBootstrap).log))
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/mudler/yip/pkg/schema"
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/agent/handover"
 	"github.com/nodereg/nodereg/agent/retry/retrytest"
 	"github.com/nodereg/nodereg/apply"
@@ -21,6 +22,7 @@ import (
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
+	"github.com/nodereg/nodereg/netpolicy"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -40,19 +42,18 @@ func TestServerSentBootstrapIsRefused(t *testing.T) {
 	testutil.Must(t, err)
 	var log testutil.Log
 	local := &bootstrap.Config{Configurator: "nmstate"}
-	r := &run{env: env{log: log.Entry()}, boot: local}
-	checkServerReply(r.log, reply)
+	conf := &configured{boot: local}
+	checkServerReply(log.Entry(), reply)
 	if !strings.Contains(log.String(), bootstrap.ErrServerSent.Error()) {
 		t.Errorf("no refusal logged:\n%s", log.String())
 	}
-	if r.boot != local || r.boot.Configurator != "nmstate" {
-		t.Errorf("the run's bootstrap settings changed: %+v", r.boot)
+	if conf.boot != local || conf.boot.Configurator != "nmstate" {
+		t.Errorf("the run's bootstrap settings changed: %+v", conf.boot)
 	}
 	log = testutil.Log{}
-	r = &run{env: env{log: log.Entry()}}
 	plain, err := protocol.DecodeConfigReply([]byte("elemental:\n  registration:\n    url: https://x.example/r\n"), &protocol.Config{})
 	testutil.Must(t, err)
-	checkServerReply(r.log, plain)
+	checkServerReply(log.Entry(), plain)
 	if log.String() != "" {
 		t.Errorf("a reply without the key logged: %s", log.String())
 	}
@@ -84,8 +85,8 @@ func TestBadBootstrapConfigIs78(t *testing.T) {
 	m := node.New(t, "52:54:00:aa:00:22", s.start(t), strings.Replace(bootstrapBlock, "address: 10.231.0.21", "address: 10.231.0.21/24", 1))
 	_, err := Run(t.Context(), Options{Root: m.Root, Clock: retrytest.NewClock(time.Now())})
 	var pe *PhaseError
-	if ExitCode(err) != ExitConfig || !errors.As(err, &pe) || pe.Phase != PhaseConfig || !strings.Contains(err.Error(), bootstrap.Key+".ipAddresses.boot-ip") {
-		t.Fatalf("run: %v (exit %d), want exit 78 in phase config naming the key", err, ExitCode(err))
+	if exitcode.Of(err) != exitcode.Config || !errors.As(err, &pe) || pe.Phase != PhaseConfig || !strings.Contains(err.Error(), bootstrap.Key+".ipAddresses.boot-ip") {
+		t.Fatalf("run: %v (exit %d), want exit 78 in phase config naming the key", err, exitcode.Of(err))
 	}
 	if len(s.seen) != 0 {
 		t.Errorf("the server saw %d registrations", len(s.seen))
@@ -236,14 +237,13 @@ func TestLeftoverBootstrapKeyfilesGoOnceAConfigIsApplied(t *testing.T) {
 			testutil.Must(t, os.WriteFile(leftover, []byte("[connection]\nid=bootstrap-eth0\ntype=ethernet\n"), 0o600))
 			var out strings.Builder
 			var log testutil.Log
-			r := newRun(Options{Root: root, Runner: host.PrintRunner{W: &out}, Log: log.Entry()})
-			r.boot = &bootstrap.Config{}
-			r.cfg = &protocol.Config{}
-			r.cfg.Elemental.Registration.URL = c.url
-			r.appliedDigest = c.appliedHere
+			e := newEnv(Options{Root: root, Runner: host.PrintRunner{W: &out}, Log: log.Entry()})
+			conf := &configured{boot: &bootstrap.Config{}, cfg: &protocol.Config{}}
+			conf.cfg.Elemental.Registration.URL = c.url
+			conf.apply = e.ownedApplier(apply.NmstateAuto, netpolicy.Policy{})
 			// The "no config applied" case takes the earlier run's profile
 			// over and activates it: that is not this test's subject.
-			_ = r.bootstrapNetwork(t.Context(), r.phase(PhaseBootstrap))
+			bootNet, _ := e.bootstrapNetwork(t.Context(), e.phase(PhaseBootstrap), conf, &prior{appliedDigest: c.appliedHere})
 			_, statErr := os.Stat(leftover)
 			if gone := errors.Is(statErr, os.ErrNotExist); gone != c.wantGone {
 				t.Fatalf("leftover removed: %v, want %v\n%s", gone, c.wantGone, log.String())
@@ -252,8 +252,8 @@ func TestLeftoverBootstrapKeyfilesGoOnceAConfigIsApplied(t *testing.T) {
 			if c.wantGone && !reloaded {
 				t.Errorf("NetworkManager not reloaded after the removal: %q", out.String())
 			}
-			if c.appliedHere != "" && !c.wantGone && len(r.bootNet.Keyfiles()) != 1 {
-				t.Errorf("kept leftover not handed to the run's apply: %v", r.bootNet.Keyfiles())
+			if c.appliedHere != "" && !c.wantGone && len(bootNet.Keyfiles()) != 1 {
+				t.Errorf("kept leftover not handed to the run's apply: %v", bootNet.Keyfiles())
 			}
 		})
 	}

@@ -9,16 +9,17 @@ import (
 
 	"github.com/nodereg/nodereg/agent/catrust"
 	"github.com/nodereg/nodereg/agent/localconfig"
-	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/protocol"
 )
 
-// trustedCA is the ca-cert a connection trusts: the config's, or during a
+// trustedCA is the ca-cert a connection trusts: the config's (a file named
+// in the config or on the command line is read under --root), or during a
 // CA rotation the CA in force and the pending one (docs/ca-rotation.md).
-func (r *run) trustedCA(files host.FS) string {
-	configCA := localconfig.CA(files, r.cfg.Elemental.Registration.CACert)
-	ca, err := catrust.Trust{Files: files}.Bundle(configCA)
+func (e *env) trustedCA(reg protocol.Registration) string {
+	configCA := localconfig.CA(e.files, reg.CACert)
+	ca, err := catrust.Trust{Files: e.files}.Bundle(configCA)
 	if err != nil {
-		r.log.WithError(err).Warn("rotated CA unreadable: trusting the config's ca-cert only")
+		e.log.WithError(err).Warn("rotated CA unreadable: trusting the config's ca-cert only")
 	}
 	return ca
 }
@@ -27,12 +28,11 @@ func (r *run) trustedCA(files host.FS) string {
 // decides on the CA the server announced (sent: its reply's ca-cert) over
 // the conversation that just succeeded, whose server presented peer.
 // A dry run writes nothing, so it rotates nothing.
-func (r *run) rotateCA(ctx context.Context, log *logrus.Entry, sent string, peer []*x509.Certificate) {
-	if r.o.DryRun {
+func (e *env) rotateCA(ctx context.Context, log *logrus.Entry, reg protocol.Registration, sent string, peer []*x509.Certificate) {
+	if e.o.DryRun {
 		return
 	}
-	t := catrust.Trust{Files: r.files}
-	reg := r.cfg.Elemental.Registration
+	t := catrust.Trust{Files: e.files}
 	out, err := t.Promote(ctx, reg.URL)
 	switch {
 	case out == catrust.Promoted:
@@ -42,7 +42,7 @@ func (r *run) rotateCA(ctx context.Context, log *logrus.Entry, sent string, peer
 	case err != nil:
 		log.WithError(err).Debug("the pending CA does not verify the server yet: both stay trusted")
 	}
-	out, err = t.Offer(reg.URL, sent, localconfig.CA(r.files, reg.CACert), peer)
+	out, err = t.Offer(reg.URL, sent, localconfig.CA(e.files, reg.CACert), peer)
 	switch {
 	case errors.Is(err, catrust.ErrNotPinned):
 		log.Debug(err)

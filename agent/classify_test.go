@@ -5,19 +5,19 @@ import (
 	"testing"
 
 	"github.com/nodereg/nodereg/agent/exitcode"
-	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/protocol"
 )
 
-// classifyRegister follows the exit-code table: what needs a person stops
-// the retries with 78; an exhausted pool stops them with 75; the rest is
-// retried.
+// classifyRegister follows the exit-code table, and the one retry decision
+// (exitcode.Retryable) follows the class it gives: what needs a person
+// stops the retries with 78; an exhausted pool stops them with 75; the rest
+// is retried.
 func TestClassifyRegisterFollowsTheTable(t *testing.T) {
 	for _, c := range []struct {
-		name     string
-		err      error
-		terminal bool
-		code     int
+		name  string
+		err   error
+		final bool // not retried in this process
+		code  int
 	}{
 		{"inventory deleted", &protocol.ErrorReply{Message: "MachineInventory not found"}, true, 78},
 		{"refused on purpose", &protocol.ErrorReply{Message: "failed to create inventory"}, true, 78},
@@ -28,8 +28,8 @@ func TestClassifyRegisterFollowsTheTable(t *testing.T) {
 		{"connection refused", errors.New("connection refused"), false, 75},
 	} {
 		got := classifyRegister(c.err)
-		if retry.IsTerminal(got) != c.terminal || exitcode.Of(got) != c.code {
-			t.Errorf("%s: terminal %v exit %d, want %v %d", c.name, retry.IsTerminal(got), exitcode.Of(got), c.terminal, c.code)
+		if final := !exitcode.Retryable(got); final != c.final || exitcode.Of(got) != c.code {
+			t.Errorf("%s: final %v exit %d, want %v %d", c.name, final, exitcode.Of(got), c.final, c.code)
 		}
 	}
 }

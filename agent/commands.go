@@ -9,6 +9,8 @@ import (
 	"github.com/nodereg/nodereg/agent/inventory"
 	"github.com/nodereg/nodereg/agent/localconfig"
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/errclass"
+	"github.com/nodereg/nodereg/netpolicy"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -18,14 +20,14 @@ import (
 // removed, or that there was nothing; a NetworkManager that cannot be
 // reloaded is a warning (the files are gone, which is what was asked).
 func ResetNetwork(ctx context.Context, o Options) error {
-	r := newRun(o)
-	unlock, err := r.lock(ctx)
+	e := newEnv(o)
+	unlock, err := e.lock(ctx)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	log := r.phase(PhaseApply).log
-	removed, err := r.applier(log).RemoveNetwork(ctx)
+	log := e.phase(PhaseApply).log
+	removed, err := withLog(e.ownedApplier("", netpolicy.Policy{}), log).RemoveNetwork(ctx)
 	if !o.DryRun {
 		for _, p := range removed {
 			log.WithField("path", p).Info("removed")
@@ -39,7 +41,7 @@ func ResetNetwork(ctx context.Context, o Options) error {
 	case err != nil:
 		return &PhaseError{Phase: PhaseApply, Err: err}
 	case len(removed) == 0 && o.DryRun:
-		fmt.Fprintln(r.o.Out, "# nothing to remove")
+		fmt.Fprintln(e.o.Out, "# nothing to remove")
 	case o.DryRun:
 		// The printing edges listed what would go.
 	case len(removed) == 0:
@@ -47,7 +49,7 @@ func ResetNetwork(ctx context.Context, o Options) error {
 	default:
 		log.WithField("files", len(removed)).Info("reset network: network config removed")
 	}
-	st, note, err := loadState(r.files, r.o.StatePath)
+	st, note, err := loadState(e.files, e.o.StatePath)
 	if err != nil {
 		return &PhaseError{Phase: PhaseState, Err: err}
 	}
@@ -55,7 +57,7 @@ func ResetNetwork(ctx context.Context, o Options) error {
 		return nil
 	}
 	st.NetworkDigest, st.NetworkState, st.NetworkAddresses = "", "", ""
-	if err := st.Save(r.files, r.o.StatePath); err != nil {
+	if err := st.Save(e.files, e.o.StatePath); err != nil {
 		return &PhaseError{Phase: PhaseState, Err: err}
 	}
 	return nil
@@ -65,31 +67,31 @@ func ResetNetwork(ctx context.Context, o Options) error {
 // would send and returns them as JSON, with no secret in it (upstream's
 // dumpdata).
 func DumpInventory(ctx context.Context, o Options) ([]byte, error) {
-	r := newRun(o)
+	e := newEnv(o)
 	var cfg *protocol.Config
-	f, err := localconfig.Read(r.files, r.o.ConfigPath, r.o.Overrides, r.log)
+	f, err := localconfig.Read(e.files, e.o.ConfigPath, e.o.Overrides, e.log)
 	if err == nil {
 		cfg = f.Config
 	}
-	if _, statErr := r.files.Stat(r.o.ConfigPath); errors.Is(statErr, fs.ErrNotExist) {
+	if _, statErr := e.files.Stat(e.o.ConfigPath); errors.Is(statErr, fs.ErrNotExist) {
 		// No config on this machine (yet): nothing to say.
 		cfg, err = &protocol.Config{}, nil
 	}
 	if err != nil {
 		// The inventory does not need a server: dump without the config,
 		// saying what is left out.
-		r.log.WithError(err).Warn("config not read: its labels are left out")
+		e.log.WithError(err).Warn("config not read: its labels are left out")
 		cfg = &protocol.Config{}
 	}
-	inv, err := inventory.Collect(ctx, inventory.Options{Files: r.files, Log: r.log})
+	inv, err := inventory.Collect(ctx, inventory.Options{Files: e.files, Log: e.log})
 	if err != nil {
 		return nil, err
 	}
-	labels, err := inventory.Labels(cfg.Elemental.Registration.Labels, r.path(r.o.LabelsFile), r.o.Labels)
+	labels, err := inventory.Labels(cfg.Elemental.Registration.Labels, e.path(e.o.LabelsFile), e.o.Labels)
 	if err != nil {
-		return nil, &ConfigError{Err: err}
+		return nil, &errclass.ConfigError{Err: err}
 	}
 	reg := cfg.Elemental.Registration
-	ann := inventory.Annotations(inventory.AnnotationOptions{Files: r.files, RegVersion: r.o.Version, Auth: kind(reg, reg.Auth), NoToolkit: reg.NoToolkit})
+	ann := inventory.Annotations(inventory.AnnotationOptions{Files: e.files, RegVersion: e.o.Version, Auth: kind(reg, reg.Auth), NoToolkit: reg.NoToolkit})
 	return inventory.Dump(inv, labels, ann)
 }

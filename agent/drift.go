@@ -3,12 +3,11 @@ package agent
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 
 	"github.com/nodereg/nodereg/agent/netreport"
 	"github.com/nodereg/nodereg/agent/verify"
-	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/state"
 )
 
 // maxDrift bounds the drift summary kept and reported.
@@ -24,10 +23,10 @@ var errForeign = errors.New("a profile that is not ours is active on an interfac
 
 // drifted runs verify's network checks against the state and says what
 // drifted ("" for nothing).
-func (r *run) drifted(ctx context.Context) (string, error) {
+func (e *env) drifted(ctx context.Context, st *state.State) (string, error) {
 	in := verify.Input{
-		Files: r.files, Runner: r.runner, Nmcli: host.ToolsFromEnv(os.Getenv).Nmcli,
-		State: r.state, BootstrapKeyfiles: bootstrapKeyfiles,
+		Files: e.files, Runner: e.runner, Nmcli: e.tools.Nmcli,
+		State: st, BootstrapKeyfiles: bootstrapKeyfiles,
 	}
 	rep := verify.Run(ctx, in)
 	var what []string
@@ -50,28 +49,30 @@ func (r *run) drifted(ctx context.Context) (string, error) {
 // server's config is the applied one: if the live network drifted from
 // it, the same config is planned and applied again, with the checkpoint
 // and rollback of any live apply, and what drifted is kept for the
-// annotations (network-config.drift-repaired).
-func (r *run) repairDrift(ctx context.Context, ph *phase, net *fetched) error {
-	what, err := r.drifted(ctx)
+// annotations (network-config.drift-repaired). It returns the state with
+// that recorded.
+func (e *env) repairDrift(ctx context.Context, ph *phase, in applyInput) (state.State, error) {
+	st := in.state
+	what, err := e.drifted(ctx, &st)
 	switch {
 	case errors.Is(err, errForeign):
 		ph.log.WithField("drifted", what).Warn("network drifted, not repaired: " + err.Error())
-		return nil
+		return st, nil
 	case what == "":
 		ph.log.Debug("no drift: the live network is the applied config")
-		return nil
+		return st, nil
 	}
 	ph.log.WithField("drifted", what).Warn("the live network drifted from the applied config: applying it again")
-	a := r.applier(ph.log)
-	plan, err := a.Plan(ctx, net.rendered)
+	a := in.conf.applier(ph.log)
+	plan, err := a.Plan(ctx, in.net.rendered)
 	if err != nil {
-		return err
+		return st, err
 	}
-	if err := a.ApplyLive(ctx, plan, r.serverReachable); err != nil {
-		return err
+	if err := a.ApplyLive(ctx, plan, func(ctx context.Context) error { return e.serverReachable(ctx, in.reg) }); err != nil {
+		return st, err
 	}
-	r.state.NetworkDrift = what
-	r.state.NetworkState = netreport.StateApplied
+	st.NetworkDrift = what
+	st.NetworkState = netreport.StateApplied
 	ph.log.WithField("digest", plan.Digest()).Info("drift repaired: the applied config is live again")
-	return nil
+	return st, nil
 }

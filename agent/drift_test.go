@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/nodereg/nodereg/agent/retry/retrytest"
-	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/internal/testutil"
@@ -36,12 +35,12 @@ func TestUpdateRunRepairsDrift(t *testing.T) {
 			Deadline: time.Minute, NetworkTimeout: time.Minute, RepairDrift: repair,
 		})
 		testutil.Must(t, err)
-		st, _, err := state.Load(host.Root(m.Root), DefaultStatePath)
+		st, _, err := state.Load(host.Root(m.Root), host.StateFile)
 		testutil.Must(t, err)
 		return st
 	}
 	applies := func() int { return strings.Count(strings.Join(m.Stub().Subcommands(t), "\n"), "apply") }
-	app := filepath.Join(m.Root, apply.DefaultPaths().Applicator)
+	app := filepath.Join(m.Root, host.Applicator)
 
 	run(false)
 	good, err := os.ReadFile(app)

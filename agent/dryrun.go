@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/nodereg/nodereg/protocol"
 )
@@ -13,16 +14,17 @@ import (
 // redactingWriter is a dry run's output: it prints what the run would write
 // (the registration config, the hook, the system-agent files, commands),
 // but without the secrets those carry, which an admin's terminal or a CI
-// log must not keep (issue 12). Each Write is redacted on its own; the
-// printing edges write a file's content in one call, so no secret is split.
+// log must not keep (docs/reliability.md, "Secrets" and "Hostile server"). Each
+// Write is redacted on its own; the printing edges write a file's content
+// in one call, so no secret is split.
 type redactingWriter struct {
 	w io.Writer
-	r *run
+	s *redactor
 }
 
 func (rw redactingWriter) Write(p []byte) (int, error) {
 	s := string(p)
-	for _, secret := range rw.r.secrets() {
+	for _, secret := range rw.s.list() {
 		s = protocol.RedactSecret(s, secret)
 	}
 	if _, err := io.WriteString(rw.w, s); err != nil {
@@ -31,24 +33,44 @@ func (rw redactingWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// secrets are the values this run knows that must never be printed: the
+// redactor holds the values this run knows that must never be printed: the
 // registration token, the system-agent token and the cloud-config's
-// passwords, longest first so that a secret holding a shorter one (a
-// chpasswd line and its password) goes whole. The config is the local one
-// until the server's reply is merged, so the list is built at each write.
-func (r *run) secrets() []string {
-	if r.cfg == nil {
+// passwords of every config the run got (the local one, then each
+// registration's), longest first so that a secret holding a shorter one
+// (a chpasswd line and its password) goes whole. The phases hand it each
+// config as they return it (learn); a nil *redactor learns nothing.
+type redactor struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+// learn adds cfg's secrets.
+func (s *redactor) learn(cfg *protocol.Config) {
+	if s == nil || cfg == nil {
+		return
+	}
+	add := []string{
+		protocol.RegistrationToken(cfg.Elemental.Registration.URL),
+		cfg.Elemental.SystemAgent.Token,
+	}
+	for k, v := range cfg.CloudConfig {
+		add = appendPasswords(add, k, v.Value, false)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := append(slices.Clone(s.seen), add...)
+	slices.SortFunc(out, func(a, b string) int { return cmp.Or(len(b)-len(a), strings.Compare(a, b)) })
+	s.seen = slices.Compact(out)
+}
+
+// list is the secrets learnt so far, longest first.
+func (s *redactor) list() []string {
+	if s == nil {
 		return nil
 	}
-	out := []string{
-		protocol.RegistrationToken(r.cfg.Elemental.Registration.URL),
-		r.cfg.Elemental.SystemAgent.Token,
-	}
-	for k, v := range r.cfg.CloudConfig {
-		out = appendPasswords(out, k, v.Value, false)
-	}
-	slices.SortFunc(out, func(a, b string) int { return cmp.Or(len(b)-len(a), strings.Compare(a, b)) })
-	return slices.Compact(out)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seen
 }
 
 // appendPasswords adds every string (and number) beneath a key that names

@@ -24,7 +24,9 @@ func TestRedactingWriter(t *testing.T) {
 	cfg.Elemental.Registration.URL = "https://reg.example/elemental/registration/regtok-5a1b"
 	cfg.Elemental.SystemAgent.Token = "satok-77e0"
 	var out bytes.Buffer
-	w := redactingWriter{w: &out, r: &run{cfg: cfg}}
+	s := &redactor{}
+	s.learn(cfg)
+	w := redactingWriter{w: &out, s: s}
 	in := "url: https://reg.example/elemental/registration/regtok-5a1b\ntoken: satok-77e0\nbare regtok-5a1b\n" +
 		"passwd: pw-users-91c2 pw-chpasswd-4d0e\ncontent: hello\n"
 	n, err := w.Write([]byte(in))
@@ -68,7 +70,9 @@ func TestRedactingWriterCloudConfig(t *testing.T) {
 	}
 	file = append(file, "token: tk\n"...)
 	var out bytes.Buffer
-	if _, err := (redactingWriter{w: &out, r: &run{cfg: cfg}}).Write(file); err != nil {
+	s := &redactor{}
+	s.learn(cfg)
+	if _, err := (redactingWriter{w: &out, s: s}).Write(file); err != nil {
 		t.Fatal(err)
 	}
 	// Every scalar of the printed file, and the password part of chpasswd

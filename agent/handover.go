@@ -3,15 +3,16 @@ package agent
 import (
 	"context"
 	"fmt"
-	"os"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/agent/handover"
 	"github.com/nodereg/nodereg/agent/netreport"
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/state"
+	"github.com/nodereg/nodereg/protocol"
 )
 
 // Mode selects what a run does with the network config once planned.
@@ -30,68 +31,69 @@ const (
 // handOver is PhaseHandOver: the network config's state goes into the
 // state file, and package handover writes the before-install/reset hook
 // (registration, state, applicator) and runs the toolkit.
-func (r *run) handOver(ctx context.Context, ph *phase, net *fetched, plan *apply.Plan) error {
+func (e *env) handOver(ctx context.Context, ph *phase, c *configured, f *fetched, plan *apply.Plan) (*outcome, error) {
+	cfg, st := f.reg.cfg, f.reg.state
 	verb := "reset"
-	if r.o.Mode == ModeInstall {
+	if e.o.Mode == ModeInstall {
 		verb = "install"
 	}
-	agentFiles, agentErr := handover.SystemAgentFiles(r.cfg, r.caCert())
-	if r.o.Mode == ModeInstall && r.cfg.Elemental.Registration.NoToolkit {
+	agentFiles, agentErr := handover.SystemAgentFiles(cfg, e.trustedCA(cfg.Elemental.Registration))
+	if e.o.Mode == ModeInstall && cfg.Elemental.Registration.NoToolkit {
 		if agentErr != nil {
-			return agentErr
+			return nil, agentErr
 		}
-		return agentFiles.Write(r.files)
+		return &outcome{state: st}, agentFiles.Write(e.files)
 	}
-	elemental, err := lookupToolkit(verb)
+	elemental, err := e.lookupToolkit(verb)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if plan != nil {
-		r.state.NetworkDigest = r.result.Digest
-		r.state.NetworkState = netreport.StateReady
-		r.state.NetworkAddresses = state.FormatAddresses(apply.InterfaceAddresses(net.rendered))
+		st.NetworkDigest = f.net.rendered.Digest()
+		st.NetworkState = netreport.StateReady
+		st.NetworkAddresses = state.FormatAddresses(apply.InterfaceAddresses(f.net.rendered))
 	}
 	// Upstream saves the state before the toolkit runs; the new system
 	// gets the same state through the hook.
-	r.state.LastPhase = string(PhaseHandOver)
-	reg, err := registrationYAML(r.cfg.Elemental.Registration, r.boot)
+	st.LastPhase = string(PhaseHandOver)
+	reg, err := registrationYAML(cfg.Elemental.Registration, c.boot)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	st, err := yaml.Marshal(r.state)
+	stYAML, err := yaml.Marshal(&st)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if agentErr != nil {
-		return agentErr
+		return nil, agentErr
 	}
-	return handover.Run(ctx, handover.Request{
-		Reset: r.o.Mode == ModeReset, Elemental: elemental, Config: r.cfg,
-		Registration: reg, State: st, SystemAgent: agentFiles, Plan: plan,
-		SaveState: func() error { return r.state.Save(r.files, r.o.StatePath) },
-		Files:     r.files, Runner: r.runner, Log: ph.log,
-		Debug: r.o.Debug, DisableBootEntry: r.o.DisableBootEntry, PersistOnly: r.o.PersistOnly && !r.o.DryRun,
+	return &outcome{state: st}, handover.Run(ctx, handover.Request{
+		Reset: e.o.Mode == ModeReset, Elemental: elemental, Config: cfg,
+		Registration: reg, State: stYAML, SystemAgent: agentFiles, Plan: plan,
+		SaveState: func() error { return st.Save(e.files, e.o.StatePath) },
+		Files:     e.files, Runner: e.runner, Log: ph.log,
+		Debug: e.o.Debug, DisableBootEntry: e.o.DisableBootEntry, PersistOnly: e.o.PersistOnly && !e.o.DryRun,
 	})
 }
 
 // checkModeTools looks for the tools the mode needs before the run talks
-// to the server (issue 21, item 9): a reset or install without the toolkit
-// must not register again and claim new addresses first.
-func (r *run) checkModeTools() error {
-	if r.o.Mode == ModeBoot || (r.o.Mode == ModeInstall && r.cfg.Elemental.Registration.NoToolkit) {
+// to the server (docs/reliability.md, "Hostile server"): a reset or install without the
+// toolkit must not register again and claim new addresses first.
+func (e *env) checkModeTools(cfg *protocol.Config) error {
+	if e.o.Mode == ModeBoot || (e.o.Mode == ModeInstall && cfg.Elemental.Registration.NoToolkit) {
 		return nil
 	}
-	verb := map[Mode]string{ModeReset: "reset", ModeInstall: "install"}[r.o.Mode]
-	_, err := lookupToolkit(verb)
+	verb := map[Mode]string{ModeReset: "reset", ModeInstall: "install"}[e.o.Mode]
+	_, err := e.lookupToolkit(verb)
 	return err
 }
 
 // lookupToolkit finds the elemental toolkit the hand-over runs, in the
 // host's tool table.
-func lookupToolkit(verb string) (string, error) {
-	elemental, err := host.Lookup("elemental", host.ToolsFromEnv(os.Getenv).Elemental)
+func (e *env) lookupToolkit(verb string) (string, error) {
+	elemental, err := host.Lookup("elemental", e.tools.Elemental)
 	if err != nil {
-		return "", &ConfigError{Err: fmt.Errorf("%s needs the elemental toolkit: %w", verb, err)}
+		return "", &errclass.ConfigError{Err: fmt.Errorf("%s needs the elemental toolkit: %w", verb, err)}
 	}
 	return elemental, nil
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 
+	"github.com/nodereg/nodereg/agent/localconfig"
 	"github.com/nodereg/nodereg/agent/netreport"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/protocol"
@@ -32,7 +33,8 @@ type networkDecision struct {
 	// server announced the explicit exchange (it then hands out only
 	// configs whose claims all hold addresses). Upstream servers, seed PR
 	// and HEAD alike, send unresolved placeholders while claims are
-	// pending, whatever the mode: those are retried (issue 21, item 7).
+	// pending, whatever the mode: those are retried (docs/reliability.md,
+	// "Hostile server", network-config: explicit).
 	UnresolvedIsFinal bool
 }
 
@@ -40,7 +42,7 @@ type networkDecision struct {
 // §7.4): mode is elemental.registration.network-config (auto,
 // embedded, explicit), reply the registration's answer.
 func decideNetwork(mode string, reply *protocol.Reply) networkDecision {
-	explicit := mode == networkModeExplicit || (mode == networkModeAuto && reply.ExplicitNetworkConfig)
+	explicit := mode == localconfig.NetworkExplicit || (mode == localconfig.NetworkAuto && reply.ExplicitNetworkConfig)
 	if !explicit && !reply.Network.IsReal() {
 		return networkDecision{First: sourceNone, Retry: sourceNone}
 	}
@@ -57,27 +59,22 @@ func decideNetwork(mode string, reply *protocol.Reply) networkDecision {
 	return d
 }
 
-// fetched is what PhaseFetchNetwork hands to PhasePlan: the server's config
-// and its render. A nil *fetched: no network config for this machine.
-type fetched struct {
-	config   *protocol.NetworkConfig
-	rendered *apply.Rendered
-}
-
-// fetchNetwork gets a network config that carries real addresses: from the
-// registration reply, or by asking again as decideNetwork says, until the
-// network timeout.
-func (r *run) fetchNetwork(ctx context.Context, ph *phase, reply *protocol.Reply) (*fetched, error) {
-	d := decideNetwork(r.cfg.Elemental.Registration.NetworkConfig, reply)
+// fetchNetwork is PhaseFetchNetwork: a network config that carries real
+// addresses, from the registration reply or by asking again as
+// decideNetwork says, until the network timeout.
+func (e *env) fetchNetwork(ctx context.Context, ph *phase, c *configured, id *identity, reg *registration) (*fetched, error) {
+	mode := reg.cfg.Elemental.Registration.NetworkConfig
+	reply := reg.reply
+	d := decideNetwork(mode, reply)
 	if d.First == sourceNone {
 		if w := reply.Network.Unused(); w != "" {
 			ph.log.Warn(w)
-			return nil, nil
+			return &fetched{reg: reg}, nil
 		}
 		ph.log.Info("no network config for this machine (configurator none)")
-		return nil, nil
+		return &fetched{reg: reg}, nil
 	}
-	log := ph.log.WithField("mode", r.cfg.Elemental.Registration.NetworkConfig)
+	log := ph.log.WithField("mode", mode)
 	switch {
 	case reply.Network.IsReal():
 		log.Debug("network config: embedded in MsgConfig")
@@ -88,46 +85,58 @@ func (r *run) fetchNetwork(ctx context.Context, ph *phase, reply *protocol.Reply
 	default:
 		log.Debug("network config: registering again until the server embeds it (upstream server)")
 	}
-	var out *fetched
-	ctx, cancel := r.bound(ctx, r.o.NetworkTimeout)
+	ctx, cancel := bound(ctx, e.o.NetworkTimeout)
 	defer cancel()
-	err := r.policy(r.o.NetworkTimeout, ph).Do(ctx, "network config", func(ctx context.Context, attempt int) error {
+	out := &fetched{reg: reg}
+	err := e.policy(e.o.NetworkTimeout, ph).Do(ctx, "network config", func(ctx context.Context, attempt int) error {
 		src := d.Retry
 		if attempt == 1 {
 			src = d.First
 		}
-		nc, err := r.askNetwork(ctx, ph, src, reply)
+		// Every attempt asks from the phase's registration; only the one
+		// that succeeds hands its own on.
+		got, err := e.askNetwork(ctx, ph, src, c, id, reg)
 		if err != nil {
 			return classifyNetwork(err)
 		}
-		if !nc.IsReal() {
-			if w := nc.Unused(); w != "" {
+		if !got.config.IsReal() {
+			if w := got.config.Unused(); w != "" {
 				ph.log.Warn(w)
 			}
+			out = &fetched{reg: got.reg}
 			return nil
 		}
-		rendered, err := apply.Render(nc)
+		rendered, err := apply.Render(got.config)
 		if err != nil {
 			return classifyRender(err, d.UnresolvedIsFinal)
 		}
-		out = &fetched{config: nc, rendered: rendered}
+		out = &fetched{reg: got.reg, net: &netConfig{config: got.config, rendered: rendered}}
 		return nil
 	})
-	if out != nil {
-		r.result.Configurator, r.result.Addresses = out.rendered.Configurator, out.config.IPAddresses
+	if err != nil {
+		return nil, err
 	}
-	return out, err
+	e.redact.learn(out.reg.cfg)
+	return out, nil
 }
 
-// askNetwork is one attempt's question, to the source the decision named.
-func (r *run) askNetwork(ctx context.Context, ph *phase, src networkSource, reply *protocol.Reply) (*protocol.NetworkConfig, error) {
+// networkAnswer is one attempt's answer: the network config and the registration
+// it came with.
+type networkAnswer struct {
+	config *protocol.NetworkConfig
+	reg    *registration
+}
+
+// askNetwork is one attempt's question, to the source the decision named;
+// reg is the registration so far.
+func (e *env) askNetwork(ctx context.Context, ph *phase, src networkSource, c *configured, id *identity, reg *registration) (networkAnswer, error) {
 	switch src {
 	case sourceReply:
-		return reply.Network, nil
+		return networkAnswer{config: reg.reply.Network, reg: reg}, nil
 	case sourceExplicit:
-		cc, err := protocol.Dial(ctx, r.dialOptions(), r.auth)
+		cc, err := protocol.Dial(ctx, e.dialOptions(reg.cfg.Elemental.Registration), id.auth)
 		if err != nil {
-			return nil, err
+			return networkAnswer{}, err
 		}
 		defer cc.Close()
 		log := ph.log
@@ -136,14 +145,14 @@ func (r *run) askNetwork(ctx context.Context, ph *phase, src networkSource, repl
 		if err == nil && nc != nil {
 			log.WithField("configurator", nc.Configurator).WithField("addresses", len(nc.IPAddresses)).Debug("received MsgNetworkConfig")
 		}
-		return nc, err
+		return networkAnswer{config: nc, reg: reg}, err
 	default:
 		// The registration goes out again with network-config.state
 		// pending: the node is still waiting for its addresses.
-		again, err := r.registerOnce(ctx, ph, netreport.StatePending)
+		again, err := e.registerOnce(ctx, ph, c, id.auth, reg.cfg, reg.state, netreport.StatePending)
 		if err != nil {
-			return nil, classifyRegister(err)
+			return networkAnswer{}, classifyRegister(err)
 		}
-		return again.Network, nil
+		return networkAnswer{config: again.reply.Network, reg: again}, nil
 	}
 }

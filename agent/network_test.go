@@ -3,6 +3,7 @@ package agent
 import (
 	"testing"
 
+	"github.com/nodereg/nodereg/agent/localconfig"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -15,25 +16,25 @@ func TestDecideNetwork(t *testing.T) {
 		reply protocol.Reply
 		want  networkDecision
 	}{
-		{"upstream server, embedded config", networkModeAuto, protocol.Reply{Network: real},
+		{"upstream server, embedded config", localconfig.NetworkAuto, protocol.Reply{Network: real},
 			networkDecision{First: sourceReply, Retry: sourceReRegister}},
-		{"upstream server, no config", networkModeAuto, protocol.Reply{},
+		{"upstream server, no config", localconfig.NetworkAuto, protocol.Reply{},
 			networkDecision{First: sourceNone, Retry: sourceNone}},
-		{"upstream server, configurator none", networkModeAuto, protocol.Reply{Network: none},
+		{"upstream server, configurator none", localconfig.NetworkAuto, protocol.Reply{Network: none},
 			networkDecision{First: sourceNone, Retry: sourceNone}},
-		{"announced explicit, config embedded", networkModeAuto, protocol.Reply{Network: real, ExplicitNetworkConfig: true},
+		{"announced explicit, config embedded", localconfig.NetworkAuto, protocol.Reply{Network: real, ExplicitNetworkConfig: true},
 			networkDecision{First: sourceReply, Retry: sourceExplicit, UnresolvedIsFinal: true}},
-		{"announced explicit, nothing embedded (pending)", networkModeAuto, protocol.Reply{ExplicitNetworkConfig: true},
+		{"announced explicit, nothing embedded (pending)", localconfig.NetworkAuto, protocol.Reply{ExplicitNetworkConfig: true},
 			networkDecision{First: sourceExplicit, Retry: sourceExplicit, UnresolvedIsFinal: true}},
-		{"forced explicit, not announced (seed PR): placeholders pending", networkModeExplicit, protocol.Reply{},
+		{"forced explicit, not announced (seed PR): placeholders pending", localconfig.NetworkExplicit, protocol.Reply{},
 			networkDecision{First: sourceExplicit, Retry: sourceExplicit}},
-		{"forced explicit, config embedded, not announced (HEAD): re-register", networkModeExplicit, protocol.Reply{Network: real},
+		{"forced explicit, config embedded, not announced (HEAD): re-register", localconfig.NetworkExplicit, protocol.Reply{Network: real},
 			networkDecision{First: sourceReply, Retry: sourceReRegister}},
-		{"forced explicit, announced", networkModeExplicit, protocol.Reply{Network: real, ExplicitNetworkConfig: true},
+		{"forced explicit, announced", localconfig.NetworkExplicit, protocol.Reply{Network: real, ExplicitNetworkConfig: true},
 			networkDecision{First: sourceReply, Retry: sourceExplicit, UnresolvedIsFinal: true}},
-		{"forced embedded, announced: re-register, placeholders final", networkModeEmbedded, protocol.Reply{Network: real, ExplicitNetworkConfig: true},
+		{"forced embedded, announced: re-register, placeholders final", localconfig.NetworkEmbedded, protocol.Reply{Network: real, ExplicitNetworkConfig: true},
 			networkDecision{First: sourceReply, Retry: sourceReRegister, UnresolvedIsFinal: true}},
-		{"forced embedded, announced, nothing embedded", networkModeEmbedded, protocol.Reply{ExplicitNetworkConfig: true},
+		{"forced embedded, announced, nothing embedded", localconfig.NetworkEmbedded, protocol.Reply{ExplicitNetworkConfig: true},
 			networkDecision{First: sourceNone, Retry: sourceNone}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -36,8 +36,8 @@ func TestNotUpYetRetriesSoon(t *testing.T) {
 		if errors.As(got, &h) {
 			hint = h.RetryAfter()
 		}
-		if hint != c.hint || retry.IsTerminal(got) || exitcode.Of(got) != 75 || !errors.Is(got, c.err.(interface{ Unwrap() error }).Unwrap()) {
-			t.Errorf("%s: hint %s terminal %v exit %d, want hint %s, retryable 75, the cause kept", c.name, hint, retry.IsTerminal(got), exitcode.Of(got), c.hint)
+		if hint != c.hint || !exitcode.Retryable(got) || exitcode.Of(got) != 75 || !errors.Is(got, c.err.(interface{ Unwrap() error }).Unwrap()) {
+			t.Errorf("%s: hint %s retryable %v exit %d, want hint %s, retryable 75, the cause kept", c.name, hint, exitcode.Retryable(got), exitcode.Of(got), c.hint)
 		}
 	}
 }

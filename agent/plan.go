@@ -7,7 +7,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -19,54 +18,67 @@ import (
 	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
+	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/netpolicy"
 	"github.com/nodereg/nodereg/protocol"
 )
 
-// applier is the apply library on this run's edges, logging as phase p.
-func (r *run) applier(log *logrus.Entry) *apply.Applier {
-	return &apply.Applier{
-		Runner:  r.runner,
-		Files:   r.files,
-		Tools:   host.ToolsFromEnv(os.Getenv),
-		Nmstate: r.nmstate,
-		Log:     log,
-		Policy:  r.netPolicy.Owning(bootstrap.RuntimeKeyfiles.Dir + "/" + bootstrap.RuntimeKeyfiles.Prefix),
+// ownedApplier is the apply library on this run's edges with policy, which
+// owns the bootstrap network's runtime keyfiles too; built once per run
+// (newEnv, and loadConfig with the local choices), tagged per phase.
+func (e *env) ownedApplier(nmstate apply.NmstateChoice, policy netpolicy.Policy) apply.Applier {
+	return apply.Applier{
+		Runner:  e.runner,
+		Files:   e.files,
+		Tools:   e.tools,
+		Nmstate: nmstate,
+		Policy:  policy.Owning(bootstrap.RuntimeKeyfiles.Dir + "/" + bootstrap.RuntimeKeyfiles.Prefix),
 	}
 }
 
-// plan turns the rendered config into a plan: keyfiles (nmstatectl gc for
-// nmstate), the yip applicator, the commands. Dry runs print it. A nil
-// plan: nothing to apply (no config, or the one applied last time).
-func (r *run) plan(ctx context.Context, ph *phase, net *fetched) (*apply.Plan, error) {
+// withLog is applier a logging as the phase that calls it.
+func withLog(a apply.Applier, log *logrus.Entry) *apply.Applier {
+	a.Log = log
+	return &a
+}
+
+// applier is the run's applier (the local config's choices), logging as
+// log.
+func (c *configured) applier(log *logrus.Entry) *apply.Applier { return withLog(c.apply, log) }
+
+// plan is PhasePlan: the rendered config turned into a plan: keyfiles
+// (nmstatectl gc for nmstate), the yip applicator, the commands. A nil
+// plan: nothing to apply (no config, or the one applied last time, as st
+// says).
+func (e *env) plan(ctx context.Context, ph *phase, c *configured, st state.State, net *netConfig) (*apply.Plan, error) {
 	if net == nil {
 		return nil, nil
 	}
-	r.result.Digest = net.rendered.Digest()
-	if !r.o.DryRun && r.result.Digest == r.state.NetworkDigest && r.applicatorPresent(net.rendered) {
-		ph.log.WithField("digest", r.result.Digest).Info("network config unchanged since the last run: nothing to plan or apply")
+	digest := net.rendered.Digest()
+	if !e.o.DryRun && digest == st.NetworkDigest && e.applicatorPresent(net.rendered) {
+		ph.log.WithField("digest", digest).Info("network config unchanged since the last run: nothing to plan or apply")
 		return nil, nil
 	}
-	a := r.applier(ph.log)
+	a := c.applier(ph.log)
 	planFn := a.Plan
-	if r.offline {
+	if c.offline {
 		planFn = a.PlanKeyfiles
 	}
 	plan, err := planFn(ctx, net.rendered)
 	var tm *host.ToolMissingError
 	var fe *apply.FieldError
 	switch {
-	case errors.As(err, &tm) && r.o.DryRun:
+	case errors.As(err, &tm) && e.o.DryRun:
 		// A dry run still shows what it can, and fails as the real run
-		// would (issue 21, item 8): a dry run that passes must mean the
-		// real run passes.
-		printRendered(r.o.Out, net.config, net.rendered)
-		fmt.Fprintf(r.o.Out, "# keyfiles and applicator not shown: %v\n", err)
-		return nil, &ConfigError{Err: err}
+		// would (docs/reliability.md, "Hostile server"): a dry run that
+		// passes must mean the real run passes.
+		printRendered(e.o.Out, net.config, net.rendered)
+		fmt.Fprintf(e.o.Out, "# keyfiles and applicator not shown: %v\n", err)
+		return nil, &errclass.ConfigError{Err: err}
 	case errors.As(err, &tm), errors.As(err, &fe):
-		return nil, &ConfigError{Err: err}
+		return nil, &errclass.ConfigError{Err: err}
 	case err != nil:
 		return nil, err
 	}
@@ -76,70 +88,87 @@ func (r *run) plan(ctx context.Context, ph *phase, net *fetched) (*apply.Plan, e
 	return plan, nil
 }
 
-// printPlan is a dry run's PhaseApply: what would be written and run.
-func (r *run) printPlan(ctx context.Context, _ *phase, net *fetched, plan *apply.Plan) error {
-	if plan == nil {
-		return nil
-	}
-	printAddresses(r.o.Out, net.config)
-	plan.Print(r.o.Out)
-	return nil
+// applyInput is what PhaseApply takes: the config's choices, the state so
+// far, the network config (nil: none), its plan (nil: nothing to apply)
+// and the bootstrap network in use (nil: none).
+type applyInput struct {
+	conf    *configured
+	state   state.State
+	net     *netConfig
+	plan    *apply.Plan
+	bootNet *bootstrap.Network
+	// reg is the registration the config came with (its URL and CA for
+	// the reachability check).
+	reg protocol.Registration
 }
 
-// applyLive makes the plan the running network and persists it (boot mode).
-func (r *run) applyLive(ctx context.Context, ph *phase, net *fetched, plan *apply.Plan) error {
+// printPlan is a dry run's PhaseApply: what would be written and run.
+func (e *env) printPlan(ctx context.Context, _ *phase, in applyInput) (*outcome, error) {
+	if in.plan != nil {
+		printAddresses(e.o.Out, in.net.config)
+		in.plan.Print(e.o.Out)
+	}
+	return &outcome{state: in.state}, nil
+}
+
+// applyLive is PhaseApply at boot: the plan made the running network and
+// persisted; the state it returns records it.
+func (e *env) applyLive(ctx context.Context, ph *phase, in applyInput) (*outcome, error) {
 	log := ph.log
-	if plan == nil {
-		if net != nil && r.o.RepairDrift && r.state.NetworkDigest != "" {
-			if err := r.repairDrift(ctx, ph, net); err != nil {
-				return r.bootNet.Restore(ctx, log, err)
+	st := in.state
+	if in.plan == nil {
+		if in.net != nil && e.o.RepairDrift && st.NetworkDigest != "" {
+			var err error
+			if st, err = e.repairDrift(ctx, ph, in); err != nil {
+				return nil, in.bootNet.Restore(ctx, log, err)
 			}
 		}
-		r.bootNet.Drop(ctx, log, r.state.NetworkDigest != "")
-		if net != nil {
+		in.bootNet.Drop(ctx, log, st.NetworkDigest != "")
+		if in.net != nil {
 			// The wanted config is the applied one: a config that
 			// failed since is no longer asked for.
-			r.state.ClearError()
+			st.ClearError()
 		}
-		return nil
+		return &outcome{state: st}, nil
 	}
-	if err := r.applier(log).ApplyLive(ctx, plan, r.serverReachable); err != nil {
-		return r.bootNet.Restore(ctx, log, err)
+	reachable := func(ctx context.Context) error { return e.serverReachable(ctx, in.reg) }
+	if err := in.conf.applier(log).ApplyLive(ctx, in.plan, reachable); err != nil {
+		return nil, in.bootNet.Restore(ctx, log, err)
 	}
-	r.state.ClearError()
-	r.state.NetworkDrift = ""
-	r.state.NetworkDigest = plan.Digest()
-	r.state.NetworkState = netreport.StateApplied
-	r.state.NetworkAddresses = state.FormatAddresses(apply.InterfaceAddresses(net.rendered))
-	r.result.Applied = true
-	r.bootNet.Drop(ctx, log, true)
-	return nil
+	st.ClearError()
+	st.NetworkDrift = ""
+	st.NetworkDigest = in.plan.Digest()
+	st.NetworkState = netreport.StateApplied
+	st.NetworkAddresses = state.FormatAddresses(apply.InterfaceAddresses(in.net.rendered))
+	in.bootNet.Drop(ctx, log, true)
+	return &outcome{state: st, applied: true}, nil
 }
 
 // persistPlan is PhaseApply under a --root other than / without
 // --apply-live (Options.PersistOnly): the plan is written under the root and
 // nothing touches the host's live network. No digest is recorded, so a
 // later live run applies it.
-func (r *run) persistPlan(ctx context.Context, ph *phase, net *fetched, plan *apply.Plan) error {
-	if plan == nil {
-		return nil
+func (e *env) persistPlan(ctx context.Context, ph *phase, in applyInput) (*outcome, error) {
+	st := in.state
+	if in.plan == nil {
+		return &outcome{state: st}, nil
 	}
-	if err := r.applier(ph.log).Persist(plan); err != nil {
-		return err
+	if err := in.conf.applier(ph.log).Persist(in.plan); err != nil {
+		return nil, err
 	}
-	r.state.NetworkState = netreport.StateReady
-	r.state.NetworkAddresses = state.FormatAddresses(apply.InterfaceAddresses(net.rendered))
-	ph.log.WithField("root", r.o.Root).Warn("network config written under --root, not applied live (--root is not /; --apply-live applies it)")
-	return nil
+	st.NetworkState = netreport.StateReady
+	st.NetworkAddresses = state.FormatAddresses(apply.InterfaceAddresses(in.net.rendered))
+	ph.log.WithField("root", e.o.Root).Warn("network config written under --root, not applied live (--root is not /; --apply-live applies it)")
+	return &outcome{state: st}, nil
 }
 
 // applicatorPresent guards the unchanged-digest shortcut: if someone removed
 // the applicator the config is written again.
-func (r *run) applicatorPresent(rd *apply.Rendered) bool {
+func (e *env) applicatorPresent(rd *apply.Rendered) bool {
 	if rd.Configurator == protocol.ConfiguratorNone {
 		return true
 	}
-	_, err := r.files.Stat(apply.DefaultPaths().Applicator)
+	_, err := e.files.Stat(host.Applicator)
 	return err == nil
 }
 
@@ -147,15 +176,15 @@ func (r *run) applicatorPresent(rd *apply.Rendered) bool {
 // registration server must still answer over the new network. A plain GET
 // of the registration URL is answered by every elemental-operator without
 // authentication (docs/protocol.md §1.2).
-func (r *run) serverReachable(ctx context.Context) error {
+func (e *env) serverReachable(ctx context.Context, reg protocol.Registration) error {
 	// A server restarting at this very moment must not roll back a good
 	// network: ask a few times, well inside the checkpoint's timeout.
-	window := r.o.ReachabilityWindow
+	window := e.o.ReachabilityWindow
 	if window <= 0 {
 		window = DefaultReachabilityWindow
 	}
-	p := retry.Policy{Initial: time.Second, Max: 4 * time.Second, Deadline: window, Clock: r.o.Clock, Retryable: exitcode.Retryable}
-	return p.Do(ctx, "reachability check", func(ctx context.Context, _ int) error { return r.reachableOnce(ctx) })
+	p := retry.Policy{Initial: time.Second, Max: 4 * time.Second, Deadline: window, Clock: e.o.Clock, Retryable: exitcode.Retryable}
+	return p.Do(ctx, "reachability check", func(ctx context.Context, _ int) error { return e.reachableOnce(ctx, reg) })
 }
 
 // DefaultReachabilityWindow is how long the check after a live apply may
@@ -163,13 +192,12 @@ func (r *run) serverReachable(ctx context.Context) error {
 // rolls back on its own after that.
 const DefaultReachabilityWindow = 15 * time.Second
 
-func (r *run) reachableOnce(ctx context.Context) error {
-	reg := r.cfg.Elemental.Registration
+func (e *env) reachableOnce(ctx context.Context, reg protocol.Registration) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	client := &http.Client{}
 	if strings.HasPrefix(reg.URL, "https://") {
-		tc, err := protocol.TLSConfig(r.caCert(), false)
+		tc, err := protocol.TLSConfig(e.trustedCA(reg), false)
 		if err != nil {
 			return err
 		}
@@ -252,16 +280,14 @@ func printRender(ctx context.Context, o Options, nc *protocol.NetworkConfig, nms
 	if err != nil {
 		return err
 	}
-	r := newRun(o)
-	r.netPolicy = pol
-	r.state = &state.State{}
-	r.nmstate = nmstate
-	r.offline = offline
-	net := &fetched{config: nc, rendered: rd}
-	ph := r.phase(PhasePlan)
-	plan, err := r.plan(ctx, ph, net)
+	e := newEnv(o)
+	c := &configured{cfg: &protocol.Config{}, nmstate: nmstate, netPolicy: pol, offline: offline, apply: e.ownedApplier(nmstate, pol)}
+	net := &netConfig{config: nc, rendered: rd}
+	ph := e.phase(PhasePlan)
+	plan, err := e.plan(ctx, ph, c, state.State{}, net)
 	if err != nil {
 		return err
 	}
-	return r.printPlan(ctx, ph, net, plan)
+	_, err = e.printPlan(ctx, ph, applyInput{conf: c, net: net, plan: plan})
+	return err
 }

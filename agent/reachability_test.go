@@ -32,8 +32,8 @@ func TestReachabilityWindow(t *testing.T) {
 		clock := retrytest.NewClock(time.Now())
 		cfg := &protocol.Config{}
 		cfg.Elemental.Registration.URL = url
-		r := &run{env: env{o: Options{ReachabilityWindow: c.window, Clock: clock}}, cfg: cfg}
-		err := r.serverReachable(t.Context())
+		e := newEnv(Options{ReachabilityWindow: c.window, Clock: clock})
+		err := e.serverReachable(t.Context(), cfg.Elemental.Registration)
 		if !errors.Is(err, retry.ErrDeadline) {
 			t.Fatalf("window %s: %v, want the retry deadline", c.window, err)
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/nodereg/nodereg/agent/localconfig"
 	"github.com/nodereg/nodereg/agent/netreport"
 	"github.com/nodereg/nodereg/agent/retry"
-	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -63,33 +63,22 @@ func (p *pendingInventory) wait(ctx context.Context) (*inventory.Inventory, erro
 	}
 }
 
-func (r *run) dialOptions() protocol.DialOptions {
-	reg := r.cfg.Elemental.Registration
+func (e *env) dialOptions(reg protocol.Registration) protocol.DialOptions {
 	// The upgrade gets no more time than a whole session: a server that
 	// accepts TCP and never answers must not hold the run for gorilla's
 	// default 45 s.
-	session := r.o.SessionDeadline
+	session := e.o.SessionDeadline
 	if session == 0 {
 		session = protocol.DefaultSessionDeadline
 	}
-	return protocol.DialOptions{URL: reg.URL, CACert: r.caCert(), SessionDeadline: session, HandshakeTimeout: session}
-}
-
-// caCert is the CA as the dial reads it: a file named in the config or on
-// the command line is read under --root.
-func (r *run) caCert() string {
-	files := r.files
-	if files == nil { // a run made by hand in a test
-		files = host.Root(r.o.Root)
-	}
-	return r.trustedCA(files)
+	return protocol.DialOptions{URL: reg.URL, CACert: e.trustedCA(reg), SessionDeadline: session, HandshakeTimeout: session}
 }
 
 // policy is the retry policy of a phase: its waits are logged and shown in
 // the systemd STATUS, and extend systemd's start timeout.
-func (r *run) policy(deadline time.Duration, ph *phase) retry.Policy {
-	hook := r.notify.RetryHook(string(ph.name), protocol.DefaultSessionDeadline+5*time.Second)
-	p := RetryPolicy(deadline, r.o.Clock)
+func (e *env) policy(deadline time.Duration, ph *phase) retry.Policy {
+	hook := e.notify.RetryHook(string(ph.name), protocol.DefaultSessionDeadline+5*time.Second)
+	p := RetryPolicy(deadline, e.o.Clock)
 	p.OnWait = func(attempt int, d time.Duration, err error) {
 		until := ""
 		if attempt == 1 && deadline > 0 { // the first wait says how long the retries may go on
@@ -115,69 +104,51 @@ func ClassifyRegister(err error) error { return classifyRegister(err) }
 
 // bound makes the retry deadline a hard one: the attempt in flight when it
 // passes is cut there (protocol.Dial clamps its session to the context).
-func (r *run) bound(ctx context.Context, deadline time.Duration) (context.Context, context.CancelFunc) {
+func bound(ctx context.Context, deadline time.Duration) (context.Context, context.CancelFunc) {
 	if deadline <= 0 {
 		return context.WithCancel(ctx)
 	}
 	return context.WithTimeout(ctx, deadline)
 }
 
-// register runs the registration conversation with retries and returns the
-// server's reply.
-func (r *run) register(ctx context.Context, ph *phase) (*protocol.Reply, error) {
-	ctx, cancel := r.bound(ctx, r.o.Deadline)
+// register is PhaseRegister: the registration conversation, with retries.
+func (e *env) register(ctx context.Context, ph *phase, c *configured, id *identity) (*registration, error) {
+	ctx, cancel := bound(ctx, e.o.Deadline)
 	defer cancel()
-	var reply *protocol.Reply
-	err := r.policy(r.o.Deadline, ph).Do(ctx, "registration", func(ctx context.Context, attempt int) error {
+	var reg *registration
+	err := e.policy(e.o.Deadline, ph).Do(ctx, "registration", func(ctx context.Context, attempt int) error {
 		var err error
-		if reply, err = r.registerOnce(ctx, ph, r.state.NetworkState); err != nil {
-			return classifyRegister(err)
-		}
-		return nil
+		reg, err = e.registerOnce(ctx, ph, c, id.auth, c.cfg, id.state, id.state.NetworkState)
+		return classifyRegister(err)
 	})
-	return reply, err
+	if err != nil {
+		return nil, err
+	}
+	e.redact.learn(reg.cfg)
+	return reg, nil
 }
 
-// registerOnce is one registration conversation; netState is the
-// network-config.state reported back (see reportBack).
-func (r *run) registerOnce(ctx context.Context, ph *phase, netState string) (*protocol.Reply, error) {
-	reg := r.cfg.Elemental.Registration
-	cc, err := protocol.Dial(ctx, r.dialOptions(), r.auth)
+// registerOnce is one registration conversation from cfg (the local config,
+// or a registration's) and st (the state so far); netState is the
+// network-config.state reported back (see reportBack). It changes none of
+// its arguments: the merged config and the new state are in what it
+// returns.
+func (e *env) registerOnce(ctx context.Context, ph *phase, c *configured, auth protocol.Authenticator, cfg *protocol.Config, st state.State, netState string) (*registration, error) {
+	reg := cfg.Elemental.Registration
+	cc, err := protocol.Dial(ctx, e.dialOptions(reg), auth)
 	if err != nil {
 		return nil, err
 	}
 	defer cc.Close()
 	log := ph.log
-	log.WithField("url", protocol.RedactURL(reg.URL)).WithField("auth", r.auth.Kind()).WithField("version", cc.Version).Debug("connected: authenticated, protocol version negotiated")
-	inv, err := r.inv.wait(ctx)
+	log.WithField("url", protocol.RedactURL(reg.URL)).WithField("auth", auth.Kind()).WithField("version", cc.Version).Debug("connected: authenticated, protocol version negotiated")
+	inv, err := c.inv.wait(ctx)
 	if err != nil {
 		return nil, err
 	}
-	r.result.Updated = r.state.Registered()
-	annotations := maps.Clone(r.annotations)
-	if ip := cc.RegistrationIP(); ip != "" {
-		annotations["registration-ip"] = ip
-	}
-	reportBack(annotations, netState, r.state.NetworkAddresses)
-	netreport.Annotate(annotations, r.state.Network, netState)
-	payloads := &protocol.Payloads{
-		Update:       r.state.Registered(),
-		NoSMBIOS:     reg.NoSMBIOS,
-		SMBIOS:       inv.SMBIOS,
-		SystemDataV2: inv.SystemDataV2,
-		Annotations:  annotations,
-		Labels:       r.labels,
-	}
-	if protocol.SendsLegacySystemData(cc.Version) {
-		if payloads.LegacySystemData, err = inv.LegacySystemData(); err != nil {
-			return nil, err
-		}
-	}
-	if payloads.SMBIOS == nil {
-		payloads.SMBIOS = map[string]any{}
-	}
-	if payloads.SystemDataV2 == nil {
-		payloads.SystemDataV2 = map[string]any{}
+	payloads, err := c.payloads(inv, cc.Version, reg.NoSMBIOS, st, netState, cc.RegistrationIP())
+	if err != nil {
+		return nil, err
 	}
 	if payloads.Update {
 		log.Debug("sending MsgUpdate (registered before), then MsgGet")
@@ -186,30 +157,61 @@ func (r *run) registerOnce(ctx context.Context, ph *phase, netState string) (*pr
 			Debug("sending MsgSmbios, MsgSystemData, MsgAnnotations, MsgLabels, then MsgGet")
 	}
 	// Decode onto a copy: a failed attempt must not half-change the config.
-	cfg := *r.cfg
-	reply, err := cc.Register(ctx, payloads, &cfg)
+	merged := *cfg
+	reply, err := cc.Register(ctx, payloads, &merged)
 	if err != nil {
 		return nil, err
 	}
-	sentCA := cfg.Elemental.Registration.CACert
-	for _, w := range append(localconfig.KeepLocal(*r.cfg, &cfg), localconfig.ServerSent(reply.Doc)...) {
+	sentCA := merged.Elemental.Registration.CACert
+	for _, w := range append(localconfig.KeepLocal(*cfg, &merged), localconfig.ServerSent(reply.Doc)...) {
 		log.Warn(w)
 	}
 	// The server's CA is never merged: rotation takes it, or not.
-	cfg.Elemental.Registration.CACert = r.cfg.Elemental.Registration.CACert
-	r.rotateCA(ctx, log, sentCA, cc.PeerCertificates())
+	merged.Elemental.Registration.CACert = reg.CACert
+	e.rotateCA(ctx, log, reg, sentCA, cc.PeerCertificates())
 	got := log.WithField("explicit-network-config", reply.ExplicitNetworkConfig)
 	if reply.Network != nil {
 		got = got.WithField("configurator", reply.Network.Configurator).WithField("addresses", len(reply.Network.IPAddresses))
 	}
 	got.Debug("received MsgConfig")
 	checkServerReply(log, reply)
-	r.cfg = &cfg
-	r.result.Registered = true
-	if r.state.InitialRegistration.IsZero() {
-		r.state.InitialRegistration = time.Now().UTC()
+	out := &registration{reply: reply, cfg: &merged, updated: st.Registered(), state: st}
+	if out.state.InitialRegistration.IsZero() {
+		out.state.InitialRegistration = time.Now().UTC()
 	}
-	return reply, nil
+	return out, nil
+}
+
+// payloads are what one registration sends: the inventory, the labels,
+// and the annotations with what this connection and the state add.
+func (c *configured) payloads(inv *inventory.Inventory, version byte, noSMBIOS bool, st state.State, netState, registrationIP string) (*protocol.Payloads, error) {
+	annotations := maps.Clone(c.annotations)
+	if registrationIP != "" {
+		annotations["registration-ip"] = registrationIP
+	}
+	reportBack(annotations, netState, st.NetworkAddresses)
+	netreport.Annotate(annotations, st.Network, netState)
+	p := &protocol.Payloads{
+		Update:       st.Registered(),
+		NoSMBIOS:     noSMBIOS,
+		SMBIOS:       inv.SMBIOS,
+		SystemDataV2: inv.SystemDataV2,
+		Annotations:  annotations,
+		Labels:       c.labels,
+	}
+	if protocol.SendsLegacySystemData(version) {
+		var err error
+		if p.LegacySystemData, err = inv.LegacySystemData(); err != nil {
+			return nil, err
+		}
+	}
+	if p.SMBIOS == nil {
+		p.SMBIOS = map[string]any{}
+	}
+	if p.SystemDataV2 == nil {
+		p.SystemDataV2 = map[string]any{}
+	}
+	return p, nil
 }
 
 // reportBack tells the server what this node did with its network config

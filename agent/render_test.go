@@ -42,14 +42,14 @@ func TestRenderIgnoresThisHostsKeyfiles(t *testing.T) {
 	}
 
 	// The same plan for this machine is refused, naming the file.
-	r := newRun(Options{DryRun: true, Out: &bytes.Buffer{}, Root: root})
-	r.state = &state.State{}
+	e := newEnv(Options{DryRun: true, Out: &bytes.Buffer{}, Root: root})
+	conf := &configured{cfg: &protocol.Config{}, apply: e.ownedApplier(apply.NmstateAuto, netpolicy.Policy{})}
 	rd, err := apply.Render(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var notOurs *apply.NotOwnedError
-	if _, err := r.plan(t.Context(), r.phase(PhasePlan), &fetched{config: nc, rendered: rd}); !errors.As(err, &notOurs) {
+	if _, err := e.plan(t.Context(), e.phase(PhasePlan), conf, state.State{}, &netConfig{config: nc, rendered: rd}); !errors.As(err, &notOurs) {
 		t.Errorf("a plan for this machine replaced a foreign keyfile: %v", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 
 	"github.com/nodereg/nodereg/agent/localconfig"
+	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/netpolicy"
 )
 
@@ -17,17 +18,17 @@ func renderPolicy(root, configPath string, required bool) (netpolicy.Policy, err
 	if configPath == "" {
 		return netpolicy.Policy{}, nil
 	}
-	files := newRun(Options{Root: root}).files
+	files := newEnv(Options{Root: root}).files
 	b, err := files.ReadFile(configPath, localconfig.MaxFileBytes)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && !required:
 		return netpolicy.Policy{}, nil
 	case err != nil:
-		return netpolicy.Policy{}, configErr("config file %s: %v", files.Path(configPath), err)
+		return netpolicy.Policy{}, errclass.Configf("config file %s: %v", files.Path(configPath), err)
 	}
 	pol, err := netpolicy.FromConfig(files.Path(configPath), b)
 	if err != nil {
-		return netpolicy.Policy{}, &ConfigError{Err: err}
+		return netpolicy.Policy{}, &errclass.ConfigError{Err: err}
 	}
 	return pol, nil
 }

@@ -65,7 +65,7 @@ func TestNetworkErrorsAreReportedUntilAnApplySucceeds(t *testing.T) {
 			Root: m.Root, Runner: m.Runner(), Clock: retrytest.NewClock(time.Now()),
 			Deadline: time.Minute, NetworkTimeout: time.Minute, ReachabilityWindow: 2 * time.Second,
 		})
-		st, _, lErr := state.Load(host.Root(m.Root), DefaultStatePath)
+		st, _, lErr := state.Load(host.Root(m.Root), host.StateFile)
 		testutil.Must(t, lErr)
 		return st, err
 	}

@@ -1,10 +1,11 @@
 package agent
 
-// The run's retry decisions, in one place: agent/retry asks
-// exitcode.Retryable (the error's class: transient is retried, final and
-// configuration are not), and the marks below turn what only the run
-// knows (which reply means a deleted inventory, when an unresolved
-// placeholder is final) into a class or a retry.Terminal.
+// The run's retry decisions: the one decision is exitcode.Retryable, by the
+// error's class (transient is retried; final, configuration and usage are
+// not), which agent/retry is handed. What only the run knows (which reply
+// means a deleted inventory, when an unresolved placeholder is final, that
+// an exhausted pool is not worth another attempt in this process) is said
+// here by giving the error its class, never by a mark of its own.
 
 import (
 	"errors"
@@ -12,54 +13,55 @@ import (
 	"strings"
 
 	"github.com/nodereg/nodereg/agent/exitcode"
-	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/protocol"
 )
 
-// classifyRegister marks failures no retry can fix as terminal, by the
-// error's class, adding what the operator should do.
+// classifyRegister classes a registration failure, adding what the operator
+// should do; nil stays nil.
 func classifyRegister(err error) error {
+	if err == nil {
+		return nil
+	}
 	var er *protocol.ErrorReply
 	isReply := errors.As(err, &er)
 	if isReply && (er.Reason == protocol.ReasonInventoryNotFound || strings.Contains(er.Message, "MachineInventory not found")) {
-		return retry.Terminal(&ConfigError{Err: fmt.Errorf("the server has no inventory for this machine any more: re-provisioning needed (run `agent --reset` from recovery): %w", err)})
+		return &errclass.ConfigError{Err: fmt.Errorf("the server has no inventory for this machine any more: re-provisioning needed (run `agent --reset` from recovery): %w", err)}
 	}
-	if exitcode.Of(err) == exitcode.Config {
+	if isReply && exitcode.Of(err) == exitcode.Config {
 		// A MsgError that is not about pending addresses is the server
 		// refusing on purpose (inventory creation failed, template error):
-		// asking again gives the same answer.
-		if isReply {
-			return retry.Terminal(fmt.Errorf("the server refused the registration: %w", err))
-		}
-		return retry.Terminal(err)
+		// asking again gives the same answer (its class says so).
+		return fmt.Errorf("the server refused the registration: %w", err)
 	}
 	return markNotUpYet(classifyNetwork(err))
 }
 
-// classifyRender: an unresolved placeholder is a pending claim (retried)
+// classifyRender: an unresolved placeholder is a pending claim (transient)
 // unless the decision made it final; any other render error is the
 // config's fault (exit 78).
 func classifyRender(err error, unresolvedIsFinal bool) error {
 	var ue *apply.UnresolvedError
 	switch {
 	case errors.As(err, &ue) && unresolvedIsFinal:
-		return retry.Terminal(&ConfigError{Err: fmt.Errorf("the server's network template uses a placeholder no address pool provides: %w", err)})
+		return &errclass.ConfigError{Err: fmt.Errorf("the server's network template uses a placeholder no address pool provides: %w", err)}
 	case errors.As(err, &ue):
 		return fmt.Errorf("addresses not ready yet: %w", err)
 	}
-	return retry.Terminal(&ConfigError{Err: err})
+	return &errclass.ConfigError{Err: err}
 }
 
 // classifyNetwork: pending addresses are retried (honouring the server's
 // retry-after); an exhausted pool or a failed claim ends the run with the
-// server's reason, retryable later by systemd (exit 75).
+// server's reason, final in this process and retried later by systemd
+// (exit 75).
 func classifyNetwork(err error) error {
 	var er *protocol.ErrorReply
 	if errors.As(err, &er) {
 		switch er.Reason {
 		case protocol.ReasonPoolExhausted, protocol.ReasonAllocationFailed:
-			return retry.Terminal(err)
+			return errclass.Wrap(errclass.Final, er.Cause(), err)
 		}
 	}
 	return err

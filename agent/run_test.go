@@ -15,7 +15,9 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/agent/handover"
+	"github.com/nodereg/nodereg/agent/localconfig"
 	"github.com/nodereg/nodereg/agent/netreport"
 	"github.com/nodereg/nodereg/agent/retry/retrytest"
 	"github.com/nodereg/nodereg/internal/host"
@@ -123,7 +125,7 @@ func runScripted(t *testing.T, s *scriptedServer, mode string) (*Result, *retryt
 	res, err := Run(t.Context(), Options{
 		Root: m.Root, DryRun: true, Out: &out, Clock: clock,
 		Deadline: time.Minute, NetworkTimeout: time.Minute,
-		Overrides: Overrides{NetworkConfig: &mode},
+		Overrides: localconfig.Overrides{NetworkConfig: &mode},
 	})
 	return res, clock, err
 }
@@ -146,55 +148,55 @@ func TestFetchNetworkDecisions(t *testing.T) {
 		// pending.
 		pendingReported bool
 	}{
-		{name: "embedded", mode: networkModeAuto,
+		{name: "embedded", mode: localconfig.NetworkAuto,
 			server:   script{gets: []answer{{reply: &protocol.ConfigReply{Network: keyfileConfig(resolved)}}}},
 			wantAddr: "10.0.0.7", gets: 1},
-		{name: "no config for this machine", mode: networkModeAuto,
+		{name: "no config for this machine", mode: localconfig.NetworkAuto,
 			server: script{gets: []answer{{reply: &protocol.ConfigReply{}}}},
 			gets:   1},
-		{name: "announced explicit", mode: networkModeAuto,
+		{name: "announced explicit", mode: localconfig.NetworkAuto,
 			server: script{
 				gets:     []answer{{reply: &protocol.ConfigReply{ExplicitNetworkConfig: true}}},
 				explicit: []answer{{net: keyfileConfig(resolved)}}},
 			wantAddr: "10.0.0.7", gets: 1, asked: 1},
-		{name: "forced explicit", mode: networkModeExplicit,
+		{name: "forced explicit", mode: localconfig.NetworkExplicit,
 			server: script{
 				gets:     []answer{{reply: &protocol.ConfigReply{}}},
 				explicit: []answer{{net: keyfileConfig(resolved)}}},
 			wantAddr: "10.0.0.7", gets: 1, asked: 1},
-		{name: "pending, explicit: retry after the server's hint", mode: networkModeAuto,
+		{name: "pending, explicit: retry after the server's hint", mode: localconfig.NetworkAuto,
 			server: script{
 				gets:     []answer{{reply: &protocol.ConfigReply{ExplicitNetworkConfig: true}}},
 				explicit: []answer{{err: waiting}, {err: waiting}, {net: keyfileConfig(resolved)}}},
 			wantAddr: "10.0.0.7", gets: 1, asked: 3, waits: []time.Duration{7 * time.Second, 7 * time.Second}},
-		{name: "pending, upstream: register again, reporting pending", mode: networkModeAuto,
+		{name: "pending, upstream: register again, reporting pending", mode: localconfig.NetworkAuto,
 			server: script{gets: []answer{
 				{reply: &protocol.ConfigReply{Network: unresolved}},
 				{reply: &protocol.ConfigReply{Network: keyfileConfig(resolved)}}}},
 			wantAddr: "10.0.0.7", gets: 2, nwaits: 1, pendingReported: true},
-		{name: "unresolved placeholder from an announcing server is final", mode: networkModeAuto,
+		{name: "unresolved placeholder from an announcing server is final", mode: localconfig.NetworkAuto,
 			server:   script{gets: []answer{{reply: &protocol.ConfigReply{Network: unresolved, ExplicitNetworkConfig: true}}}},
-			wantExit: ExitConfig, gets: 1},
-		{name: "pool exhausted ends the run, retryable later", mode: networkModeExplicit,
+			wantExit: exitcode.Config, gets: 1},
+		{name: "pool exhausted ends the run, retryable later", mode: localconfig.NetworkExplicit,
 			server: script{
 				gets:     []answer{{reply: &protocol.ConfigReply{}}},
 				explicit: []answer{{err: &protocol.ErrorReply{Message: "no address", Reason: protocol.ReasonPoolExhausted}}}},
-			wantExit: ExitTempFail, gets: 1, asked: 1},
-		{name: "allocation failed ends the run, retryable later", mode: networkModeExplicit,
+			wantExit: exitcode.TempFail, gets: 1, asked: 1},
+		{name: "allocation failed ends the run, retryable later", mode: localconfig.NetworkExplicit,
 			server: script{
 				gets:     []answer{{reply: &protocol.ConfigReply{}}},
 				explicit: []answer{{err: &protocol.ErrorReply{Message: "store down", Reason: protocol.ReasonAllocationFailed}}}},
-			wantExit: ExitTempFail, gets: 1, asked: 1},
-		{name: "still pending at the network timeout", mode: networkModeExplicit,
+			wantExit: exitcode.TempFail, gets: 1, asked: 1},
+		{name: "still pending at the network timeout", mode: localconfig.NetworkExplicit,
 			server: script{
 				gets:     []answer{{reply: &protocol.ConfigReply{}}},
 				explicit: []answer{{err: &protocol.ErrorReply{Message: "1 claim pending", Reason: protocol.ReasonWaitingForIPAddress, RetryAfterSeconds: 25}}}},
-			wantExit: ExitTempFail, gets: 1, asked: 4, waits: []time.Duration{25 * time.Second, 25 * time.Second, 10 * time.Second}},
+			wantExit: exitcode.TempFail, gets: 1, asked: 4, waits: []time.Duration{25 * time.Second, 25 * time.Second, 10 * time.Second}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := &scriptedServer{script: c.server}
 			res, clock, err := runScripted(t, s, c.mode)
-			if got := ExitCode(err); got != c.wantExit {
+			if got := exitcode.Of(err); got != c.wantExit {
 				t.Fatalf("exit %d (%v), want %d", got, err, c.wantExit)
 			}
 			var pe *PhaseError
@@ -262,7 +264,7 @@ func TestHandOverUnderAScratchRootDoesNotRunTheToolkit(t *testing.T) {
 		toolkit := filepath.Join(t.TempDir(), "elemental")
 		testutil.Must(t, os.WriteFile(toolkit, []byte("#!/bin/sh\ntouch "+ran+"\n"), 0o755))
 		t.Setenv(host.EnvElemental, toolkit)
-		trigger := filepath.Join(m.Root, handover.ResetCloudConfig)
+		trigger := filepath.Join(m.Root, host.ResetCloudConfig)
 		testutil.Must(t, os.MkdirAll(filepath.Dir(trigger), 0o755))
 		testutil.Must(t, os.WriteFile(trigger, []byte("#reset\n"), 0o600))
 		var log testutil.Log

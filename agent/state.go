@@ -8,6 +8,7 @@ import (
 
 	"github.com/nodereg/nodereg/agent/catrust"
 	"github.com/nodereg/nodereg/agent/exitcode"
+	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/internal/statelock"
@@ -19,7 +20,7 @@ func loadState(files host.FS, path string) (*state.State, string, error) {
 	st, note, err := state.Load(files, path)
 	var notFile *state.NotAFileError
 	if errors.As(err, &notFile) {
-		return nil, "", &ConfigError{Err: err}
+		return nil, "", &errclass.ConfigError{Err: err}
 	}
 	return st, note, err
 }
@@ -27,22 +28,22 @@ func loadState(files host.FS, path string) (*state.State, string, error) {
 // lock takes the state lock for a run that may write (not a dry run): the
 // boot service, the update timer and an admin's --reset-network would
 // otherwise interleave writes to the state, the manifest and the keyfiles.
-func (r *run) lock(ctx context.Context) (unlock func(), err error) {
-	if r.o.DryRun {
+func (e *env) lock(ctx context.Context) (unlock func(), err error) {
+	if e.o.DryRun {
 		return func() {}, nil
 	}
-	dir := path.Dir(r.o.StatePath)
-	if err := r.files.MkdirAll(dir, 0o700); err != nil {
+	dir := path.Dir(e.o.StatePath)
+	if err := e.files.MkdirAll(dir, 0o700); err != nil {
 		return nil, &PhaseError{Phase: PhaseState, Err: fmt.Errorf("creating state directory: %w", err)}
 	}
-	wait := r.o.LockWait
+	wait := e.o.LockWait
 	if wait <= 0 {
 		wait = DefaultLockWait
 	}
-	if r.o.Deadline > 0 && r.o.Deadline < wait {
-		wait = r.o.Deadline // --deadline bounds the whole run's wait
+	if e.o.Deadline > 0 && e.o.Deadline < wait {
+		wait = e.o.Deadline // --deadline bounds the whole run's wait
 	}
-	release, err := r.files.Lock(ctx, path.Join(dir, statelock.Name), wait)
+	release, err := e.files.Lock(ctx, path.Join(dir, statelock.Name), wait)
 	if err != nil {
 		var stopped *exitcode.StoppedError
 		if errors.As(context.Cause(ctx), &stopped) {
@@ -50,24 +51,24 @@ func (r *run) lock(ctx context.Context) (unlock func(), err error) {
 		}
 		// Logged as a phase's failure is: the final line leaves out the
 		// error of a PhaseError, and this one names the holder's pid.
-		r.log.WithField("phase", PhaseState).WithError(err).Error("[failed]")
+		e.log.WithField("phase", PhaseState).WithError(err).Error("[failed]")
 		return nil, &PhaseError{Phase: PhaseState, Err: err}
 	}
-	r.removeStaleTemps()
+	e.removeStaleTemps()
 	return func() { _ = release() }, nil
 }
 
 // removeStaleTemps removes the temp files of writes a kill -9 cut short, in
 // the directories the agent writes; the state lock is held, so none is in
-// flight (issue 21, item 6).
-func (r *run) removeStaleTemps() {
-	for _, dir := range []string{path.Dir(r.o.StatePath), host.KeyfileDir, host.StateDir, catrust.Dir, path.Dir(host.Applicator), host.RuntimeKeyfileDir} {
-		removed, err := r.files.RemoveStale(dir)
+// flight (docs/reliability.md, "Hostile server").
+func (e *env) removeStaleTemps() {
+	for _, dir := range []string{path.Dir(e.o.StatePath), host.KeyfileDir, host.StateDir, catrust.Dir, path.Dir(host.Applicator), host.RuntimeKeyfileDir} {
+		removed, err := e.files.RemoveStale(dir)
 		if err != nil {
-			r.log.WithField("phase", PhaseState).WithError(err).Warn("removing stale temp files")
+			e.log.WithField("phase", PhaseState).WithError(err).Warn("removing stale temp files")
 		}
 		for _, f := range removed {
-			r.log.WithField("phase", PhaseState).WithField("file", f).Info("removed a temp file an interrupted run left")
+			e.log.WithField("phase", PhaseState).WithField("file", f).Info("removed a temp file an interrupted run left")
 		}
 	}
 }

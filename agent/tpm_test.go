@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodereg/nodereg/agent/localconfig"
 	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/server/tpmauth"
@@ -30,16 +31,16 @@ func TestIdentityLeavesTheTPMAloneUnlessLive(t *testing.T) {
 			s := tpmtest.StartSwtpm(t, false)
 			before := s.PersistentHandles(t)
 			var out strings.Builder
-			r := newRun(Options{DryRun: c.dryRun, PersistOnly: c.persistOnly, Out: &out})
-			r.cfg = &protocol.Config{}
-			r.cfg.Elemental.Registration.Auth = authTPM
-			r.cfg.Elemental.Registration.TPMDevice = s.Device()
-			r.state = &state.State{}
-			if err := r.openTPM(r.log); err != nil {
+			e := newEnv(Options{DryRun: c.dryRun, PersistOnly: c.persistOnly, Out: &out})
+			conf := &configured{cfg: &protocol.Config{}}
+			conf.cfg.Elemental.Registration.Auth = localconfig.AuthTPM
+			conf.cfg.Elemental.Registration.TPMDevice = s.Device()
+			id, err := e.identify(e.phase(PhaseIdentity), conf, &prior{})
+			if err != nil {
 				t.Fatal(err)
 			}
-			x := tpmtest.RoundTrip(context.Background(), r.auth, tpmauth.New(tpmauth.Options{}))
-			if err := r.tpm.Close(); err != nil {
+			x := tpmtest.RoundTrip(context.Background(), id.auth, tpmauth.New(tpmauth.Options{}))
+			if err := id.tpm.Close(); err != nil {
 				t.Fatal(err)
 			}
 			if x.ClientErr != nil || x.ServerErr != nil {
@@ -60,24 +61,24 @@ func TestEmulatedSeedSavedBeforeRegistering(t *testing.T) {
 	root := t.TempDir()
 	seeds := map[int64]bool{}
 	for range 2 {
-		r := newRun(Options{Root: root})
-		st, _, err := state.Load(r.files, r.o.StatePath)
+		e := newEnv(Options{Root: root})
+		st, _, err := state.Load(e.files, e.o.StatePath)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.state = st
-		r.cfg = &protocol.Config{}
-		r.cfg.Elemental.Registration.Auth = authTPM
-		r.cfg.Elemental.Registration.EmulateTPM = true
-		r.cfg.Elemental.Registration.EmulatedTPMSeed = tpm.RandomSeed
+		id := &identity{state: *st}
+		var reg protocol.Registration
+		reg.Auth = localconfig.AuthTPM
+		reg.EmulateTPM = true
+		reg.EmulatedTPMSeed = tpm.RandomSeed
 		// In the default build the emulation is missing and Open fails:
 		// the seed must be on disk all the same, the run stopping here.
-		if err := r.openTPM(r.log); err == nil {
-			r.tpm.Close()
+		if err := e.openTPM(e.log, reg, id); err == nil {
+			id.tpm.Close()
 		}
-		saved, _, err := state.Load(r.files, r.o.StatePath)
-		if err != nil || !saved.EmulatedTPM || saved.EmulatedTPMSeed != r.state.EmulatedTPMSeed {
-			t.Fatalf("state after the identity phase: %+v, %v; want seed %d", saved, err, r.state.EmulatedTPMSeed)
+		saved, _, err := state.Load(e.files, e.o.StatePath)
+		if err != nil || !saved.EmulatedTPM || saved.EmulatedTPMSeed != id.state.EmulatedTPMSeed {
+			t.Fatalf("state after the identity phase: %+v, %v; want seed %d", saved, err, id.state.EmulatedTPMSeed)
 		}
 		seeds[saved.EmulatedTPMSeed] = true
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"os"
 
 	"github.com/nodereg/nodereg/agent/catrust"
 	"github.com/nodereg/nodereg/agent/localconfig"
@@ -24,23 +23,11 @@ func Verify(ctx context.Context, o Options) *verify.Report {
 // verifyInput gathers what the checks read; the update run's drift check
 // uses the same.
 func verifyInput(o Options) verify.Input {
-	if o.Root == "" {
-		o.Root = "/"
-	}
-	if o.ConfigPath == "" {
-		o.ConfigPath = DefaultConfigPath
-	}
-	if o.StatePath == "" {
-		o.StatePath = DefaultStatePath
-	}
-	runner := o.Runner
-	if runner == nil {
-		runner = host.ExecRunner{}
-	}
-	files := host.Root(o.Root)
-	in := verify.Input{Files: files, Runner: runner, Nmcli: host.ToolsFromEnv(os.Getenv).Nmcli, BootstrapKeyfiles: bootstrapKeyfiles}
-	verifyState(&in, files, o.StatePath)
-	f, err := localconfig.Read(files, o.ConfigPath, o.Overrides, nil)
+	e := newEnv(o)
+	files := e.files
+	in := verify.Input{Files: files, Runner: e.runner, Nmcli: e.tools.Nmcli, BootstrapKeyfiles: bootstrapKeyfiles}
+	verifyState(&in, files, e.o.StatePath)
+	f, err := localconfig.Read(files, e.o.ConfigPath, e.o.Overrides, nil)
 	if err != nil {
 		in.ConfigProblem = err.Error()
 	} else {

@@ -8,14 +8,15 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/logx"
 	"github.com/nodereg/nodereg/netpolicy"
 )
 
-// Paths is the one table of host paths this package writes, relative to
-// the root of Applier.Files.
-type Paths struct {
+// paths are the host paths this package writes (internal/host's table),
+// below the root of Applier.Files.
+type paths struct {
 	// KeyfileDir is where NetworkManager reads persistent profiles.
 	KeyfileDir string
 	// Applicator is the yip file. Upstream's name, so upstream's
@@ -28,28 +29,9 @@ type Paths struct {
 	StateDir string
 }
 
-// DefaultPaths are the Elemental locations (docs/apply.md: /oem is what every boot mode sees).
-func DefaultPaths() Paths {
-	return Paths{
-		KeyfileDir: host.KeyfileDir,
-		Applicator: host.Applicator,
-		StateDir:   host.StateDir,
-	}
-}
-
-func (p Paths) orDefault() Paths {
-	d := DefaultPaths()
-	if p.KeyfileDir == "" {
-		p.KeyfileDir = d.KeyfileDir
-	}
-	if p.Applicator == "" {
-		p.Applicator = d.Applicator
-	}
-	if p.StateDir == "" {
-		p.StateDir = d.StateDir
-	}
-	return p
-}
+// hostPaths are the Elemental locations (docs/apply.md: /oem is what every
+// boot mode sees).
+var hostPaths = paths{KeyfileDir: host.KeyfileDir, Applicator: host.Applicator, StateDir: host.StateDir}
 
 const (
 	// DefaultCheckpointTimeout is nmstatectl's own default rollback time.
@@ -68,6 +50,19 @@ type LiveApplyError struct {
 	Err         error
 	RollbackErr error // non-nil when the way back failed too
 }
+
+// Class is the failed step's, when it declares one (a certificate the
+// reachability check could not verify needs a person); any other failure
+// was rolled back and may pass later: try again (exit 75).
+func (e *LiveApplyError) Class() errclass.Class {
+	if c, ok := errclass.Of(e.Err); ok {
+		return c
+	}
+	return errclass.Transient
+}
+
+// Cause is the failed step's ("" when it names none).
+func (e *LiveApplyError) Cause() string { return errclass.CauseOf(e.Err) }
 
 func (e *LiveApplyError) Error() string {
 	msg := fmt.Sprintf("apply network live: %s: %v", e.Step, e.Err)
@@ -94,7 +89,6 @@ type Applier struct {
 	// activated as nmconnections). "": NmstateAuto.
 	Nmstate NmstateChoice
 	Tools   host.Tools // zero: host.DefaultTools
-	Paths   Paths      // zero: DefaultPaths
 	Log     *logrus.Entry
 	// Env is added to every command (e.g. DBUS_SYSTEM_BUS_ADDRESS).
 	Env []string
@@ -109,7 +103,7 @@ type Applier struct {
 	Policy netpolicy.Policy
 }
 
-func (a *Applier) paths() Paths { return a.Paths.orDefault() }
+func (a *Applier) paths() paths { return hostPaths }
 
 func (a *Applier) tools() host.Tools { return a.Tools.OrDefault() }
 

@@ -13,7 +13,7 @@ const maxIfname = 15
 // which NetworkManager repeats for interface-name): 1 to 15 bytes, not "."
 // or "..", no '/', ':' or whitespace; and NetworkManager's: no '%'. A name the kernel refuses would get
 // past render and fail in nmstatectl or NetworkManager, on the node, after
-// the old config was taken down (issue 12, item 5).
+// the old config was taken down (docs/reliability.md, "Hostile server").
 func checkIfname(path, name string) error {
 	bad := func(why string) error {
 		return &FieldError{Path: path, Reason: fmt.Sprintf("interface name %q %s", name, why)}

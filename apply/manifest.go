@@ -27,7 +27,7 @@ func (p *Plan) manifest() state.Manifest {
 func sum(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 
 // manifestPath is the manifest's host path (without Root).
-func (p Paths) manifestPath() string { return state.ManifestPath(p.StateDir) }
+func (p paths) manifestPath() string { return state.ManifestPath(p.StateDir) }
 
 // readManifest returns the current manifest; a missing one is empty. A
 // manifest that cannot be parsed is kept aside (like a corrupt state file)

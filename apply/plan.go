@@ -31,7 +31,7 @@ type Plan struct {
 	// Live are the ones ApplyLive would run.
 	Ran, Live []host.Command
 
-	paths  Paths
+	paths  paths
 	digest string
 }
 

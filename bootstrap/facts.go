@@ -50,10 +50,10 @@ func (f Facts) String() string {
 	return fmt.Sprintf("mac=%s serial=%q uuid=%q", macs, f.Serial, f.UUID)
 }
 
-// ReadFacts reads the facts of the machine files is (the agent's --root;
-// host.Root("/") for the real system). The MACs follow nic.PermanentMACs,
-// the rule the PLAIN mac identifier uses too; a machine without
-// /sys/class/net has none.
+// ReadFacts reads the facts of the machine files reaches (the agent's
+// --root; host.Root("/") for the real system). The MACs follow
+// nic.PermanentMACs, the rule the PLAIN mac identifier uses too; a machine
+// without /sys/class/net has none.
 func ReadFacts(files host.FS) (Facts, error) {
 	var f Facts
 	macs, err := nic.PermanentMACs(files)

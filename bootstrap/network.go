@@ -100,7 +100,7 @@ func (e *Env) linkReady(ctx context.Context, iface string) (bool, error) {
 
 // applicatorOnDisk: /oem holds a network applicator of ours.
 func (e *Env) applicatorOnDisk() bool {
-	_, err := e.Files.Stat(apply.DefaultPaths().Applicator)
+	_, err := e.Files.Stat(host.Applicator)
 	return err == nil
 }
 

@@ -101,6 +101,10 @@ type DeadlineError struct {
 	Iface    string
 }
 
+// Class: try again later (exit 75); the next run walks on from where this
+// one stopped.
+func (e *DeadlineError) Class() errclass.Class { return errclass.Transient }
+
 func (e *DeadlineError) Error() string {
 	last := "none"
 	if e.Last.IsValid() {

@@ -185,7 +185,8 @@ func generated(secs Sections) bool {
 
 // CheckForeign refuses a keyfile of the config whose UUID or id a foreign
 // profile already has: NetworkManager would show one of the two and hide the
-// other (issue 21, item 3), naming both.
+// other (docs/reliability.md, "Network-config policy", rule unique), naming
+// both.
 func CheckForeign(kfs []Keyfile, foreign []Profile) error {
 	for _, kf := range kfs {
 		secs, err := ReadKeyfile(kf.Content)

@@ -127,7 +127,8 @@ func (p Policy) checkValue(path string, v any) error {
 }
 
 // stateVLANCycle refuses VLANs whose base-iface chain comes back to them
-// (issue 21, item 5): NetworkManager could never create any of them.
+// (docs/reliability.md, "Network-config policy", rule vlan-cycle):
+// NetworkManager could never create any of them.
 func stateVLANCycle(state map[string]any) error {
 	list, _ := state["interfaces"].([]any)
 	base := map[string]string{}

@@ -108,20 +108,6 @@ func peersAfterVeths(ps []*iface) []*iface {
 	return out
 }
 
-// GC returns what `nmstatectl gc` prints, as the pairs its YAML holds under
-// NetworkManager: [[file name, contents], ...].
-func GC(desired []byte) ([][2]string, error) {
-	kfs, err := GenerateKeyfiles(desired)
-	if err != nil {
-		return nil, err
-	}
-	out := make([][2]string, len(kfs))
-	for i, kf := range kfs {
-		out[i] = [2]string{kf.Name, string(kf.Content)}
-	}
-	return out, nil
-}
-
 // upPriorities is nmstate's up-priority (ifaces/inter_ifaces_controller.rs,
 // as the order-* vectors show it): 0 for a free interface; the controller's
 // priority + 1 for an up port defined in the file (an auto-added port keeps

@@ -11,7 +11,8 @@ import (
 // (YAML aliases, several schemaless values each decoded on its own).
 // yaml.v3's own alias check restarts with every decoder, and RawValue
 // needs one decoder per value, so a reply of many values, each a small
-// alias bomb, passed it value by value (issue 12, item 1).
+// alias bomb, passed it value by value (docs/reliability.md, "Hostile
+// server": alias bombs).
 const (
 	// MaxReplyNodes is the most YAML nodes a reply may expand to, aliases
 	// expanded: one node per 32 bytes of the frame limit (131,072).

@@ -16,7 +16,7 @@ var (
 	ErrNoDevice = errclass.New(errclass.Config, "TPM missing or unusable", "no TPM device")
 	// ErrBusy: the TPM exists but is held by someone else or out of
 	// resources; retrying later may work.
-	ErrBusy = errors.New("TPM busy")
+	ErrBusy = errclass.New(errclass.Transient, "", "TPM busy")
 	// ErrNoEK: neither an EK certificate nor an EK created from the default
 	// template could be obtained.
 	ErrNoEK = errors.New("no endorsement key")

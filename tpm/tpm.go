@@ -39,7 +39,7 @@ type Options struct {
 	// NoPersist leaves the TPM's non-volatile memory as it is: no key is
 	// made persistent (EvictControl), keys already persistent are still
 	// used. A dry run, and a run under a scratch root, must not change the
-	// machine's TPM (issue 12).
+	// machine's TPM (docs/architecture.md, "Where side effects live").
 	NoPersist bool
 }
 

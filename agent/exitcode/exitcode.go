@@ -119,9 +119,9 @@ func Of(err error) int {
 // Retryable reports whether another attempt in the same process may
 // succeed: only what is "try again later" and whose class is not Final (an
 // exhausted pool, a registration host DNS says does not exist: exit 75 at
-// once, so systemd's restart, not the whole --deadline, tries again).
-// agent/retry also stops on an error the caller marked retry.Terminal. It
-// is the agent's one retry.Classifier.
+// once, so systemd's restart, not the whole --deadline, tries again). It
+// is the agent's one retry decision (the retry.Classifier every retry loop
+// of the agent is handed).
 func Retryable(err error) bool {
 	return Of(err) == TempFail && !errclass.Is(err, errclass.Final)
 }

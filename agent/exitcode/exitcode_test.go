@@ -325,3 +325,17 @@ func TestBootstrapExhaustedOrProbeFailureIs75(t *testing.T) {
 func TestKeyfileNotOwnedIs78(t *testing.T) {
 	expect(t, fmt.Errorf("plan: %w", &apply.NotOwnedError{Path: "/etc/NetworkManager/system-connections/eth0.nmconnection"}), 78)
 }
+
+// The busy TPM, the bootstrap walk's deadline and a rolled-back live apply
+// declare their class rather than fall through to the default; a live
+// apply's class is its failed step's when that step has one.
+func TestErrorsDeclareTheirClass(t *testing.T) {
+	live := &apply.LiveApplyError{Step: "nmstatectl apply", Err: errors.New("exit status 1")}
+	for _, err := range []error{tpm.ErrBusy, &bootstrap.DeadlineError{Deadline: time.Second}, live} {
+		if c, ok := errclass.Of(err); !ok || c != errclass.Transient {
+			t.Errorf("errclass.Of(%v) = %v, %v; want transient, declared", err, c, ok)
+		}
+	}
+	expect(t, live, 75)
+	expect(t, &apply.LiveApplyError{Step: "reachability check", Err: errclass.Configf("certificate signed by unknown authority")}, 78)
+}

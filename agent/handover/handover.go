@@ -15,7 +15,6 @@ import (
 	"github.com/sirupsen/logrus"
 	"gopkg.in/yaml.v3"
 
-	"github.com/nodereg/nodereg/agent/localconfig"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/internal/host"
@@ -23,17 +22,10 @@ import (
 	"github.com/nodereg/nodereg/protocol"
 )
 
-// Where the hook goes and what a reset leaves behind, as upstream.
-const (
-	// CloudInitDir is ELEMENTAL_CLOUD_INIT_PATHS: the toolkit runs the
-	// hooks it finds there.
-	CloudInitDir = host.CloudInitDir
-	// HookPath is the hook's host path.
-	HookPath = CloudInitDir + "/elemental-before-hook.yaml"
-	// ResetCloudConfig is the reset plan's trigger file, removed once the
-	// reset ran.
-	ResetCloudConfig = host.ResetCloudConfig
-)
+// HookPath is the hook's host path, in host.CloudInitDir
+// (ELEMENTAL_CLOUD_INIT_PATHS: the toolkit runs the hooks it finds there),
+// as upstream.
+const HookPath = host.CloudInitDir + "/elemental-before-hook.yaml"
 
 // Request is one hand-over.
 type Request struct {
@@ -118,7 +110,7 @@ func Run(ctx context.Context, q Request) error {
 	}
 	if q.Reset {
 		// The reset plan's trigger file (docs/protocol.md §8.4) has done its job.
-		if err := q.Files.Remove(ResetCloudConfig); err != nil {
+		if err := q.Files.Remove(host.ResetCloudConfig); err != nil {
 			log.WithError(err).Warn("removing the reset trigger")
 		}
 	}
@@ -127,11 +119,11 @@ func Run(ctx context.Context, q Request) error {
 
 // hookFiles are the OEM files of the new system.
 func hookFiles(q Request) ([]hookFile, error) {
-	reg, err := initramfsFile("Include registration config into installed system", localconfig.DefaultConfigPath, q.Registration)
+	reg, err := initramfsFile("Include registration config into installed system", host.ConfigFile, q.Registration)
 	if err != nil {
 		return nil, err
 	}
-	st, err := initramfsFile("Include registration state into installed system", localconfig.DefaultStatePath, q.State)
+	st, err := initramfsFile("Include registration state into installed system", host.StateFile, q.State)
 	if err != nil {
 		return nil, err
 	}
@@ -189,10 +181,11 @@ func CloudInit(cc map[string]protocol.RawValue) ([]byte, error) {
 }
 
 // ToolkitEnv is the environment of `elemental install|reset` (docs/protocol.md
-// 8.6); the install target is picked on the machine files is.
+// 8.6); the install target is picked on the machine files reaches (its
+// --root).
 func ToolkitEnv(files host.FS, reset bool, cfg *protocol.Config, disableBootEntry bool) ([]string, error) {
 	b := strconv.FormatBool
-	env := []string{"ELEMENTAL_CLOUD_INIT_PATHS=" + CloudInitDir}
+	env := []string{"ELEMENTAL_CLOUD_INIT_PATHS=" + host.CloudInitDir}
 	if reset {
 		rs := protocol.Reset{ResetPersistent: true, ResetOEM: true, Reboot: true}
 		if cfg.Elemental.Reset != nil {

@@ -79,7 +79,7 @@ func TestRunWritesTheHookThenRunsTheToolkit(t *testing.T) {
 	for _, persistOnly := range []bool{false, true} {
 		root := t.TempDir()
 		must(t, os.MkdirAll(filepath.Join(root, "oem"), 0o755))
-		must(t, os.WriteFile(filepath.Join(root, ResetCloudConfig), []byte("x\n"), 0o600))
+		must(t, os.WriteFile(filepath.Join(root, host.ResetCloudConfig), []byte("x\n"), 0o600))
 		saved := false
 		rec := &recorder{state: &saved}
 		sa, err := SystemAgentFiles(&protocol.Config{}, "")
@@ -101,7 +101,7 @@ func TestRunWritesTheHookThenRunsTheToolkit(t *testing.T) {
 		if !saved {
 			t.Errorf("persist-only %v: state not saved", persistOnly)
 		}
-		_, trigger := os.Stat(filepath.Join(root, ResetCloudConfig))
+		_, trigger := os.Stat(filepath.Join(root, host.ResetCloudConfig))
 		if persistOnly {
 			if len(rec.ran) != 0 || trigger != nil {
 				t.Errorf("scratch root: ran %v, trigger %v", rec.ran, trigger)
@@ -109,7 +109,7 @@ func TestRunWritesTheHookThenRunsTheToolkit(t *testing.T) {
 			continue
 		}
 		if len(rec.ran) != 1 || !rec.saved[0] || !slices.Equal(rec.ran[0].Args, []string{"reset"}) ||
-			!slices.Contains(rec.ran[0].Env, "ELEMENTAL_CLOUD_INIT_PATHS="+CloudInitDir) || !slices.Contains(rec.ran[0].Env, "ELEMENTAL_RESET_OEM=true") {
+			!slices.Contains(rec.ran[0].Env, "ELEMENTAL_CLOUD_INIT_PATHS="+host.CloudInitDir) || !slices.Contains(rec.ran[0].Env, "ELEMENTAL_RESET_OEM=true") {
 			t.Errorf("toolkit runs %+v (state saved before: %v), want one `elemental reset` after the state, with upstream's environment", rec.ran, rec.saved)
 		}
 		if !errors.Is(trigger, os.ErrNotExist) {

@@ -52,8 +52,8 @@ func systemAgentFiles(cfg *protocol.Config, caCert string) ([]agentFile, error) 
 	sa := cfg.Elemental.SystemAgent
 	ca := ""
 	if c := cfg.Elemental.Registration.CACert; c != "" {
-		// One loader for the TLS client and the kubeconfig (issue 12,
-		// item 10): a CA that cannot be read fails the hand-over, never
+		// One loader for the TLS client and the kubeconfig
+		// (docs/protocol.md §1.3): a CA that cannot be read fails the hand-over, never
 		// its path base64-encoded as if it were the certificate.
 		pemText, err := protocol.CAPEM(caCert)
 		if err != nil {

@@ -15,8 +15,9 @@ var ErrNoIdentifier = errors.New("no usable identifier")
 
 // MACAddress returns the PLAIN `mac` identifier (docs/protocol.md §4.3): the
 // lexicographically smallest permanent MAC of a non-virtual interface,
-// including interfaces that are down, on the machine files is. The rule for
-// "permanent" is nic.PermanentMACs, the one the bootstrap facts use.
+// including interfaces that are down, on the machine files reaches. The
+// rule for "permanent" is nic.PermanentMACs, the one the bootstrap facts
+// use.
 func MACAddress(files host.FS) (string, error) {
 	dir := files.Path(host.SysClassNet)
 	macs, err := nic.PermanentMACs(files)

@@ -17,7 +17,7 @@ import (
 // that name local resources or steer nodereg itself come only from the
 // local config and flags (local). The server is untrusted: a path or a
 // device it names would be read, written or copied into the installed
-// system by root (issue 12, item 2). It returns one warning per key the
+// system by root (docs/reliability.md, "Hostile server"). It returns one warning per key the
 // server tried to change, for the caller to log.
 //
 // Kept local: registration.tpm-device, network-config, no-toolkit and

@@ -23,14 +23,9 @@ import (
 	"github.com/nodereg/nodereg/protocol"
 )
 
-// Default paths, upstream's (docs/protocol.md §8.1), so existing images and units
-// keep working when the binary is swapped.
+// The config file's paths are host's (host.ConfigFile, upstream's:
+// docs/protocol.md §8.1).
 const (
-	DefaultConfigPath   = host.ConfigFile
-	DefaultStatePath    = host.StateFile
-	DefaultLabelsFile   = host.LabelsFile
-	InstallConfigPath   = host.InstallConfigFile
-	InstallStatePath    = host.InstallStateFile
 	defaultEmulatedSeed = 1
 	// The values of elemental.registration.network-config.
 	NetworkAuto     = "auto"
@@ -82,7 +77,7 @@ type localConfig struct {
 func nmstateChoice(path string, doc *yaml.Node, flag *string) (apply.NmstateChoice, error) {
 	var local localConfig
 	if err := doc.Decode(&local); err != nil {
-		return "", configErr("config file %s: %w", path, err)
+		return "", errclass.Configf("config file %s: %w", path, err)
 	}
 	nmstate := local.Elemental.Registration.Nmstate
 	where := path + ": " + NmstateKey
@@ -91,7 +86,7 @@ func nmstateChoice(path string, doc *yaml.Node, flag *string) (apply.NmstateChoi
 	}
 	choice, err := apply.ParseNmstateChoice(nmstate)
 	if err != nil {
-		return "", configErr("%s: %w", where, err)
+		return "", errclass.Configf("%s: %w", where, err)
 	}
 	return choice, nil
 }
@@ -120,24 +115,15 @@ func (f *File) Bootstrap() (*bootstrap.Config, error) { return bootstrap.FromCon
 func (f *File) NetPolicy() (netpolicy.Policy, error) {
 	p, err := netpolicy.FromConfigNode(f.Path, &f.doc)
 	if err != nil {
-		return netpolicy.Policy{}, configErr("%w", err)
+		return netpolicy.Policy{}, errclass.Configf("%w", err)
 	}
 	return p, nil
 }
 
-// Load reads the elemental config file on this machine (a missing file is
-// an error, as upstream) and applies the overrides. Errors name the file
-// and the key.
-func Load(path string, o Overrides) (*protocol.Config, error) {
-	f, err := Read(host.Root("/"), path, o, nil)
-	if err != nil {
-		return nil, err
-	}
-	return f.Config, nil
-}
-
-// Read is Load for the node files is: the file and every path named in it
-// (ca-cert) are read there. Keys the agent does not know are warned about
+// Read reads the elemental config file of the node files reaches (its
+// --root; a missing file is an error, as upstream) and applies the
+// overrides; errors name the file and the key. The file and every path
+// named in it (ca-cert) are read there. Keys the agent does not know are warned about
 // on log (nil: not reported), with the closest known key. A CA that cannot
 // be read or holds no certificate is a configuration error now, not a dial
 // that fails on every retry.
@@ -148,7 +134,7 @@ func Read(files host.FS, path string, o Overrides, log *logrus.Entry) (*File, er
 	}
 	cfg := &protocol.Config{}
 	if err := f.doc.Decode(cfg); err != nil {
-		return nil, configErr("config file %s: %w", f.Path, err)
+		return nil, errclass.Configf("config file %s: %w", f.Path, err)
 	}
 	f.Config = cfg
 	if log != nil {
@@ -203,7 +189,7 @@ func ReadBootstrap(files host.FS, path string, flag *string) (*bootstrap.Config,
 		return nil, "", err
 	}
 	if c == nil {
-		return nil, "", configErr("%s: no %s in it", f.Path, bootstrap.Key)
+		return nil, "", errclass.Configf("%s: no %s in it", f.Path, bootstrap.Key)
 	}
 	return c, f.Nmstate, nil
 }
@@ -214,21 +200,19 @@ func parse(files host.FS, path string, sayMissing bool) (*File, error) {
 	f := &File{Path: files.Path(path)}
 	b, err := files.ReadFile(path, MaxFileBytes)
 	if sayMissing && errors.Is(err, fs.ErrNotExist) {
-		return nil, configErr("config file %s does not exist", f.Path)
+		return nil, errclass.Configf("config file %s does not exist", f.Path)
 	}
 	if err != nil {
-		return nil, configErr("reading config file: %w", err)
+		return nil, errclass.Configf("reading config file: %w", err)
 	}
 	if err := yaml.Unmarshal(b, &f.doc); err != nil {
-		return nil, configErr("config file %s: %w", f.Path, err)
+		return nil, errclass.Configf("config file %s: %w", f.Path, err)
 	}
 	return f, nil
 }
 
-func configErr(format string, a ...any) error { return errclass.Configf(format, a...) }
-
-// CA is a ca-cert value as the node files is reads it: a file it names is
-// taken there; PEM text (or nothing) stays as it is.
+// CA is a ca-cert value as read on the node files reaches: a file it names
+// is taken there; PEM text (or nothing) stays as it is.
 func CA(files host.FS, caCert string) string {
 	if caCert == "" || protocol.IsCAPEM(caCert) {
 		return caCert
@@ -248,10 +232,10 @@ func checkCA(files host.FS, path, caCert string, fromFlag bool) error {
 	}
 	pemText, err := protocol.CAPEM(CA(files, caCert))
 	if err != nil {
-		return configErr("%s: %w", where, err)
+		return errclass.Configf("%s: %w", where, err)
 	}
 	if !x509.NewCertPool().AppendCertsFromPEM(pemText) {
-		return configErr("%s: no PEM certificate in it", where)
+		return errclass.Configf("%s: no PEM certificate in it", where)
 	}
 	return nil
 }
@@ -264,23 +248,23 @@ func set[T any](dst *T, v *T) {
 
 func validate(path string, r *protocol.Registration) error {
 	if r.URL == "" {
-		return configErr("%s: elemental.registration.url: registration URL is empty", path)
+		return errclass.Configf("%s: elemental.registration.url: registration URL is empty", path)
 	}
 	if _, err := protocol.WebSocketURL(r.URL); err != nil {
-		return configErr("%s: elemental.registration.url: %w", path, err)
+		return errclass.Configf("%s: elemental.registration.url: %w", path, err)
 	}
 	switch r.Auth {
 	case AuthTPM, AuthMAC, AuthSysUUID:
 	default:
-		return configErr("%s: elemental.registration.auth: unsupported authentication: %s (want tpm, mac or sys-uuid)", path, r.Auth)
+		return errclass.Configf("%s: elemental.registration.auth: unsupported authentication: %s (want tpm, mac or sys-uuid)", path, r.Auth)
 	}
 	switch r.NetworkConfig {
 	case NetworkAuto, NetworkEmbedded, NetworkExplicit:
 	default:
-		return configErr("%s: elemental.registration.network-config: %q is not auto, embedded or explicit", path, r.NetworkConfig)
+		return errclass.Configf("%s: elemental.registration.network-config: %q is not auto, embedded or explicit", path, r.NetworkConfig)
 	}
 	if r.TPMDevice != "" && !strings.HasPrefix(r.TPMDevice, "/") && !strings.HasPrefix(r.TPMDevice, "unix://") {
-		return configErr("%s: elemental.registration.tpm-device: %q is neither a device path nor unix:///socket", path, r.TPMDevice)
+		return errclass.Configf("%s: elemental.registration.tpm-device: %q is neither a device path nor unix:///socket", path, r.TPMDevice)
 	}
 	return nil
 }

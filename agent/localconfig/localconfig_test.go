@@ -19,7 +19,7 @@ import (
 
 func writeConfig(t *testing.T, root, text string) {
 	t.Helper()
-	p := filepath.Join(root, DefaultConfigPath)
+	p := filepath.Join(root, host.ConfigFile)
 	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -56,11 +56,11 @@ cloud-config:
   users: [{name: root}]
 `)
 	log, buf := captureLog()
-	if _, err := Read(host.Root(root), DefaultConfigPath, Overrides{}, log); err != nil {
+	if _, err := Read(host.Root(root), host.ConfigFile, Overrides{}, log); err != nil {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	file := filepath.Join(root, DefaultConfigPath)
+	file := filepath.Join(root, host.ConfigFile)
 	for _, want := range []string{
 		file + ":4: unknown key elemental.registration.tpm_device: ignored (did you mean elemental.registration.tpm-device?)",
 		file + ":5: unknown key elemental.registration.netwrk-config: ignored (did you mean elemental.registration.network-config?)",
@@ -91,7 +91,7 @@ func TestCAIsReadUnderRootAndCheckedAtLoad(t *testing.T) {
 	root := t.TempDir()
 	writeConfig(t, root, "elemental:\n  registration:\n    url: https://reg.example/r/t\n    ca-cert: /etc/ca.pem\n")
 	// Missing under the root: a person must fix it (78), not a retry.
-	_, err := Read(host.Root(root), DefaultConfigPath, Overrides{}, nil)
+	_, err := Read(host.Root(root), host.ConfigFile, Overrides{}, nil)
 	if exitcode.Of(err) != exitcode.Config || !strings.Contains(err.Error(), "elemental.registration.ca-cert") || !strings.Contains(err.Error(), filepath.Join(root, "etc/ca.pem")) {
 		t.Fatalf("missing CA: exit %d: %v", exitcode.Of(err), err)
 	}
@@ -102,7 +102,7 @@ func TestCAIsReadUnderRootAndCheckedAtLoad(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "etc/ca.pem"), []byte("not a certificate\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = Read(host.Root(root), DefaultConfigPath, Overrides{}, nil)
+	_, err = Read(host.Root(root), host.ConfigFile, Overrides{}, nil)
 	// CAPEM refuses a file with no PEM block before the certificate pool
 	// is tried: either message names the cause.
 	if exitcode.Of(err) != exitcode.Config || !(strings.Contains(err.Error(), "no PEM certificate") || strings.Contains(err.Error(), "no PEM block")) {
@@ -110,7 +110,7 @@ func TestCAIsReadUnderRootAndCheckedAtLoad(t *testing.T) {
 	}
 	// Given on the command line, the error names the flag.
 	flagCA := "/nonexistent/ca.pem"
-	_, err = Read(host.Root(root), DefaultConfigPath, Overrides{CACert: &flagCA}, nil)
+	_, err = Read(host.Root(root), host.ConfigFile, Overrides{CACert: &flagCA}, nil)
 	if exitcode.Of(err) != exitcode.Config || !strings.HasPrefix(err.Error(), "--registration-ca-cert") {
 		t.Fatalf("flag CA: exit %d: %v", exitcode.Of(err), err)
 	}
@@ -151,7 +151,7 @@ func TestNmstateChoiceIsLocal(t *testing.T) {
 			o.Nmstate = &tc.flag
 		}
 		log, buf := captureLog()
-		f, err := Read(host.Root(root), DefaultConfigPath, o, log)
+		f, err := Read(host.Root(root), host.ConfigFile, o, log)
 		var got apply.NmstateChoice
 		if f != nil {
 			got = f.Nmstate

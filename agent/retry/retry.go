@@ -3,9 +3,8 @@
 // tells terminal failures from transient ones.
 //
 // It is a leaf (the standard library only): what is worth another attempt
-// is the caller's to say (Policy.Retryable; the agent passes
-// exitcode.Retryable, its one classification), and Terminal is the mark a
-// caller puts on a failure that must end the loop whatever its kind.
+// is the caller's to say, in one place (Policy.Retryable; the agent passes
+// exitcode.Retryable, its one decision, by the error's class).
 //
 // The agent retries inside its own process rather than exiting and letting
 // systemd restart it: it keeps its TPM session and state, can tell systemd what
@@ -65,14 +64,14 @@ type RetryAfterer interface {
 	RetryAfter() time.Duration
 }
 
-// Classifier reports whether err is worth another attempt. Terminal errors
-// (bad config, inventory deleted on the server, pool exhausted) end Do at
-// once so the process can exit 78 without a retry storm.
+// Classifier reports whether err is worth another attempt. An error it
+// refuses (bad config, inventory deleted on the server, pool exhausted)
+// ends Do at once so the process can exit without a retry storm.
 type Classifier func(err error) (retryable bool)
 
 // Policy describes how Do retries. The zero value is usable: defaults apply
 // to zero fields, there is no deadline and no attempt limit (only ctx stops
-// it), and every error is retried except a Terminal one.
+// it), and every error is retried.
 type Policy struct {
 	// Initial is the delay after the first failure.
 	Initial time.Duration
@@ -98,36 +97,15 @@ type Policy struct {
 	Clock Clock
 	// Rand returns a number in [0, 1) for jitter; defaults to math/rand/v2.
 	Rand func() float64
-	// Retryable classifies failures; an error marked Terminal is never
-	// retried whatever it says. The agent passes exitcode.Retryable: what
-	// an error's class calls "needs a person" (bad CA, unknown
-	// registration, refused certificate) or "not in this process" is never
-	// retried.
+	// Retryable classifies failures; nil retries every one. The agent
+	// passes exitcode.Retryable: what an error's class calls "needs a
+	// person" (bad CA, unknown registration, refused certificate) or "not
+	// in this process" is never retried.
 	Retryable Classifier
 	// OnWait is called before each wait with the attempt that just failed
 	// (1-based), the delay about to be waited and that attempt's error.
 	OnWait func(attempt int, delay time.Duration, err error)
 }
-
-// Terminal marks err as not worth retrying under the default classifier.
-// errors.Is/As still see through it. Terminal(nil) is nil.
-func Terminal(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &terminalError{err}
-}
-
-// IsTerminal reports whether err, or an error it wraps, was marked Terminal.
-func IsTerminal(err error) bool {
-	var t *terminalError
-	return errors.As(err, &t)
-}
-
-type terminalError struct{ err error }
-
-func (t *terminalError) Error() string { return t.err.Error() }
-func (t *terminalError) Unwrap() error { return t.err }
 
 // Delay returns the backoff after the given failed attempt (1-based) before
 // any retry-after hint, for a jitter sample r in [0, 1).
@@ -188,7 +166,7 @@ func (p Policy) delay(attempt int, r float64, err error, maxHint time.Duration) 
 // attempt limit is reached, or ctx is done. what names the operation in the
 // returned error. op gets the 1-based attempt number.
 //
-// A terminal failure is returned wrapped with the attempt count; errors.Is
+// A failure Retryable refuses is returned wrapped with the attempt count; errors.Is
 // and errors.As reach the original. When the deadline or the attempt limit
 // ends the loop, the error wraps ErrDeadline or ErrAttempts and the last
 // failure. When ctx ends a wait, it wraps ctx.Err() and the last failure.
@@ -243,7 +221,7 @@ func (p Policy) Do(ctx context.Context, what string, op func(ctx context.Context
 		if ctx.Err() != nil {
 			return fmt.Errorf("%s: attempt %d: %w", what, attempt, cut(err))
 		}
-		if IsTerminal(err) || !retryable(err) {
+		if !retryable(err) {
 			return fmt.Errorf("%s: attempt %d failed, not retrying: %w", what, attempt, err)
 		}
 		if p.MaxAttempts > 0 && attempt >= p.MaxAttempts {

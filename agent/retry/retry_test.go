@@ -27,7 +27,7 @@ func failing(n int, err error) (func(context.Context, int) error, *int) {
 	return func(_ context.Context, attempt int) error {
 		calls++
 		if attempt != calls {
-			return retry.Terminal(fmt.Errorf("attempt %d reported on call %d", attempt, calls))
+			panic(fmt.Sprintf("attempt %d reported on call %d", attempt, calls))
 		}
 		if calls <= n {
 			return err
@@ -169,15 +169,15 @@ func TestDeadlinePassedDuringAttempt(t *testing.T) {
 	}
 }
 
-func TestTerminalStopsAtOnce(t *testing.T) {
+func TestNotRetryableStopsAtOnce(t *testing.T) {
 	clock := retrytest.NewClock(epoch)
-	p := retry.Policy{Clock: clock, OnWait: func(int, time.Duration, error) {
-		t.Error("OnWait called for a terminal error")
+	p := retry.Policy{Clock: clock, Retryable: func(err error) bool { return !errors.Is(err, errGone) }, OnWait: func(int, time.Duration, error) {
+		t.Error("OnWait called for an error not worth retrying")
 	}}
-	op, calls := failing(5, retry.Terminal(fmt.Errorf("update: %w", errGone)))
+	op, calls := failing(5, fmt.Errorf("update: %w", errGone))
 	err := p.Do(context.Background(), "register", op)
-	if !errors.Is(err, errGone) || !retry.IsTerminal(err) {
-		t.Fatalf("err = %v, want terminal wrapping %v", err, errGone)
+	if !errors.Is(err, errGone) || errors.Is(err, retry.ErrDeadline) {
+		t.Fatalf("err = %v, want the failure wrapping %v", err, errGone)
 	}
 	if *calls != 1 || len(clock.Waits()) != 0 {
 		t.Errorf("calls = %d, waits = %v; want 1 call and no wait", *calls, clock.Waits())
@@ -200,9 +200,6 @@ func TestClassifierHook(t *testing.T) {
 	}
 	if n != 3 || len(clock.Waits()) != 2 {
 		t.Errorf("calls = %d, waits = %d; want 3 and 2", n, len(clock.Waits()))
-	}
-	if retry.Terminal(nil) != nil || retry.IsTerminal(errFlaky) {
-		t.Error("Terminal(nil) must be nil and plain errors must not be terminal")
 	}
 }
 

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/protocol"
@@ -65,7 +64,7 @@ func checkApplicator(r *Report, files host.FS, st *state.State) {
 			return
 		}
 	}
-	r.add(Applicator, OK, "%s present, digest %s", files.Path(apply.DefaultPaths().Applicator), st.NetworkDigest)
+	r.add(Applicator, OK, "%s present, digest %s", files.Path(host.Applicator), st.NetworkDigest)
 }
 
 // checkAddresses: every address of the applied config is on its interface,

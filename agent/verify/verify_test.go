@@ -166,7 +166,7 @@ func TestEachFindingSetsItsBit(t *testing.T) {
 	l := newLab(t)
 	n := newNode(t)
 	// The applicator edited under /oem: no longer the applied config.
-	app := filepath.Join(n.root, apply.DefaultPaths().Applicator)
+	app := filepath.Join(n.root, host.Applicator)
 	if err := os.WriteFile(app, []byte("stages: {}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}

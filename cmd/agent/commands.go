@@ -10,6 +10,7 @@ import (
 
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/agent/exitcode"
+	"github.com/nodereg/nodereg/agent/localconfig"
 	cmdline "github.com/nodereg/nodereg/internal/cli"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/logging"
@@ -116,10 +117,10 @@ func (f *registerFlags) bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.emulate, "emulate-tpm", false, "use the emulated TPM (needs a binary built with make build-emulated)")
 	fs.Int64Var(&f.seed, "emulated-tpm-seed", 1, "seed of the emulated TPM; -1 derives it from the SMBIOS UUID")
 	fs.BoolVar(&f.noSMBIOS, "no-smbios", false, "send no SMBIOS and no system data")
-	fs.StringVar(&f.configPath, "config-path", agent.DefaultConfigPath, "elemental config file (under --root)")
-	fs.StringVar(&f.statePath, "state-path", agent.DefaultStatePath, "state file (under --root)")
+	fs.StringVar(&f.configPath, "config-path", host.ConfigFile, "elemental config file (under --root)")
+	fs.StringVar(&f.statePath, "state-path", host.StateFile, "state file (under --root)")
 	fs.Var(&f.labels, "label", "label key=value (repeatable, or comma-separated)")
-	fs.StringVar(&f.labelsFile, "local-labels-file", agent.DefaultLabelsFile, "flat YAML map of local labels (under --root)")
+	fs.StringVar(&f.labelsFile, "local-labels-file", host.LabelsFile, "flat YAML map of local labels (under --root)")
 	fs.BoolVar(&f.install, "install", false, "register and install (elemental install), from live media")
 	fs.BoolVar(&f.reset, "reset", false, "register as new and reset (elemental reset), from recovery")
 	fs.BoolVar(&f.resetNetwork, "reset-network", false, "remove the network config this agent wrote, and nothing else")
@@ -138,8 +139,8 @@ func (f *registerFlags) bind(fs *pflag.FlagSet) {
 
 // overrides are the registration settings given on the command line: only
 // those win over the config file (docs/protocol.md §8.2).
-func (f *registerFlags) overrides(fs *pflag.FlagSet) agent.Overrides {
-	var o agent.Overrides
+func (f *registerFlags) overrides(fs *pflag.FlagSet) localconfig.Overrides {
+	var o localconfig.Overrides
 	fs.Visit(func(fl *pflag.Flag) {
 		switch fl.Name {
 		case "registration-url":

@@ -10,7 +10,9 @@ import (
 
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/agent/exitcode"
+	"github.com/nodereg/nodereg/agent/localconfig"
 	cmdline "github.com/nodereg/nodereg/internal/cli"
+	"github.com/nodereg/nodereg/internal/host"
 )
 
 // inventoryCommand prints what the agent would send about this machine
@@ -37,7 +39,7 @@ and -r/--raw are accepted; the document always holds all of them.`,
 			if err != nil {
 				return exitcode.Usagef("%v", err)
 			}
-			var o agent.Overrides
+			var o localconfig.Overrides
 			b, err := agent.DumpInventory(context.Background(), agent.Options{
 				Root: c.root, ConfigPath: configPath, LabelsFile: labelsFile, Labels: labels,
 				Overrides: o, Version: version, Log: log,
@@ -56,8 +58,8 @@ and -r/--raw are accepted; the document always holds all of them.`,
 	fs.SortFlags = false
 	fs.VarP(format, "format", "f", "output format: json, json-compact, yaml, or labels (only the labels, as YAML)")
 	fs.BoolVarP(&raw, "raw", "r", false, "accepted for elemental-register compatibility; no effect")
-	fs.StringVar(&configPath, "config-path", agent.DefaultConfigPath, "elemental config file, for its labels (under --root; missing is fine)")
-	fs.StringVar(&labelsFile, "local-labels-file", agent.DefaultLabelsFile, "flat YAML map of local labels (under --root)")
+	fs.StringVar(&configPath, "config-path", host.ConfigFile, "elemental config file, for its labels (under --root; missing is fine)")
+	fs.StringVar(&labelsFile, "local-labels-file", host.LabelsFile, "flat YAML map of local labels (under --root)")
 	fs.Var(&labels, "label", "label key=value (repeatable, or comma-separated)")
 	return cmd
 }

@@ -26,12 +26,12 @@ func (f *registerFlags) mode(fs *pflag.FlagSet, log *logrus.Entry) agent.Mode {
 	case f.install:
 		if !f.noToolkit {
 			if fs.Changed("config-path") {
-				log.WithField("config", f.configPath).Info("install: reading the config given with --config-path, not the live media's " + agent.InstallConfigPath)
+				log.WithField("config", f.configPath).Info("install: reading the config given with --config-path, not the live media's " + host.InstallConfigFile)
 			} else {
-				f.configPath = agent.InstallConfigPath
+				f.configPath = host.InstallConfigFile
 			}
 			if !fs.Changed("state-path") {
-				f.statePath = agent.InstallStatePath
+				f.statePath = host.InstallStateFile
 			}
 		}
 		return agent.ModeInstall
@@ -110,7 +110,7 @@ func (c *cli) register(cmd *cobra.Command, f *registerFlags) error {
 }
 
 // failedWhat is the final line's account of a failed run: registration's
-// outcome, then the phase that failed, separately (issue 21, item 9).
+// outcome, then the phase that failed, separately (README "Exit codes").
 func failedWhat(res *agent.Result, err error) string {
 	if res == nil || !res.Registered {
 		return "not registered"

@@ -94,7 +94,7 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 	cmd.Flags().StringVar(&file, "network-config", "", "old spelling of --input")
 	_ = cmd.Flags().MarkHidden("network-config")
 	cmd.Flags().BoolVar(&boot, "bootstrap", false, "print the bootstrap network of the config file (--config-path) for this machine")
-	cmd.Flags().StringVar(&configPath, "config-path", agent.DefaultConfigPath, "elemental config file (under --root): its network policy judges the config; with --bootstrap, its bootstrap network is printed")
+	cmd.Flags().StringVar(&configPath, "config-path", host.ConfigFile, "elemental config file (under --root): its network policy judges the config; with --bootstrap, its bootstrap network is printed")
 	cmd.Flags().Var(nmstate, "nmstate", nmstateUsage)
 	return cmd
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/agent/exitcode"
 	cmdline "github.com/nodereg/nodereg/internal/cli"
+	"github.com/nodereg/nodereg/internal/host"
 )
 
 // verifyCommand is `agent verify` (docs/verify.md): read-only checks, one
@@ -42,7 +43,7 @@ A finding "not checked" (e.g. nmcli not found) says why and sets no bit.`,
 	fs := cmd.Flags()
 	fs.SortFlags = false
 	fs.Var(format, "format", "output format: text or json")
-	fs.StringVar(&configPath, "config-path", agent.DefaultConfigPath, "elemental config file (under --root)")
-	fs.StringVar(&statePath, "state-path", agent.DefaultStatePath, "state file (under --root)")
+	fs.StringVar(&configPath, "config-path", host.ConfigFile, "elemental config file (under --root)")
+	fs.StringVar(&statePath, "state-path", host.StateFile, "state file (under --root)")
 	return cmd
 }

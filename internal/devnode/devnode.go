@@ -1,6 +1,7 @@
 // Package devnode checks a TPM device setting before anything opens it.
 // With auth: tpm the agent writes TPM commands to the device: given a block
-// device (say /dev/sda) it would write them onto a disk (issue 12, item 2).
+// device (say /dev/sda) it would write them onto a disk (docs/reliability.md,
+// "Hostile server").
 package devnode
 
 import (

@@ -18,7 +18,7 @@ import (
 type permFunc func(ifname string) (net.HardwareAddr, error)
 
 // PermanentMACs returns the permanent MAC addresses of the physical NICs of
-// the machine files is, lower case with colons, sorted, each once. A
+// the machine files reaches, lower case with colons, sorted, each once. A
 // missing /sys/class/net is fs.ErrNotExist.
 //
 // On the live system each NIC's address comes from the kernel (Permanent),

@@ -3,7 +3,8 @@
 // a FIFO or a device, and never more than a given size. The agent runs as
 // root at boot; a FIFO at a path it reads would hold it for ever, a symlink
 // would make it read (and later replace) a file it does not own, and
-// /dev/zero would grow it without end (issue 12).
+// /dev/zero would grow it without end (docs/reliability.md, "Hostile
+// server").
 package safefile
 
 import (

@@ -1,7 +1,7 @@
 // Package statelock serialises the runs that write the agent's state: the
 // boot service, the update timer and an admin's --reset-network would
 // otherwise interleave writes to the state file, the network manifest and
-// the keyfiles (issue 12, item 11). It is one flock(2) on a file in the
+// the keyfiles (docs/reliability.md, "Hostile server"). It is one flock(2) on a file in the
 // state directory; the kernel drops it when the holder exits, however it
 // exits, so a crash never leaves a stale lock. The holder's pid is written
 // in the file only to name it in the error of a run that gave up waiting.

@@ -160,7 +160,7 @@ func measureRenderPersist(dir, doc string, nmstate apply.NmstateChoice, n int) (
 		}
 		ds = append(ds, time.Since(start))
 	}
-	if _, err := os.Stat(host.Root(root).Path(apply.DefaultPaths().Applicator)); err != nil {
+	if _, err := os.Stat(host.Root(root).Path(host.Applicator)); err != nil {
 		return nil, fmt.Errorf("render+persist: no applicator written: %w", err)
 	}
 	return ds, nil

@@ -201,7 +201,7 @@ func (b *bencher) loadRows() []row {
 				rssErr = err
 			}
 			rows = append(rows, row{name: "regserver: peak RSS, 1000 PLAIN clients", unit: unitBytes, value: peakRSS, budget: budgetServerRSS,
-				note: "VmHWM of the server process, max over the bursts (issue 13's goal)", err: rssErr})
+				note: "VmHWM of the server process, max over the bursts (regserver's goal)", err: rssErr})
 		}
 	}
 	return rows

@@ -1,5 +1,5 @@
 // Command bench measures the agent's boot path and the reference server
-// against the budgets of issue 8 and prints one table: medians over repeated
+// against the budgets of docs/performance.md and prints one table: medians over repeated
 // runs, PASS or OVER per budgeted line. It reports rather than tests: it
 // exits 0 when a line is OVER and 1 when a measurement could not be made.
 //
@@ -28,7 +28,7 @@ import (
 	"github.com/nodereg/nodereg/internal/host"
 )
 
-// Budgets of issue 8.
+// The budgets (docs/performance.md, "Budgets and the table as measured").
 const (
 	budgetWarmRun      = 60 * time.Millisecond
 	budgetColdEmulated = 150 * time.Millisecond
@@ -37,8 +37,8 @@ const (
 	budgetInventory    = 50 * time.Millisecond
 	budgetAgentSize    = 12e6
 	budgetRSS          = 20e6
-	// budgetServerRSS is issue 13's goal for regserver under 1,000 PLAIN
-	// registrations at once.
+	// budgetServerRSS is the goal for regserver under 1,000 PLAIN
+	// registrations at once (docs/regserver.md, "Limits").
 	budgetServerRSS = 200e6
 )
 

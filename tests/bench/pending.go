@@ -13,7 +13,7 @@ import (
 	"github.com/nodereg/nodereg/server/store"
 )
 
-// The pending-claims case of issue 22: registration cost must not grow
+// The pending-claims case (docs/regserver.md, "Addresses"): registration cost must not grow
 // with the claims waiting for an address. A /20 pool is filled, and then
 // 0 or 5,000 more machines wait for it; we time re-registrations of
 // machines holding addresses and registrations of new machines (which join

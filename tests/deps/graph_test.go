@@ -186,24 +186,7 @@ func TestImportGraphMatchesArchitecturePage(t *testing.T) {
 // internal/atomicfile, added through a go build overlay, so the tree is not
 // touched) is caught, and is the only difference.
 func TestUndocumentedArrowFails(t *testing.T) {
-	root, err := filepath.Abs(moduleRoot())
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	src := filepath.Join(dir, "throwaway.go")
-	if err := os.WriteFile(src, []byte("package logx\n\nimport _ \"github.com/nodereg/nodereg/internal/atomicfile\"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	overlay, err := json.Marshal(map[string]map[string]string{"Replace": {filepath.Join(root, "internal/logx/zz_throwaway.go"): src}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ov := filepath.Join(dir, "overlay.json")
-	if err := os.WriteFile(ov, overlay, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	got := checkGraph(readPageGraph(t), codeGraph(t, ov))
+	got := checkGraph(readPageGraph(t), withOverlay(t, "internal/logx", "logx", "internal/atomicfile"))
 	want := "internal/logx imports internal/atomicfile: " + architecturePage + " does not show that arrow"
 	if len(got) != 1 || !strings.HasPrefix(got[0], want) {
 		t.Fatalf("with a throwaway arrow: %q, want one message starting %q", got, want)

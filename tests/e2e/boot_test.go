@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/nodereg/nodereg/agent"
+	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/state"
 )
@@ -88,14 +89,14 @@ func TestFailedApplyRollsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	oldApplicator := readFile(t, filepath.Join(m.Root, applicator))
-	oldState := readFile(t, filepath.Join(m.Root, agent.DefaultStatePath))
+	oldState := readFile(t, filepath.Join(m.Root, host.StateFile))
 	before := len(calls.Subcommands(t))
 
 	rs.cfg = strings.Replace(rs.cfg, "metric: 150", "metric: 90", 1)
 	rs.restart()
 	t.Setenv("NMSTATECTL_STUB_FAIL", "commit")
 	_, err := m.run(nil)
-	if code := agent.ExitCode(err); code != agent.ExitTempFail {
+	if code := exitcode.Of(err); code != exitcode.TempFail {
 		t.Fatalf("failed apply: exit %d (%v), want 75", code, err)
 	}
 	after := calls.Subcommands(t)[before:]
@@ -106,12 +107,12 @@ func TestFailedApplyRollsBack(t *testing.T) {
 		t.Error("applicator changed by a rolled-back apply")
 	}
 	// The state gains the error it reports back (docs/annotations.md), nothing else.
-	st, _, err := state.Load(host.Root(m.Root), agent.DefaultStatePath)
+	st, _, err := state.Load(host.Root(m.Root), host.StateFile)
 	if err != nil || st.NetworkErrorKind != "apply-failed" || st.NetworkErrorPhase != string(agent.PhaseApply) {
 		t.Errorf("state after a rolled-back apply: %+v %v, want the error kept", st, err)
 	}
 	var kept []byte
-	for _, line := range bytes.SplitAfter(readFile(t, filepath.Join(m.Root, agent.DefaultStatePath)), []byte("\n")) {
+	for _, line := range bytes.SplitAfter(readFile(t, filepath.Join(m.Root, host.StateFile)), []byte("\n")) {
 		if !bytes.HasPrefix(line, []byte("nodereg-network-error")) {
 			kept = append(kept, line...)
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nodereg/nodereg/agent"
+	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -75,7 +76,7 @@ func TestPoolExhaustedEndsWithExit75NamingPool(t *testing.T) {
 	m3 := newMachine(t, "52:54:00:00:01:03", rs.url())
 	before := testutil.Tree(t, m3.Root)
 	_, err := m3.run(nil)
-	if code := agent.ExitCode(err); code != agent.ExitTempFail {
+	if code := exitcode.Of(err); code != exitcode.TempFail {
 		t.Fatalf("exit %d (%v), want 75", code, err)
 	}
 	if msg := err.Error(); !strings.Contains(msg, "PoolExhausted") || !strings.Contains(msg, "pool-a") {
@@ -101,7 +102,7 @@ func TestAllocationDelay(t *testing.T) {
 	m2 := newMachine(t, "52:54:00:00:02:02", rs.url())
 	before := testutil.Tree(t, m2.Root)
 	_, err = m2.run(func(o *agent.Options) { o.NetworkTimeout = 300 * time.Millisecond })
-	if code := agent.ExitCode(err); code != agent.ExitTempFail {
+	if code := exitcode.Of(err); code != exitcode.TempFail {
 		t.Fatalf("deadline shorter than the delay: exit %d (%v), want 75", code, err)
 	}
 	if !strings.Contains(err.Error(), "WaitingForIPAddress") || !strings.Contains(err.Error(), "-inventory-ip") {
@@ -125,7 +126,7 @@ func TestPlaceholderWithoutPoolExits78(t *testing.T) {
 	m := newMachine(t, "52:54:00:00:03:01", startFixed(t, h))
 	before := testutil.Tree(t, m.Root)
 	_, err := m.run(nil)
-	if code := agent.ExitCode(err); code != agent.ExitConfig {
+	if code := exitcode.Of(err); code != exitcode.Config {
 		t.Fatalf("exit %d (%v), want 78", code, err)
 	}
 	if !strings.Contains(err.Error(), "{uplink}") {
@@ -192,7 +193,7 @@ func TestNeverSends0x0CToAServerThatDidNotAnnounce(t *testing.T) {
 		o.NetworkTimeout = 1500 * time.Millisecond
 		o.Clock = retrytest.NewClock(time.Now())
 	})
-	if code := agent.ExitCode(err); code != agent.ExitTempFail {
+	if code := exitcode.Of(err); code != exitcode.TempFail {
 		t.Errorf("pending placeholders from an upstream-like server: exit %d (%v), want 75", code, err)
 	}
 	if h.asked != 0 {
@@ -234,7 +235,7 @@ func TestAddressThatIsNotAnIPIsRejected(t *testing.T) {
 	m := newMachine(t, "52:54:00:00:05:01", startFixed(t, h))
 	before := testutil.Tree(t, m.Root)
 	_, err := m.run(nil)
-	if code := agent.ExitCode(err); code != agent.ExitConfig {
+	if code := exitcode.Of(err); code != exitcode.Config {
 		t.Fatalf("exit %d (%v), want 78", code, err)
 	}
 	if !strings.Contains(err.Error(), "ip") {
@@ -275,7 +276,7 @@ func TestMissingConfigExits78(t *testing.T) {
 	m := newMachine(t, "52:54:00:00:07:01", "http://127.0.0.1:1/elemental/registration/x")
 	_, err := m.run(func(o *agent.Options) { o.ConfigPath = "/nonexistent.yaml" })
 	var pe *agent.PhaseError
-	if agent.ExitCode(err) != agent.ExitConfig || !errors.As(err, &pe) || pe.Phase != agent.PhaseConfig {
+	if exitcode.Of(err) != exitcode.Config || !errors.As(err, &pe) || pe.Phase != agent.PhaseConfig {
 		t.Errorf("missing config: %v", err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/agent"
+	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 	"github.com/nodereg/nodereg/systemd"
 )
@@ -99,7 +100,7 @@ func TestDeletedInventoryNeedsReprovisioning(t *testing.T) {
 	testutil.Must(t, err)
 	deleteInventory(t, rs, res)
 	_, err = m.run(nil)
-	if code := agent.ExitCode(err); code != agent.ExitConfig {
+	if code := exitcode.Of(err); code != exitcode.Config {
 		t.Fatalf("exit %d (%v), want 78", code, err)
 	}
 	if !strings.Contains(err.Error(), "re-provisioning needed") || !strings.Contains(err.Error(), "attempt 1 failed, not retrying") {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nodereg/nodereg/agent"
+	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/internal/testutil"
 )
 
@@ -24,8 +25,8 @@ func TestForeignKeyfileOfTheSameNameIsNeverTouched(t *testing.T) {
 	testutil.Must(t, os.WriteFile(foreign, []byte(content), 0o600))
 
 	_, err := m.run(nil)
-	if err == nil || agent.ExitCode(err) != agent.ExitConfig {
-		t.Fatalf("run over a foreign keyfile: %v (exit %d), want exit 78", err, agent.ExitCode(err))
+	if err == nil || exitcode.Of(err) != exitcode.Config {
+		t.Fatalf("run over a foreign keyfile: %v (exit %d), want exit 78", err, exitcode.Of(err))
 	}
 	if !strings.Contains(err.Error(), "/"+rel) || !strings.Contains(err.Error(), "not ours") {
 		t.Errorf("error %q does not name /%s as not ours", err, rel)

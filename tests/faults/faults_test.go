@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/nodereg/nodereg/agent"
+	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/agent/retry/retrytest"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/state"
@@ -188,7 +189,7 @@ func TestFaultInjection(t *testing.T) {
 				msg = msg[:160] + "…"
 			}
 		}
-		fmt.Fprintf(&table, "%-50s %-9s %-5d %4d %8s  %s\n", o.name(), outcomeName, agent.ExitCode(o.err), o.hits, o.elapsed.Round(10*time.Millisecond), msg)
+		fmt.Fprintf(&table, "%-50s %-9s %-5d %4d %8s  %s\n", o.name(), outcomeName, exitcode.Of(o.err), o.hits, o.elapsed.Round(10*time.Millisecond), msg)
 		t.Run(o.name(), func(t *testing.T) { check(t, o) })
 	}
 	t.Logf("fault cases:\n%s", table.String())
@@ -226,11 +227,11 @@ func check(t *testing.T, o outcome) {
 		if !strings.Contains(o.err.Error(), want+":") {
 			t.Errorf("error does not name the step %q: %v", want, o.err)
 		}
-		wantExit := agent.ExitTempFail
+		wantExit := exitcode.TempFail
 		if o.terminal() {
-			wantExit = agent.ExitConfig
+			wantExit = exitcode.Config
 		}
-		if got := agent.ExitCode(o.err); got != wantExit {
+		if got := exitcode.Of(o.err); got != wantExit {
 			t.Errorf("exit code %d, want %d (%v)", got, wantExit, o.err)
 		}
 		for _, p := range node.Changed(o.before, o.after) {

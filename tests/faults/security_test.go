@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nodereg/nodereg/agent"
+	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/agent/retry/retrytest"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/testutil/node"
@@ -132,8 +133,8 @@ func TestTLS(t *testing.T) {
 			t.Fatal("registration succeeded with a server certificate from another CA")
 		}
 		// A certificate the CA did not sign needs a person: 78, no retry.
-		if code := agent.ExitCode(err); code != agent.ExitConfig {
-			t.Errorf("exit %d, want %d", code, agent.ExitConfig)
+		if code := exitcode.Of(err); code != exitcode.Config {
+			t.Errorf("exit %d, want %d", code, exitcode.Config)
 		}
 		if strings.Contains(log.String(), "retrying in") {
 			t.Errorf("a certificate from another CA was retried:\n%s", log.String())

@@ -39,7 +39,8 @@ func keys(n int, value string) string {
 	return b.String()
 }
 
-// issueReply is the reply of issue 12, item 1: anchors under an ignored
+// issueReply is the alias-bomb reply docs/reliability.md ("Hostile
+// server") measures: anchors under an ignored
 // key, each config.kN = [4000 zeros, *b], about 4,009,647 bytes.
 func issueReply() []byte {
 	return fill(aliasAnchors()+"configurator: nmstate\n", "config", "["+zeros(4000)+", *b]", 4009647)

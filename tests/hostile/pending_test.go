@@ -12,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/agent"
+	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 )
@@ -79,7 +80,7 @@ func TestExplicitRetriesPendingAddresses(t *testing.T) {
 			var log node.Log
 			res, err := runAgent(t.Context(), m, &log, agent.Options{Deadline: 5 * time.Second, NetworkTimeout: 20 * time.Second})
 			if err != nil {
-				t.Fatalf("exit %d: %v\n%s", agent.ExitCode(err), err, log.String())
+				t.Fatalf("exit %d: %v\n%s", exitcode.Of(err), err, log.String())
 			}
 			if res.Addresses["ip1"] != "192.168.122.10" || !res.Applied {
 				t.Fatalf("result %+v\n%s", res, log.String())

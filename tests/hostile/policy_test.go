@@ -10,6 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/agent"
+	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
@@ -109,7 +110,7 @@ func refusedUnchanged(t *testing.T, m *node.Machine, a policyAttack, o agent.Opt
 	var log node.Log
 	o.Deadline, o.NetworkTimeout = 5*time.Second, 5*time.Second
 	_, err := runAgent(t.Context(), m, &log, o)
-	if code := agent.ExitCode(err); code != agent.ExitConfig {
+	if code := exitcode.Of(err); code != exitcode.Config {
 		t.Fatalf("exit %d (%v), want 78\n%s", code, err, log.String())
 	}
 	if msg := err.Error(); !strings.Contains(msg, a.path) || !strings.Contains(msg, "rule "+string(a.rule)) {

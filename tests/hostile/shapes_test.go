@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/nodereg/nodereg/agent"
+	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/netpolicy"
@@ -46,7 +47,7 @@ func TestPercentInInterfaceName(t *testing.T) {
 	before := testutil.Files(t, m.Root)
 	var log node.Log
 	_, err := runAgent(t.Context(), m, &log, agent.Options{Deadline: 5 * time.Second, NetworkTimeout: 5 * time.Second})
-	if code := agent.ExitCode(err); code != agent.ExitConfig || !strings.Contains(err.Error(), "config.eth0 [connection] interface-name") || !strings.Contains(err.Error(), "'%'") {
+	if code := exitcode.Of(err); code != exitcode.Config || !strings.Contains(err.Error(), "config.eth0 [connection] interface-name") || !strings.Contains(err.Error(), "'%'") {
 		t.Fatalf("exit %d (%v), want 78 naming the key and the '%%'", code, err)
 	}
 	after := testutil.Files(t, m.Root)

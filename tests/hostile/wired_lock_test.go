@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nodereg/nodereg/agent"
+	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/internal/statelock"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
@@ -29,8 +30,8 @@ func TestLockHeld(t *testing.T) {
 	var log node.Log
 	_, err = runAgent(t.Context(), m, &log, agent.Options{Deadline: time.Second, LockWait: 500 * time.Millisecond})
 	var he *statelock.HeldError
-	if !errors.As(err, &he) || he.PID != os.Getpid() || agent.ExitCode(err) != agent.ExitTempFail {
-		t.Fatalf("got %v (exit %d)", err, agent.ExitCode(err))
+	if !errors.As(err, &he) || he.PID != os.Getpid() || exitcode.Of(err) != exitcode.TempFail {
+		t.Fatalf("got %v (exit %d)", err, exitcode.Of(err))
 	}
 	// The log names the holder: cmd/agent's final line leaves out the
 	// error of a phase, so the phase's own line must carry it.

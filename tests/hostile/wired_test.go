@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/nodereg/nodereg/agent"
-	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/internal/testutil"
@@ -102,8 +102,8 @@ func TestTPMDeviceMustBeADevice(t *testing.T) {
 			res, err := runAgent(t.Context(), m, &log, agent.Options{Deadline: time.Second})
 			return runOutcome{res, err}
 		})
-		if agent.ExitCode(out.err) != agent.ExitConfig || !strings.Contains(fmt.Sprint(out.err), "not a TPM device") {
-			t.Errorf("%s: %v (exit %d)", dev, out.err, agent.ExitCode(out.err))
+		if exitcode.Of(out.err) != exitcode.Config || !strings.Contains(fmt.Sprint(out.err), "not a TPM device") {
+			t.Errorf("%s: %v (exit %d)", dev, out.err, exitcode.Of(out.err))
 		}
 		if b, _ := os.ReadFile(file); len(b) > 0 {
 			t.Fatalf("%s: %d bytes written into the file", dev, len(b))
@@ -113,7 +113,7 @@ func TestTPMDeviceMustBeADevice(t *testing.T) {
 
 // manifestPath and readManifest look at what a good run left.
 func manifestPath(m *node.Machine) string {
-	return filepath.Join(m.Root, apply.DefaultPaths().StateDir, "network-manifest.json")
+	return filepath.Join(m.Root, host.StateDir, "network-manifest.json")
 }
 
 func ownedFiles(t *testing.T, m *node.Machine) []string {
