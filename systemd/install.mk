@@ -47,7 +47,7 @@ MANDIR ?= $(PREFIX)/share/man
 DOCDIR ?= $(PREFIX)/share/doc/nodereg
 # The man pages (make man) and the docs, from the repository's root.
 NODEREG_ROOT := $(patsubst %/,%,$(dir $(NODEREG_SYSTEMD_DIR)))
-MAN_SRC ?= $(wildcard $(BIN)/man)
+MAN_SRC ?= $(if $(BIN),$(BIN)/man)
 DOC_FILES ?= $(patsubst $(NODEREG_ROOT)/%,%,$(wildcard $(NODEREG_ROOT)/README.md $(NODEREG_ROOT)/LICENSE $(NODEREG_ROOT)/docs/*.md))
 
 NODEREG_INSTALL_ENV = DESTDIR='$(DESTDIR)' NODEREG_AGENT='$(NODEREG_AGENT)' SYSTEMD_UNITDIR='$(SYSTEMD_UNITDIR)' \
