@@ -1,21 +1,20 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
-	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/apply"
 	cmdline "github.com/nodereg/nodereg/internal/cli"
-	"github.com/nodereg/nodereg/protocol"
+	"github.com/nodereg/nodereg/machinereg"
 )
 
 // maxRenderInput bounds the file render reads; a network config is a few
@@ -25,14 +24,22 @@ const maxRenderInput = 1 << 20
 func (c *cli) renderCommand() *cobra.Command {
 	var file, configPath string
 	var boot bool
+	var set []string
 	nmstate := newNmstateChoice()
 	cmd := &cobra.Command{
-		Use:   "render --input FILE | --bootstrap",
-		Short: "Render a NetworkConfig file offline: what --dry-run prints, with no server",
-		Long: `Renders a NetworkConfig YAML file (configurator, ipAddresses, config) and
-prints what a dry run prints: the digested config, the keyfiles, the yip
-applicator and the commands. Talks to no server; writes nothing. A key the
-NetworkConfig does not have is an error. An nmstate config's keyfiles come
+		Use:   "render --input FILE [--set NAME=ADDRESS]... | --bootstrap",
+		Short: "Render a NetworkConfig or a MachineRegistration offline: what --dry-run prints, with no server",
+		Long: `Renders a network config and prints what a dry run prints: the digested
+config, the keyfiles, the yip applicator and the commands. Talks to no
+server; writes nothing. The input is a NetworkConfig as a node gets it
+(configurator, ipAddresses: placeholder to address, config), or
+elemental-operator's MachineRegistration, whole or its spec.config.network,
+whose ipAddresses name an IPAM pool per placeholder: --set NAME=ADDRESS (or
+ADDRESS/PREFIX; the prefix is dropped, as the operator sends the address
+only) gives a placeholder the address its pool would, and a placeholder no
+--set names gets a sample address from 192.0.2.0/24 (TEST-NET-1, from .10
+up in name order); the output says which. A key the input does not have
+is an error. An nmstate config's keyfiles come
 from nmstatectl gc when it is installed, else from the built-in translator
 (--nmstate chooses); the output says which. With --bootstrap, an unset
 --nmstate leaves the choice to the config file's elemental.registration.nmstate
@@ -48,6 +55,8 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 			switch {
 			case boot && file != "":
 				return errors.New("--bootstrap and --input are mutually exclusive")
+			case boot && len(set) > 0:
+				return errors.New("--set goes with --input, not --bootstrap")
 			case boot:
 				var flag *string // nil: the config file's elemental.registration.nmstate, else auto
 				if cmd.Flags().Changed("nmstate") {
@@ -57,7 +66,11 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 			case file == "":
 				return errors.New(`required flag(s) "input" not set (or --bootstrap)`)
 			default:
-				err = render(c.stdout, file, apply.NmstateChoice(nmstate.value))
+				addrs, perr := parseSet(set)
+				if perr != nil {
+					return perr
+				}
+				err = render(c.stdout, file, addrs, apply.NmstateChoice(nmstate.value))
 			}
 			if err != nil {
 				fmt.Fprintf(c.stderr, "render: %v\n", err)
@@ -66,7 +79,8 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&file, "input", "f", "", "NetworkConfig YAML file (required unless --bootstrap)")
+	cmd.Flags().StringVarP(&file, "input", "f", "", "NetworkConfig, MachineRegistration or its spec.config.network, YAML (required unless --bootstrap)")
+	cmd.Flags().StringArrayVar(&set, "set", nil, "NAME=ADDRESS[/PREFIX]: the address of placeholder {NAME} (repeatable)")
 	// The old spelling, kept working but not shown: on register
 	// --network-config is a mode (auto, embedded, explicit), not a file.
 	cmd.Flags().StringVar(&file, "network-config", "", "old spelling of --input")
@@ -77,18 +91,30 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 	return cmd
 }
 
-func render(w io.Writer, file string, nmstate apply.NmstateChoice) error {
+func render(w io.Writer, file string, set map[string]string, nmstate apply.NmstateChoice) error {
 	b, err := readFile(file, maxRenderInput)
 	if err != nil {
 		return &exitcode.ConfigError{Err: err}
 	}
-	var nc protocol.NetworkConfig
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&nc); err != nil && !errors.Is(err, io.EOF) {
-		return &exitcode.ConfigError{Err: fmt.Errorf("%s: %w (%s)", file, err, networkConfigKeys)}
+	in, err := machinereg.Parse(b)
+	if err != nil {
+		return &exitcode.ConfigError{Err: fmt.Errorf("%s: %w", file, err)}
 	}
-	if err := agent.PrintRender(context.Background(), w, &nc, nmstate); err != nil {
+	nc, assigned, err := in.Resolve(set)
+	if err != nil {
+		return &exitcode.ConfigError{Err: fmt.Errorf("%s: %w", file, err)}
+	}
+	if in.Pools != nil {
+		fmt.Fprintf(w, "# %s: %s\n", file, in.What)
+		for _, a := range assigned {
+			how := "--set"
+			if a.Sample {
+				how = "sample address (no --set " + a.Name + "=ADDRESS)"
+			}
+			fmt.Fprintf(w, "# {%s} from pool %s: %s, %s\n", a.Name, a.Pool, a.Address, how)
+		}
+	}
+	if err := agent.PrintRender(context.Background(), w, nc, nmstate); err != nil {
 		// Offline, an unresolved placeholder is the file's fault, not a
 		// server that is not ready yet.
 		return &exitcode.ConfigError{Err: fmt.Errorf("%s: %w", file, err)}
@@ -96,11 +122,21 @@ func render(w io.Writer, file string, nmstate apply.NmstateChoice) error {
 	return nil
 }
 
-// networkConfigKeys says what a render input holds, for an error about it:
-// yaml.v3 names only the Go type (protocol.NetworkConfig) of a key it does
-// not know.
-const networkConfigKeys = "a NetworkConfig has the keys configurator (nmstate, nmconnections, nmc or none), " +
-	"ipAddresses (a map of placeholder to IP pool) and config (the template)"
+// parseSet reads the --set values: NAME=ADDRESS[/PREFIX], one per name.
+func parseSet(set []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, s := range set {
+		name, addr, ok := strings.Cut(s, "=")
+		if !ok || name == "" || addr == "" {
+			return nil, fmt.Errorf("--set %q: want NAME=ADDRESS or NAME=ADDRESS/PREFIX", s)
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("--set %s given twice", name)
+		}
+		out[name] = addr
+	}
+	return out, nil
+}
 
 func readFile(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
