@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -222,6 +223,43 @@ func TestManPageAfterInstall(t *testing.T) {
 	for _, sub := range []string{"register", "render", "inventory", "verify", "version"} {
 		if _, err := os.Stat(filepath.Join(manDir, "man8", "nodereg-agent-"+sub+".8")); err != nil {
 			t.Errorf("no man page for %s: %v", sub, err)
+		}
+	}
+}
+
+var manRef = regexp.MustCompile(`^man:([a-z0-9-]+)\(8\)$`)
+
+// TestUnitsDocumentInstalledManPages: each installed unit's Documentation=
+// names man pages, every one installed beside it.
+func TestUnitsDocumentInstalledManPages(t *testing.T) {
+	dir := needPkgDir(t)
+	units, err := filepath.Glob(filepath.Join(dir, "root", "usr/lib/systemd/system", "nodereg*"))
+	if err != nil || len(units) < 6 {
+		t.Fatalf("installed units %v (%v)", units, err)
+	}
+	for _, u := range units {
+		b, err := os.ReadFile(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var refs []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "Documentation="); ok {
+				refs = append(refs, strings.Fields(v)...)
+			}
+		}
+		if len(refs) == 0 {
+			t.Errorf("%s has no Documentation=", filepath.Base(u))
+		}
+		for _, r := range refs {
+			m := manRef.FindStringSubmatch(r)
+			if m == nil {
+				t.Errorf("%s: Documentation=%s is not an installed man page (man:NAME(8))", filepath.Base(u), r)
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(dir, "root", "usr/share/man/man8", m[1]+".8")); err != nil {
+				t.Errorf("%s: Documentation=%s: %v", filepath.Base(u), r, err)
+			}
 		}
 	}
 }
