@@ -231,5 +231,5 @@ func classifyRegister(err error) error {
 		}
 		return retry.Terminal(err)
 	}
-	return classifyNetwork(err)
+	return classifyNetwork(err, false)
 }

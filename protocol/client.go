@@ -312,12 +312,22 @@ func closedBeforeAnything(err error, auth Authenticator) error {
 // closedDuringAuth explains the silent close upstream servers use to
 // reject a client (docs/protocol.md §1.5).
 func closedDuringAuth(err error) error {
-	var ce *websocket.CloseError
-	if errors.As(err, &ce) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isNetClosed(err) {
+	if closedByPeer(err) {
 		return fmt.Errorf("%w: the server closed the connection (rejected credentials?): %v", ErrAuth, err)
 	}
 	return err
 }
+
+// closedByPeer: err is the connection ending, not a frame or a reply.
+func closedByPeer(err error) bool {
+	var ce *websocket.CloseError
+	return errors.As(err, &ce) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isNetClosed(err)
+}
+
+// ErrNetworkConfigDropped: the server closed the connection on
+// MsgNetworkConfig without a word, as released elemental-operators do
+// (docs/protocol.md §7.3).
+var ErrNetworkConfigDropped = errors.New("the server closed the connection on MsgNetworkConfig (0x0C) without an answer")
 
 func isNetClosed(err error) bool {
 	var oe *net.OpError
@@ -490,6 +500,9 @@ func (cc *ClientConn) explicitNetworkConfig(ctx context.Context) (*NetworkConfig
 		return nil, stepErr(StepNetworkConfig, err)
 	}
 	p, err := cc.c.Expect(MsgNetworkConfig)
+	if err != nil && ctx.Err() == nil && closedByPeer(err) {
+		err = fmt.Errorf("%w: %v", ErrNetworkConfigDropped, err)
+	}
 	if err != nil {
 		return nil, stepErr(StepNetworkConfig, err)
 	}
