@@ -2,8 +2,6 @@ package protocol
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,8 +12,6 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
-
-	"github.com/nodereg/nodereg/internal/safefile"
 )
 
 // Step names used in errors, so an operator sees where a conversation broke.
@@ -87,63 +83,6 @@ func WebSocketURL(u string) (string, error) {
 		return "", fmt.Errorf("registration URL %q: scheme must be http or https", RedactURL(u))
 	}
 	return "ws" + strings.TrimPrefix(u, "http"), nil
-}
-
-// CAPEM is the PEM text of elemental.registration.ca-cert from the local
-// config or a flag: the PEM text itself, or the path of a regular file
-// holding it (docs/protocol.md §1.3), read without following a symlink and at
-// most safefile.MaxPEM bytes. It is the one loader for the CA: the TLS
-// client and the system-agent kubeconfig use the same bytes, and a CA that
-// cannot be read is an error, never its path passed on as data. A ca-cert
-// from the server is PEM text only (agent/localconfig.KeepLocal).
-func CAPEM(caCert string) ([]byte, error) {
-	if caCert == "" {
-		return nil, errors.New("ca-cert: empty")
-	}
-	if IsCAPEM(caCert) {
-		if err := safefile.CheckPEM([]byte(caCert)); err != nil {
-			return nil, fmt.Errorf("ca-cert: %w", err)
-		}
-		return []byte(caCert), nil
-	}
-	b, err := safefile.ReadPEM(caCert)
-	if err != nil {
-		return nil, fmt.Errorf("ca-cert: %w", err)
-	}
-	return b, nil
-}
-
-// IsCAPEM tells a registration.ca-cert holding PEM text from one naming a
-// file (upstream's rule): callers that move the file (under a root) ask it.
-func IsCAPEM(caCert string) bool { return strings.Contains(caCert, "-----BEGIN") }
-
-// TLSConfig builds the client TLS configuration from a CA given as a file
-// path or PEM text.
-func TLSConfig(caCert string, noSystemPool bool) (*tls.Config, error) {
-	if caCert == "" {
-		if noSystemPool {
-			return nil, errors.New("ca-cert: no CA given and the system pool is disabled")
-		}
-		return &tls.Config{MinVersion: tls.VersionTLS12}, nil
-	}
-	pemText, err := CAPEM(caCert)
-	if err != nil {
-		return nil, err
-	}
-	var pool *x509.CertPool
-	if !noSystemPool {
-		sys, err := x509.SystemCertPool()
-		if err == nil {
-			pool = sys
-		}
-	}
-	if pool == nil {
-		pool = x509.NewCertPool()
-	}
-	if !pool.AppendCertsFromPEM(pemText) {
-		return nil, errors.New("ca-cert: no certificate found in the PEM data")
-	}
-	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
 // ClientConn is an authenticated, version-negotiated connection.
@@ -324,11 +263,6 @@ func closedByPeer(err error) bool {
 	return errors.As(err, &ce) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isNetClosed(err)
 }
 
-// ErrNetworkConfigDropped: the server closed the connection on
-// MsgNetworkConfig without a word, as released elemental-operators do
-// (docs/protocol.md §7.3).
-var ErrNetworkConfigDropped = errors.New("the server closed the connection on MsgNetworkConfig (0x0C) without an answer")
-
 func isNetClosed(err error) bool {
 	var oe *net.OpError
 	return errors.As(err, &oe)
@@ -475,37 +409,4 @@ func (cc *ClientConn) sendRaw(step string, t MsgType, p []byte) error {
 	}
 	_, err := cc.c.Expect(MsgReady)
 	return stepErr(step, err)
-}
-
-// ExplicitNetworkConfig asks for the network config with MsgNetworkConfig on
-// this (fresh) connection. Only for servers that announced it or that the
-// admin configured as explicit: released operators drop the connection on
-// 0x0C (docs/protocol.md §7.3). The answer is the config, or *ErrorReply with a
-// reason such as WaitingForIPAddress.
-func (cc *ClientConn) ExplicitNetworkConfig(ctx context.Context) (*NetworkConfig, error) {
-	nc, err := cc.explicitNetworkConfig(ctx)
-	if err != nil {
-		return nil, redactError(err, cc.token)
-	}
-	return nc, nil
-}
-
-func (cc *ClientConn) explicitNetworkConfig(ctx context.Context) (*NetworkConfig, error) {
-	stop := context.AfterFunc(ctx, func() { cc.c.ws.Close() })
-	defer stop()
-	if cc.Version < versionNetworkConfig {
-		return nil, stepErr(StepNetworkConfig, fmt.Errorf("server negotiated protocol version %d, explicit network config needs %d", cc.Version, versionNetworkConfig))
-	}
-	if err := cc.c.Write(MsgNetworkConfig, nil); err != nil {
-		return nil, stepErr(StepNetworkConfig, err)
-	}
-	p, err := cc.c.Expect(MsgNetworkConfig)
-	if err != nil && ctx.Err() == nil && closedByPeer(err) {
-		err = fmt.Errorf("%w: %v", ErrNetworkConfigDropped, err)
-	}
-	if err != nil {
-		return nil, stepErr(StepNetworkConfig, err)
-	}
-	nc, err := DecodeNetworkConfigJSON(p)
-	return nc, stepErr(StepNetworkConfig, err)
 }

@@ -1,0 +1,68 @@
+package protocol
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nodereg/nodereg/internal/safefile"
+)
+
+// CAPEM is the PEM text of elemental.registration.ca-cert from the local
+// config or a flag: the PEM text itself, or the path of a regular file
+// holding it (docs/protocol.md §1.3), read without following a symlink and at
+// most safefile.MaxPEM bytes. It is the one loader for the CA: the TLS
+// client and the system-agent kubeconfig use the same bytes, and a CA that
+// cannot be read is an error, never its path passed on as data. A ca-cert
+// from the server is PEM text only (agent/localconfig.KeepLocal).
+func CAPEM(caCert string) ([]byte, error) {
+	if caCert == "" {
+		return nil, errors.New("ca-cert: empty")
+	}
+	if IsCAPEM(caCert) {
+		if err := safefile.CheckPEM([]byte(caCert)); err != nil {
+			return nil, fmt.Errorf("ca-cert: %w", err)
+		}
+		return []byte(caCert), nil
+	}
+	b, err := safefile.ReadPEM(caCert)
+	if err != nil {
+		return nil, fmt.Errorf("ca-cert: %w", err)
+	}
+	return b, nil
+}
+
+// IsCAPEM tells a registration.ca-cert holding PEM text from one naming a
+// file (upstream's rule): callers that move the file (under a root) ask it.
+func IsCAPEM(caCert string) bool { return strings.Contains(caCert, "-----BEGIN") }
+
+// TLSConfig builds the client TLS configuration from a CA given as a file
+// path or PEM text.
+func TLSConfig(caCert string, noSystemPool bool) (*tls.Config, error) {
+	if caCert == "" {
+		if noSystemPool {
+			return nil, errors.New("ca-cert: no CA given and the system pool is disabled")
+		}
+		return &tls.Config{MinVersion: tls.VersionTLS12}, nil
+	}
+	pemText, err := CAPEM(caCert)
+	if err != nil {
+		return nil, err
+	}
+	var pool *x509.CertPool
+	if !noSystemPool {
+		sys, err := x509.SystemCertPool()
+		if err == nil {
+			pool = sys
+		}
+	}
+	if pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pemText) {
+		return nil, errors.New("ca-cert: no certificate found in the PEM data")
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
