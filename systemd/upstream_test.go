@@ -213,3 +213,17 @@ func keys(m map[string]string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestInstallSystemdEnable: SYSTEMD_ENABLE=yes on a plain root enables
+// nodereg's units with an [Install] section and nothing else.
+func TestInstallSystemdEnable(t *testing.T) {
+	agent, _ := builtAgent(t)
+	root := filepath.Join(t.TempDir(), "root")
+	if out, err := runMake(t, "DESTDIR="+root, "AGENT_BIN="+agent, "SYSTEMD_ENABLE=yes"); err != nil {
+		t.Fatalf("make install SYSTEMD_ENABLE=yes: %v\n%s", err, out)
+	}
+	want := []string{"nodereg-install.service", "nodereg-update.timer", "nodereg-verify.service", "nodereg.service"}
+	if got := enabledUnits(t, root); !slices.Equal(got, want) {
+		t.Errorf("enabled units %v, want %v", got, want)
+	}
+}
