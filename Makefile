@@ -21,7 +21,7 @@ STATIC    := CGO_ENABLED=0
 # records the skipped tests and their reasons for make test's summary.
 GOTEST    ?= $(GOTEST_WRAP) $(GO) test -count=1 -p 4
 
-.PHONY: help version build build-emulated man package package-build test test-unit test-race test-slow test-emulated test-fuzz test-boot test-vm demo bench lint clean
+.PHONY: help version build build-emulated man package package-build test test-unit test-race test-slow test-emulated test-fuzz test-boot test-vm demo bench bench-short lint clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -87,10 +87,19 @@ test-fuzz: ## run each fuzz target for FUZZTIME seconds (default 3), FUZZJOBS at
 demo: build ## reference server + agent end to end on loopback (the main job)
 	./tests/demo.sh
 
-bench: build build-emulated ## benchmarks with budgets: one table of medians, PASS/OVER per line (about a minute)
+# Timings are figures, never failures: bench exits 1 only when a
+# measurement could not be made (a row ERROR, or a storm machine that gave
+# up). The full run takes about seven minutes, five of them the 5,000
+# machines behind one NAT address, which the per-address limits pace on
+# purpose (docs/performance.md, Reboot storm); bench-short is CI's stage.
+bench: build build-emulated ## benchmarks with budgets: one table of medians, PASS/OVER per line, and the reboot storms (about 7 minutes)
 	CGO_ENABLED=1 $(GO) run -tags emulatedtpm ./tests/bench -bin $(BIN)
 	@echo "== nmstate seed template -> keyfile: built-in translator vs the nmstatectl stand-in's process round trip"
 	$(GO) test -run '^$$' -bench SeedTemplate -benchmem ./nmstate
+
+bench-short: build build-emulated ## make bench with a few seconds of each figure and storms of 300 machines (CI)
+	CGO_ENABLED=1 $(GO) run -tags emulatedtpm ./tests/bench -bin $(BIN) -short
+	$(GO) test -run '^$$' -bench SeedTemplate -benchtime 200x -benchmem ./nmstate
 
 # staticcheck (honnef.co/go/tools) is the field's standard Go linter; the
 # version is pinned here, and `go run pkg@version` keeps it out of go.mod (the

@@ -61,7 +61,7 @@ func checkServerReply(log *logrus.Entry, reply *protocol.Reply) {
 	if reply == nil {
 		return
 	}
-	if err := bootstrap.CheckServerReply(reply.Payload); err != nil {
+	if err := bootstrap.CheckServerReply(reply.Doc); err != nil {
 		log.Warn(err.Error())
 	}
 }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 
 	"github.com/sirupsen/logrus"
@@ -22,29 +23,36 @@ func (r *run) trustedCA(files host.FS) string {
 	return ca
 }
 
-// rotateCA takes a CA the server announced (sent: its reply's ca-cert)
-// over the conversation that just succeeded, and proves a pending one.
+// rotateCA proves or drops a CA kept pending by an earlier run, then
+// decides on the CA the server announced (sent: its reply's ca-cert) over
+// the conversation that just succeeded, whose server presented peer.
 // A dry run writes nothing, so it rotates nothing.
-func (r *run) rotateCA(ctx context.Context, log *logrus.Entry, sent string) {
+func (r *run) rotateCA(ctx context.Context, log *logrus.Entry, sent string, peer []*x509.Certificate) {
 	if r.o.DryRun {
 		return
 	}
 	t := catrust.Trust{Files: r.files}
 	reg := r.cfg.Elemental.Registration
-	out, err := t.Offer(reg.URL, sent, localconfig.CA(r.files, reg.CACert))
+	out, err := t.Promote(ctx, reg.URL)
+	switch {
+	case out == catrust.Promoted:
+		log.Info("the new CA verified the server on its own: it is now the only one trusted, the old one is dropped")
+	case out == catrust.Dropped:
+		log.WithError(err).Warn("the pending CA is dropped: the next announcement starts over")
+	case err != nil:
+		log.WithError(err).Debug("the pending CA does not verify the server yet: both stay trusted")
+	}
+	out, err = t.Offer(reg.URL, sent, localconfig.CA(r.files, reg.CACert), peer)
 	switch {
 	case errors.Is(err, catrust.ErrNotPinned):
 		log.Debug(err)
+	case out == catrust.Dropped:
+		log.WithError(err).Warn("the pending CA is dropped: the next announcement starts over")
 	case err != nil:
 		log.WithError(err).Warn("the server's ca-cert is not taken")
 	case out == catrust.Pending:
 		log.Info("the server announced a new CA: kept as pending, both trusted until a handshake verified by it alone succeeds")
-	}
-	ok, err := t.Promote(ctx, reg.URL)
-	switch {
-	case ok:
-		log.Info("the new CA verified the server on its own: it is now the only one trusted, the old one is dropped")
-	case err != nil:
-		log.WithError(err).Debug("the pending CA does not verify the server yet: both stay trusted")
+	case out == catrust.Replaced:
+		log.Warn("the server, verified by the CA in force, announced another new CA: it replaces the pending one")
 	}
 }

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"log"
 	"net/http"
@@ -27,7 +28,7 @@ import (
 // step, trusts both in between, and the old one no longer afterwards; a
 // CA nobody announced is refused throughout.
 func TestCARotationKeepsTheNodeRegistering(t *testing.T) {
-	oldCA, newCA, rogue := testpki.New(t, "old"), testpki.New(t, "new"), testpki.New(t, "rogue")
+	oldCA, newCA, rogue, thirdCA, fourthCA := testpki.New(t, "old"), testpki.New(t, "new"), testpki.New(t, "rogue"), testpki.New(t, "third"), testpki.New(t, "fourth")
 	var presented atomic.Pointer[tls.Certificate]
 	var announced atomic.Pointer[string]
 	s := &scriptedServer{}
@@ -90,12 +91,20 @@ func TestCARotationKeepsTheNodeRegistering(t *testing.T) {
 	step("old", oldCA, string(oldCA.CertPEM()), "", "")
 	refused("old, rogue CA unannounced", rogue)
 	step("both: new CA announced", oldCA, string(newCA.CertPEM()), string(newCA.CertPEM()), "")
-	// Another CA announced now might have come over a conversation the
-	// pending CA alone verified: refused, the pending one stays.
-	step("both: a second CA announced", oldCA, string(rogue.CertPEM()), string(newCA.CertPEM()), "")
+	// The server the old CA alone verified changes its mind: the CA it
+	// announces now replaces the pending one, and back again.
+	step("both: a second CA announced", oldCA, string(thirdCA.CertPEM()), string(thirdCA.CertPEM()), "")
+	step("both: the new CA announced again", oldCA, string(newCA.CertPEM()), string(newCA.CertPEM()), "")
 	refused("both, rogue CA unannounced", rogue)
 	step("new: certificate of the new CA", newCA, string(newCA.CertPEM()), "", string(newCA.CertPEM()))
 	step("new, again", newCA, string(newCA.CertPEM()), "", string(newCA.CertPEM()))
+	// A pending CA that can never verify (it expired since it was kept)
+	// blocks nothing: the next run drops it and takes the announcement.
+	expired := testpki.NewWith(t, "expired", func(c *x509.Certificate) {
+		c.NotBefore, c.NotAfter = time.Now().Add(-48*time.Hour), time.Now().Add(-time.Hour)
+	})
+	testutil.Must(t, os.WriteFile(filepath.Join(m.Root, catrust.PendingPath), expired.CertPEM(), 0o600))
+	step("new: an expired pending CA dropped, the next one taken", newCA, string(fourthCA.CertPEM()), string(fourthCA.CertPEM()), string(newCA.CertPEM()))
 	refused("new: the old CA is dropped", oldCA)
 	if fi, err := os.Stat(filepath.Join(m.Root, catrust.CurrentPath)); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("CA in force: %v %v, want mode 0600", fi, err)

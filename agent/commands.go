@@ -5,26 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
-	"slices"
-	"strings"
 
 	"github.com/nodereg/nodereg/agent/inventory"
 	"github.com/nodereg/nodereg/agent/localconfig"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/protocol"
 )
-
-// formatAddresses is the report-back annotation value:
-// "eth0=10.0.0.5/24,fd00::5/64;eth1=…", sorted.
-func formatAddresses(m map[string][]string) string {
-	parts := make([]string, 0, len(m))
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		parts = append(parts, k+"="+strings.Join(m[k], ","))
-	}
-	slices.Sort(parts)
-	return strings.Join(parts, ";")
-}
 
 // ResetNetwork removes the network config this agent wrote (the files in
 // its manifest and the applicator, nothing else) and forgets its digest, so
@@ -61,7 +47,7 @@ func ResetNetwork(ctx context.Context, o Options) error {
 	default:
 		log.WithField("files", len(removed)).Info("reset network: network config removed")
 	}
-	st, note, err := LoadState(r.files, r.o.StatePath)
+	st, note, err := loadState(r.files, r.o.StatePath)
 	if err != nil {
 		return &PhaseError{Phase: PhaseState, Err: err}
 	}

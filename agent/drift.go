@@ -27,7 +27,7 @@ var errForeign = errors.New("a profile that is not ours is active on an interfac
 func (r *run) drifted(ctx context.Context) (string, error) {
 	in := verify.Input{
 		Files: r.files, Runner: r.runner, Nmcli: host.ToolsFromEnv(os.Getenv).Nmcli,
-		State: verify.State{Registered: true, Digest: r.state.NetworkDigest, Addresses: verify.ParseAddresses(r.state.NetworkAddresses)},
+		State: r.state, BootstrapKeyfiles: bootstrapKeyfiles,
 	}
 	rep := verify.Run(ctx, in)
 	var what []string

@@ -11,6 +11,7 @@ import (
 	"github.com/nodereg/nodereg/agent/retry/retrytest"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
@@ -28,14 +29,14 @@ func TestUpdateRunRepairsDrift(t *testing.T) {
 	s := &scriptedServer{script: script{gets: []answer{{reply: &protocol.ConfigReply{Network: nmstateConfig(t)}}}}}
 	url := s.start(t)
 	m := node.New(t, "52:54:00:aa:00:29", url, "    no-smbios: true\n")
-	run := func(repair bool) *State {
+	run := func(repair bool) *state.State {
 		t.Helper()
 		_, err := Run(t.Context(), Options{
 			Root: m.Root, Runner: m.Runner(), Clock: retrytest.NewClock(time.Now()),
 			Deadline: time.Minute, NetworkTimeout: time.Minute, RepairDrift: repair,
 		})
 		testutil.Must(t, err)
-		st, _, err := LoadState(host.Root(m.Root), DefaultStatePath)
+		st, _, err := state.Load(host.Root(m.Root), DefaultStatePath)
 		testutil.Must(t, err)
 		return st
 	}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"github.com/nodereg/nodereg/agent/exitcode"
+	"github.com/nodereg/nodereg/internal/errclass"
 )
 
 // Exit codes: the table lives in agent/exitcode; these names stay for the
@@ -24,12 +25,12 @@ func (e *PhaseError) Unwrap() error { return e.Err }
 
 // ConfigError is a failure only a change of configuration (local or on the
 // server) can fix (exit 78).
-type ConfigError = exitcode.ConfigError
+type ConfigError = errclass.ConfigError
 
 func configErr(format string, a ...any) error {
-	return exitcode.Configf(format, a...)
+	return errclass.Configf(format, a...)
 }
 
 // ExitCode maps the result of a run to the process exit status
-// (exitcode.Of, the one table).
+// (exitcode.Of, by the error's class).
 func ExitCode(err error) int { return exitcode.Of(err) }

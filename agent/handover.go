@@ -11,6 +11,7 @@ import (
 	"github.com/nodereg/nodereg/agent/netreport"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/state"
 )
 
 // Mode selects what a run does with the network config once planned.
@@ -48,11 +49,11 @@ func (r *run) handOver(ctx context.Context, ph *phase, net *fetched, plan *apply
 	if plan != nil {
 		r.state.NetworkDigest = r.result.Digest
 		r.state.NetworkState = netreport.StateReady
-		r.state.NetworkAddresses = formatAddresses(apply.InterfaceAddresses(net.rendered))
+		r.state.NetworkAddresses = state.FormatAddresses(apply.InterfaceAddresses(net.rendered))
 	}
 	// Upstream saves the state before the toolkit runs; the new system
 	// gets the same state through the hook.
-	r.state.LastPhase = PhaseHandOver
+	r.state.LastPhase = string(PhaseHandOver)
 	reg, err := registrationYAML(r.cfg.Elemental.Registration, r.boot)
 	if err != nil {
 		return err

@@ -2,11 +2,8 @@ package agent
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/nodereg/nodereg/agent/netreport"
-	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/protocol"
 )
@@ -149,40 +146,4 @@ func (r *run) askNetwork(ctx context.Context, ph *phase, src networkSource, repl
 		}
 		return again.Network, nil
 	}
-}
-
-// classifyRender: an unresolved placeholder is a pending claim (retried)
-// unless the decision made it final; any other render error is the
-// config's fault (exit 78).
-func classifyRender(err error, unresolvedIsFinal bool) error {
-	var ue *apply.UnresolvedError
-	switch {
-	case errors.As(err, &ue) && unresolvedIsFinal:
-		return retry.Terminal(&ConfigError{Err: fmt.Errorf("the server's network template uses a placeholder no address pool provides: %w", err)})
-	case errors.As(err, &ue):
-		return fmt.Errorf("addresses not ready yet: %w", err)
-	}
-	return retry.Terminal(&ConfigError{Err: err})
-}
-
-// classifyNetwork: pending addresses are retried (honouring the server's
-// retry-after); an exhausted pool or a failed claim ends the run with the
-// server's reason, retryable later by systemd (exit 75). unannounced: the
-// question was MsgNetworkConfig to a server that never announced it
-// (network-config: explicit); one that drops the connection on it is a
-// released operator, which no retry changes (docs/protocol.md §7.4).
-func classifyNetwork(err error, unannounced bool) error {
-	if unannounced && errors.Is(err, protocol.ErrNetworkConfigDropped) {
-		return retry.Terminal(&ConfigError{Err: fmt.Errorf("network-config is explicit, but this server never announced the explicit exchange "+
-			"and closed the connection on MsgNetworkConfig: a released elemental-operator, which gives the network config only inside MsgConfig; "+
-			"set elemental.registration.network-config to auto (the default), which asks only servers that announce it: %w", err)})
-	}
-	var er *protocol.ErrorReply
-	if errors.As(err, &er) {
-		switch er.Reason {
-		case protocol.ReasonPoolExhausted, protocol.ReasonAllocationFailed:
-			return retry.Terminal(err)
-		}
-	}
-	return err
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -97,18 +98,18 @@ func (r *run) applyLive(ctx context.Context, ph *phase, net *fetched, plan *appl
 		if net != nil {
 			// The wanted config is the applied one: a config that
 			// failed since is no longer asked for.
-			r.state.clearNetworkError()
+			r.state.ClearError()
 		}
 		return nil
 	}
 	if err := r.applier(log).ApplyLive(ctx, plan, r.serverReachable); err != nil {
 		return r.bootNet.Restore(ctx, log, err)
 	}
-	r.state.clearNetworkError()
+	r.state.ClearError()
 	r.state.NetworkDrift = ""
 	r.state.NetworkDigest = plan.Digest()
 	r.state.NetworkState = netreport.StateApplied
-	r.state.NetworkAddresses = formatAddresses(apply.InterfaceAddresses(net.rendered))
+	r.state.NetworkAddresses = state.FormatAddresses(apply.InterfaceAddresses(net.rendered))
 	r.result.Applied = true
 	r.bootNet.Drop(ctx, log, true)
 	return nil
@@ -126,7 +127,7 @@ func (r *run) persistPlan(ctx context.Context, ph *phase, net *fetched, plan *ap
 		return err
 	}
 	r.state.NetworkState = netreport.StateReady
-	r.state.NetworkAddresses = formatAddresses(apply.InterfaceAddresses(net.rendered))
+	r.state.NetworkAddresses = state.FormatAddresses(apply.InterfaceAddresses(net.rendered))
 	ph.log.WithField("root", r.o.Root).Warn("network config written under --root, not applied live (--root is not /; --apply-live applies it)")
 	return nil
 }
@@ -179,7 +180,9 @@ func (r *run) reachableOnce(ctx context.Context) error {
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		return fmt.Errorf("registration server unreachable after applying the network config: %w", protocol.RedactError(err, reg.URL))
+		// A certificate that does not verify is not retried: the same one
+		// answers again.
+		return protocol.CertificateRejected(fmt.Errorf("registration server unreachable after applying the network config: %w", protocol.RedactError(err, reg.URL)))
 	}
 	resp.Body.Close()
 	if resp.StatusCode >= 500 {
@@ -207,19 +210,28 @@ func printRendered(w io.Writer, nc *protocol.NetworkConfig, rd *apply.Rendered) 
 // the digested config, the keyfiles (nmstate's by the generator nmstate
 // chooses), the yip applicator and the commands.
 func PrintRender(ctx context.Context, w io.Writer, nc *protocol.NetworkConfig, nmstate apply.NmstateChoice) error {
-	return printRender(ctx, Options{DryRun: true, Out: w}, nc, nmstate)
+	return printRender(ctx, Options{DryRun: true, Out: w}, nc, nmstate, true)
 }
 
-// printRender is PrintRender with the run's options (a root for tests).
-func printRender(ctx context.Context, o Options, nc *protocol.NetworkConfig, nmstate apply.NmstateChoice) error {
+// PrintRenderOn is PrintRender for the node whose files are under root
+// (`agent render --root`): the plan makes every check a real run on that
+// node makes, the keyfile directory's ownership and the uniqueness against
+// the profiles on its disk included (docs/apply.md, "agent render").
+func PrintRenderOn(ctx context.Context, w io.Writer, root string, nc *protocol.NetworkConfig, nmstate apply.NmstateChoice) error {
+	return printRender(ctx, Options{DryRun: true, Out: w, Root: root}, nc, nmstate, false)
+}
+
+// printRender is PrintRender with the run's options; offline: the plan is
+// for some other machine, not the one under o.Root.
+func printRender(ctx context.Context, o Options, nc *protocol.NetworkConfig, nmstate apply.NmstateChoice, offline bool) error {
 	rd, err := apply.Render(nc)
 	if err != nil {
 		return err
 	}
 	r := newRun(o)
-	r.state = &State{}
+	r.state = &state.State{}
 	r.nmstate = nmstate
-	r.offline = true
+	r.offline = offline
 	net := &fetched{config: nc, rendered: rd}
 	ph := r.phase(PhasePlan)
 	plan, err := r.plan(ctx, ph, net)

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"strings"
@@ -90,21 +89,29 @@ func (r *run) caCert() string {
 // the systemd STATUS, and extend systemd's start timeout.
 func (r *run) policy(deadline time.Duration, ph *phase) retry.Policy {
 	hook := r.notify.RetryHook(string(ph.name), protocol.DefaultSessionDeadline+5*time.Second)
-	return retry.Policy{
-		Deadline:  deadline,
-		Clock:     r.o.Clock,
-		Retryable: exitcode.Retryable,
-		Max:       30 * time.Second,
-		OnWait: func(attempt int, d time.Duration, err error) {
-			until := ""
-			if attempt == 1 && deadline > 0 { // the first wait says how long the retries may go on
-				until = fmt.Sprintf(" (retrying until the %s deadline)", deadline)
-			}
-			ph.log.WithField("attempt", attempt).WithError(err).Warnf("retrying in %s%s", d.Round(time.Millisecond), until)
-			hook(attempt, d, err)
-		},
+	p := RetryPolicy(deadline, r.o.Clock)
+	p.OnWait = func(attempt int, d time.Duration, err error) {
+		until := ""
+		if attempt == 1 && deadline > 0 { // the first wait says how long the retries may go on
+			until = fmt.Sprintf(" (retrying until the %s deadline)", deadline)
+		}
+		ph.log.WithField("attempt", attempt).WithError(err).Warnf("retrying in %s%s", d.Round(time.Millisecond), until)
+		hook(attempt, d, err)
 	}
+	return p
 }
+
+// RetryPolicy is the retry policy of every phase that talks to the server,
+// without the hooks that log and tell systemd: the reboot-storm benchmark
+// (docs/performance.md) runs its simulated machines through it, with
+// ClassifyRegister, so it measures the agent's backoff and jitter.
+func RetryPolicy(deadline time.Duration, clock retry.Clock) retry.Policy {
+	return retry.Policy{Deadline: deadline, Clock: clock, Retryable: exitcode.Retryable, Max: 30 * time.Second}
+}
+
+// ClassifyRegister is what the registration phase makes of a failed
+// conversation before RetryPolicy judges it.
+func ClassifyRegister(err error) error { return classifyRegister(err) }
 
 // bound makes the retry deadline a hard one: the attempt in flight when it
 // passes is cut there (protocol.Dial clamps its session to the context).
@@ -152,15 +159,19 @@ func (r *run) registerOnce(ctx context.Context, ph *phase, netState string) (*pr
 		annotations["registration-ip"] = ip
 	}
 	reportBack(annotations, netState, r.state.NetworkAddresses)
-	netreport.Annotate(annotations, r.state.netRecord(), netState)
+	netreport.Annotate(annotations, r.state.Network, netState)
 	payloads := &protocol.Payloads{
-		Update:           r.state.Registered(),
-		NoSMBIOS:         reg.NoSMBIOS,
-		SMBIOS:           inv.SMBIOS,
-		SystemDataV2:     inv.SystemDataV2,
-		LegacySystemData: inv.LegacySystemData,
-		Annotations:      annotations,
-		Labels:           r.labels,
+		Update:       r.state.Registered(),
+		NoSMBIOS:     reg.NoSMBIOS,
+		SMBIOS:       inv.SMBIOS,
+		SystemDataV2: inv.SystemDataV2,
+		Annotations:  annotations,
+		Labels:       r.labels,
+	}
+	if protocol.SendsLegacySystemData(cc.Version) {
+		if payloads.LegacySystemData, err = inv.LegacySystemData(); err != nil {
+			return nil, err
+		}
 	}
 	if payloads.SMBIOS == nil {
 		payloads.SMBIOS = map[string]any{}
@@ -181,12 +192,12 @@ func (r *run) registerOnce(ctx context.Context, ph *phase, netState string) (*pr
 		return nil, err
 	}
 	sentCA := cfg.Elemental.Registration.CACert
-	for _, w := range append(localconfig.KeepLocal(*r.cfg, &cfg), localconfig.ServerSent(reply.Payload)...) {
+	for _, w := range append(localconfig.KeepLocal(*r.cfg, &cfg), localconfig.ServerSent(reply.Doc)...) {
 		log.Warn(w)
 	}
 	// The server's CA is never merged: rotation takes it, or not.
 	cfg.Elemental.Registration.CACert = r.cfg.Elemental.Registration.CACert
-	r.rotateCA(ctx, log, sentCA)
+	r.rotateCA(ctx, log, sentCA, cc.PeerCertificates())
 	got := log.WithField("explicit-network-config", reply.ExplicitNetworkConfig)
 	if reply.Network != nil {
 		got = got.WithField("configurator", reply.Network.Configurator).WithField("addresses", len(reply.Network.IPAddresses))
@@ -212,24 +223,4 @@ func reportBack(a map[string]string, state, addresses string) {
 	if addresses != "" {
 		a["network-config.addresses"] = addresses
 	}
-}
-
-// classifyRegister marks failures no retry can fix as terminal, by the
-// exit-code table (agent/exitcode), adding what the operator should do.
-func classifyRegister(err error) error {
-	var er *protocol.ErrorReply
-	isReply := errors.As(err, &er)
-	if isReply && (er.Reason == protocol.ReasonInventoryNotFound || strings.Contains(er.Message, "MachineInventory not found")) {
-		return retry.Terminal(&ConfigError{Err: fmt.Errorf("the server has no inventory for this machine any more: re-provisioning needed (run `agent --reset` from recovery): %w", err)})
-	}
-	if exitcode.Of(err) == exitcode.Config {
-		// A MsgError that is not about pending addresses is the server
-		// refusing on purpose (inventory creation failed, template error):
-		// asking again gives the same answer.
-		if isReply {
-			return retry.Terminal(fmt.Errorf("the server refused the registration: %w", err))
-		}
-		return retry.Terminal(err)
-	}
-	return classifyNetwork(err, false)
 }

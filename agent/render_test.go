@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -32,7 +33,7 @@ func TestRenderIgnoresThisHostsKeyfiles(t *testing.T) {
 		Config:       map[string]protocol.RawValue{"eth0": {Value: "[connection]\nid=eth0\ntype=ethernet\ninterface-name=eth0\n[ipv4]\nmethod=manual\naddress1={ip}/24\n"}},
 	}
 	var out bytes.Buffer
-	if err := printRender(t.Context(), Options{DryRun: true, Out: &out, Root: root}, nc, apply.NmstateAuto); err != nil {
+	if err := printRender(t.Context(), Options{DryRun: true, Out: &out, Root: root}, nc, apply.NmstateAuto, true); err != nil {
 		t.Fatalf("render refused because of this host's keyfile: %v", err)
 	}
 	if !strings.Contains(out.String(), "address1=10.0.0.5/24") {
@@ -41,7 +42,7 @@ func TestRenderIgnoresThisHostsKeyfiles(t *testing.T) {
 
 	// The same plan for this machine is refused, naming the file.
 	r := newRun(Options{DryRun: true, Out: &bytes.Buffer{}, Root: root})
-	r.state = &State{}
+	r.state = &state.State{}
 	rd, err := apply.Render(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -49,5 +50,27 @@ func TestRenderIgnoresThisHostsKeyfiles(t *testing.T) {
 	var notOurs *apply.NotOwnedError
 	if _, err := r.plan(t.Context(), r.phase(PhasePlan), &fetched{config: nc, rendered: rd}); !errors.As(err, &notOurs) {
 		t.Errorf("a plan for this machine replaced a foreign keyfile: %v", err)
+	}
+}
+
+// PrintRenderOn (`agent render --root`) plans for the node under the root:
+// the same keyfile is refused there, as a real run refuses it.
+func TestRenderOnARootChecksItsDisk(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "etc/NetworkManager/system-connections")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "eth0.nmconnection"), []byte("[connection]\nid=mine\ntype=ethernet\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nc := &protocol.NetworkConfig{
+		Configurator: protocol.ConfiguratorNmconnections,
+		IPAddresses:  map[string]string{"ip": "10.0.0.5"},
+		Config:       map[string]protocol.RawValue{"eth0": {Value: "[connection]\nid=eth0\ntype=ethernet\ninterface-name=eth0\n[ipv4]\nmethod=manual\naddress1={ip}/24\n"}},
+	}
+	var notOurs *apply.NotOwnedError
+	if err := PrintRenderOn(t.Context(), &bytes.Buffer{}, root, nc, apply.NmstateAuto); !errors.As(err, &notOurs) {
+		t.Fatalf("render --root: %v, want the keyfile refused as not ours", err)
 	}
 }

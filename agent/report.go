@@ -22,7 +22,7 @@ func (r *run) networkFailed(ctx context.Context, p Phase, net *fetched, err erro
 	}
 	st := r.state
 	st.NetworkErrorKind, st.NetworkError = netreport.Classify(p == PhasePlan, err)
-	st.NetworkErrorPhase = p
+	st.NetworkErrorPhase = string(p)
 	st.NetworkErrorInterfaces = strings.Join(slices.Sorted(maps.Keys(apply.InterfaceAddresses(net.rendered))), ",")
 	if r.tpm != nil {
 		st.SetAKBlob(r.tpm.AKBlob())
@@ -31,19 +31,4 @@ func (r *run) networkFailed(ctx context.Context, p Phase, net *fetched, err erro
 		r.log.WithField("phase", p).WithError(sErr).Warn("the network error could not be kept in the state file")
 	}
 	return err
-}
-
-// clearNetworkError forgets a recorded error: a later apply succeeded.
-func (s *State) clearNetworkError() {
-	s.NetworkError, s.NetworkErrorKind, s.NetworkErrorPhase, s.NetworkErrorInterfaces = "", "", "", ""
-}
-
-// netRecord is what netreport.Annotate reports of the state file.
-func (s *State) netRecord() netreport.Record {
-	return netreport.Record{
-		NetworkState: s.NetworkState, NetworkDigest: s.NetworkDigest,
-		NetworkDrift: s.NetworkDrift, NetworkAddresses: s.NetworkAddresses,
-		NetworkError: s.NetworkError, NetworkErrorKind: s.NetworkErrorKind,
-		NetworkErrorPhase: string(s.NetworkErrorPhase), NetworkErrorInterfaces: s.NetworkErrorInterfaces,
-	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/nodereg/nodereg/agent/retry/retrytest"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
@@ -59,12 +60,12 @@ func TestNetworkErrorsAreReportedUntilAnApplySucceeds(t *testing.T) {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	m := node.New(t, "52:54:00:aa:00:26", srv.URL+"/elemental/registration/token", "    no-smbios: true\n")
-	run := func() (*State, error) {
+	run := func() (*state.State, error) {
 		_, err := Run(t.Context(), Options{
 			Root: m.Root, Runner: m.Runner(), Clock: retrytest.NewClock(time.Now()),
 			Deadline: time.Minute, NetworkTimeout: time.Minute, ReachabilityWindow: 2 * time.Second,
 		})
-		st, _, lErr := LoadState(host.Root(m.Root), DefaultStatePath)
+		st, _, lErr := state.Load(host.Root(m.Root), DefaultStatePath)
 		testutil.Must(t, lErr)
 		return st, err
 	}
@@ -76,7 +77,7 @@ func TestNetworkErrorsAreReportedUntilAnApplySucceeds(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Phase != PhaseApply {
 		t.Fatalf("run 1: %v, want an apply failure", err)
 	}
-	if st.NetworkErrorKind != netreport.KindNMRefused || st.NetworkErrorPhase != PhaseApply || st.NetworkErrorInterfaces != "eth0" || !st.Registered() {
+	if st.NetworkErrorKind != netreport.KindNMRefused || st.NetworkErrorPhase != string(PhaseApply) || st.NetworkErrorInterfaces != "eth0" || !st.Registered() {
 		t.Fatalf("run 1: state %+v, want the NM refusal on eth0 kept with the registration", st)
 	}
 

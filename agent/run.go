@@ -19,6 +19,7 @@ import (
 	"github.com/nodereg/nodereg/internal/devnode"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/logx"
+	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/netpolicy"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/tpm"
@@ -110,7 +111,7 @@ type env struct {
 type run struct {
 	env
 	cfg   *protocol.Config
-	state *State
+	state *state.State
 	auth  protocol.Authenticator
 	inv   *pendingInventory
 	// labels and annotations (but registration-ip) are what this run
@@ -313,18 +314,18 @@ func (r *run) loadConfig(ctx context.Context, ph *phase) error {
 }
 
 func (r *run) loadState(ctx context.Context, ph *phase) error {
-	st, note, err := LoadState(r.files, r.o.StatePath)
+	st, note, err := loadState(r.files, r.o.StatePath)
 	if err != nil {
 		return err
 	}
 	switch {
-	case note == NoteFirstRegistration:
+	case note == state.NoteFirstRegistration:
 		// Every machine's first boot: nothing to warn about.
 		ph.log.Info(note)
 	case note != "":
 		ph.log.Warn(note)
 	}
-	if st.LastPhase != "" && st.LastPhase != PhaseFinish {
+	if st.LastPhase != "" && st.LastPhase != string(PhaseFinish) {
 		// Saved at the hand-over: this is the first run after an install
 		// or a reset, or the toolkit did not come back.
 		ph.log.WithField("last-phase", st.LastPhase).Info("the previous run ended at its hand-over to the toolkit")
@@ -422,7 +423,7 @@ func (r *run) finish(ctx context.Context, _ *phase) error {
 	if r.tpm != nil {
 		r.state.SetAKBlob(r.tpm.AKBlob())
 	}
-	r.state.LastPhase = PhaseFinish
+	r.state.LastPhase = string(PhaseFinish)
 	if err := r.state.Save(r.files, r.o.StatePath); err != nil {
 		return err
 	}

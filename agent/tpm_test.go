@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/server/tpmauth"
 	"github.com/nodereg/nodereg/tpm/tpmtest"
@@ -32,7 +33,7 @@ func TestIdentityLeavesTheTPMAloneUnlessLive(t *testing.T) {
 			r.cfg = &protocol.Config{}
 			r.cfg.Elemental.Registration.Auth = authTPM
 			r.cfg.Elemental.Registration.TPMDevice = s.Device()
-			r.state = &State{}
+			r.state = &state.State{}
 			if err := r.openTPM(r.log); err != nil {
 				t.Fatal(err)
 			}

@@ -6,12 +6,12 @@ import (
 	"io/fs"
 	"os"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/nodereg/nodereg/agent/catrust"
 	"github.com/nodereg/nodereg/agent/localconfig"
 	"github.com/nodereg/nodereg/agent/verify"
+	"github.com/nodereg/nodereg/bootstrap"
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/state"
 )
 
 // Verify is `agent verify` (docs/verify.md): it reads the config and state
@@ -38,8 +38,8 @@ func verifyInput(o Options) verify.Input {
 		runner = host.ExecRunner{}
 	}
 	files := host.Root(o.Root)
-	in := verify.Input{Files: files, Runner: runner, Nmcli: host.ToolsFromEnv(os.Getenv).Nmcli}
-	in.State = verifyState(files, o.StatePath)
+	in := verify.Input{Files: files, Runner: runner, Nmcli: host.ToolsFromEnv(os.Getenv).Nmcli, BootstrapKeyfiles: bootstrapKeyfiles}
+	verifyState(&in, files, o.StatePath)
 	f, err := localconfig.Read(files, o.ConfigPath, o.Overrides, nil)
 	if err != nil {
 		in.ConfigProblem = err.Error()
@@ -54,22 +54,19 @@ func verifyInput(o Options) verify.Input {
 	return in
 }
 
-// verifyState reads the state file without LoadState's setting aside.
-func verifyState(files host.FS, path string) verify.State {
-	b, err := files.ReadFile(path, maxStateFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		return verify.State{Problem: "no state file " + files.Path(path) + ": never registered"}
-	}
-	if err != nil {
-		return verify.State{Problem: "reading state file: " + err.Error()}
-	}
-	var st State
-	if err := yaml.Unmarshal(b, &st); err != nil {
-		return verify.State{Problem: "state file " + files.Path(path) + " is corrupt: " + err.Error()}
-	}
-	return verify.State{
-		Registered: st.Registered(),
-		Digest:     st.NetworkDigest,
-		Addresses:  verify.ParseAddresses(st.NetworkAddresses),
+// bootstrapKeyfiles are the bootstrap network's, for verify's bootstrap
+// finding.
+var bootstrapKeyfiles = verify.BootstrapKeyfiles{Prefix: bootstrap.RuntimeKeyfiles.Prefix, Owned: bootstrap.RuntimeKeyfiles.Owned}
+
+// verifyState reads the state file as it is: verify keeps nothing aside.
+func verifyState(in *verify.Input, files host.FS, path string) {
+	st, err := state.Inspect(files, path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		in.StateProblem = "no state file " + files.Path(path) + ": never registered"
+	case err != nil:
+		in.StateProblem = err.Error()
+	default:
+		in.State = st
 	}
 }

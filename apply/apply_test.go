@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/protocol"
 )
@@ -96,7 +97,7 @@ func TestPersistLayout(t *testing.T) {
 	if got := readFile(t, root, "oem/nodereg/network-config.nmstate"); got != string(p.Digested) {
 		t.Errorf("digested config differs from plan")
 	}
-	var m Manifest
+	var m state.Manifest
 	if err := jsonUnmarshal([]byte(readFile(t, root, "oem/nodereg/network-manifest.json")), &m); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ const maxIfname = 15
 
 // checkIfname applies the kernel's rule for interface names (dev_valid_name,
 // which NetworkManager repeats for interface-name): 1 to 15 bytes, not "."
-// or "..", no '/', ':' or whitespace. A name the kernel refuses would get
+// or "..", no '/', ':' or whitespace; and NetworkManager's: no '%'. A name the kernel refuses would get
 // past render and fail in nmstatectl or NetworkManager, on the node, after
 // the old config was taken down (issue 12, item 5).
 func checkIfname(path, name string) error {
@@ -27,6 +27,8 @@ func checkIfname(path, name string) error {
 		return bad("is not allowed by the kernel")
 	case strings.ContainsAny(name, "/:"):
 		return bad("contains '/' or ':'")
+	case strings.ContainsRune(name, '%'):
+		return bad("contains '%', which NetworkManager refuses (the kernel takes it for a name template)")
 	case strings.ContainsAny(name, " \t\n\v\f\r"):
 		return bad("contains whitespace")
 	case strings.ContainsRune(name, 0):

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/state"
 )
 
 func reloadCommand(nmcli string) host.Command {
@@ -116,7 +117,7 @@ func (a *Applier) staleKeyfiles(p *Plan, targets []string) ([]string, error) {
 	}
 	var stale []string
 	for _, f := range old.Files {
-		if f.Kind != kindKeyfile || path.Dir(f.Path) != p.paths.KeyfileDir {
+		if f.Kind != state.KindKeyfile || path.Dir(f.Path) != p.paths.KeyfileDir {
 			continue
 		}
 		if h := path.Clean(f.Path); !slices.Contains(targets, h) {

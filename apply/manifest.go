@@ -3,97 +3,57 @@ package apply
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"path"
-)
 
-const manifestName = "network-manifest.json"
-
-// Manifest lists the files the agent owns, as host paths (without Root).
-type Manifest struct {
-	Version      int            `json:"version"`
-	Configurator string         `json:"configurator"`
-	Digest       string         `json:"digest"`
-	Files        []ManifestFile `json:"files"`
-	// Corrupt: the manifest on disk could not be parsed and was kept
-	// aside; this one is empty.
-	Corrupt bool `json:"-"`
-}
-
-// ManifestFile is one owned file. Kind is applicator, digested or keyfile.
-type ManifestFile struct {
-	Path   string `json:"path"`
-	Kind   string `json:"kind"`
-	SHA256 string `json:"sha256"`
-}
-
-// Kinds of owned files.
-const (
-	kindKeyfile    = "keyfile"
-	kindDigested   = "digested"
-	kindApplicator = "applicator"
+	"github.com/nodereg/nodereg/internal/state"
 )
 
 // manifest is what the plan owns once persisted: its keyfiles, the
 // digested config and the applicator.
-func (p *Plan) manifest() Manifest {
+func (p *Plan) manifest() state.Manifest {
 	sum := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
-	m := Manifest{Version: 1, Configurator: p.Configurator, Digest: p.Digest()}
+	m := state.Manifest{Version: 1, Configurator: p.Configurator, Digest: p.Digest()}
 	for _, kf := range p.Keyfiles {
-		m.Files = append(m.Files, ManifestFile{Path: path.Join(p.paths.KeyfileDir, kf.Name), Kind: kindKeyfile, SHA256: sum(kf.Content)})
+		m.Files = append(m.Files, state.ManifestFile{Path: path.Join(p.paths.KeyfileDir, kf.Name), Kind: state.KindKeyfile, SHA256: sum(kf.Content)})
 	}
 	m.Files = append(m.Files,
-		ManifestFile{Path: p.digestedPath(), Kind: kindDigested, SHA256: sum(p.Digested)},
-		ManifestFile{Path: p.paths.Applicator, Kind: kindApplicator, SHA256: sum(p.Applicator)})
+		state.ManifestFile{Path: p.digestedPath(), Kind: state.KindDigested, SHA256: sum(p.Digested)},
+		state.ManifestFile{Path: p.paths.Applicator, Kind: state.KindApplicator, SHA256: sum(p.Applicator)})
 	return m
 }
 
-func (m *Manifest) encode() ([]byte, error) {
-	b, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return nil, fmt.Errorf("encoding network manifest: %w", err)
-	}
-	return append(b, '\n'), nil
-}
-
 // manifestPath is the manifest's host path (without Root).
-func (p Paths) manifestPath() string { return path.Join(p.StateDir, manifestName) }
-
-// maxManifest bounds the manifest: MaxConnections entries of a few
-// hundred bytes each.
-const maxManifest = 1 << 20
+func (p Paths) manifestPath() string { return state.ManifestPath(p.StateDir) }
 
 // readManifest returns the current manifest; a missing one is empty. A
 // manifest that cannot be parsed is kept aside (like a corrupt state file)
 // with a warning naming both files, and counts as empty with Corrupt set:
 // a dead end at every boot helps nobody, and ResetNetwork then falls back
 // on what the applicator names.
-func (a *Applier) readManifest() (*Manifest, error) {
+func (a *Applier) readManifest() (*state.Manifest, error) {
 	file := a.paths().manifestPath()
-	b, err := a.files().ReadFile(file, maxManifest)
-	if errors.Is(err, fs.ErrNotExist) {
-		return &Manifest{}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading network manifest: %w", err)
-	}
-	var m Manifest
-	if uErr := json.Unmarshal(b, &m); uErr != nil {
-		aside, err := a.files().SetAside(file)
-		if err != nil {
-			return nil, fmt.Errorf("network manifest %s is corrupt (%v) and cannot be kept aside: %w", a.host(file), uErr, err)
+	m, err := state.ReadManifest(a.files(), file)
+	var corrupt *state.CorruptError
+	switch {
+	case errors.As(err, &corrupt):
+		aside, aErr := a.files().SetAside(file)
+		if aErr != nil {
+			return nil, fmt.Errorf("network manifest %s is corrupt (%v) and cannot be kept aside: %w", a.host(file), corrupt.Err, aErr)
 		}
-		a.log().WithField("file", a.host(file)).WithField("kept-as", aside).WithError(uErr).Warn("network manifest is corrupt: kept aside, starting without it")
-		return &Manifest{Corrupt: true}, nil
+		a.log().WithField("file", a.host(file)).WithField("kept-as", aside).WithError(corrupt.Err).Warn("network manifest is corrupt: kept aside, starting without it")
+		return &state.Manifest{Corrupt: true}, nil
+	case err != nil:
+		return nil, err
+	case m == nil:
+		return &state.Manifest{}, nil
 	}
-	return &m, nil
+	return m, nil
 }
 
-func (a *Applier) writeManifest(m *Manifest) error {
-	b, err := m.encode()
+func (a *Applier) writeManifest(m *state.Manifest) error {
+	b, err := m.Encode()
 	if err != nil {
 		return err
 	}
@@ -101,10 +61,10 @@ func (a *Applier) writeManifest(m *Manifest) error {
 }
 
 // mergeFiles is b then the entries of a not in b, by path.
-func mergeFiles(a, b []ManifestFile) []ManifestFile {
+func mergeFiles(a, b []state.ManifestFile) []state.ManifestFile {
 	seen := map[string]bool{}
-	var out []ManifestFile
-	for _, f := range append(append([]ManifestFile(nil), b...), a...) {
+	var out []state.ManifestFile
+	for _, f := range append(append([]state.ManifestFile(nil), b...), a...) {
 		if !seen[f.Path] {
 			seen[f.Path] = true
 			out = append(out, f)

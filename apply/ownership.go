@@ -1,11 +1,14 @@
 package apply
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"path"
+
+	"github.com/nodereg/nodereg/internal/state"
+
+	"github.com/nodereg/nodereg/internal/errclass"
 )
 
 // NotOwnedError refuses a keyfile the plan would write over a file the
@@ -15,6 +18,12 @@ import (
 type NotOwnedError struct {
 	Path string // host path (without Root)
 }
+
+// Class: a person must rename one of the two.
+func (e *NotOwnedError) Class() errclass.Class { return errclass.Config }
+
+// Cause names it on the outcome line.
+func (e *NotOwnedError) Cause() string { return "keyfile not owned by the agent" }
 
 func (e *NotOwnedError) Error() string {
 	return fmt.Sprintf("keyfile %s exists and is not ours (not in the agent's network manifest): refusing to replace it; rename or remove it, or change the network config's connection names", e.Path)
@@ -54,18 +63,18 @@ func (a *Applier) checkOwnership(p *Plan) error {
 // manifest or, without a readable one, by its applicator.
 func (a *Applier) ownedPaths() (map[string]bool, error) {
 	owned := map[string]bool{}
-	var files []ManifestFile
-	b, err := a.files().ReadFile(a.paths().manifestPath(), maxManifest)
-	var m Manifest
+	var files []state.ManifestFile
+	m, err := state.ReadManifest(a.files(), a.paths().manifestPath())
+	var corrupt *state.CorruptError
 	switch {
-	case err == nil && json.Unmarshal(b, &m) == nil:
+	case err == nil && m != nil:
 		files = m.Files
-	case err == nil, errors.Is(err, fs.ErrNotExist):
+	case err == nil, errors.As(err, &corrupt):
 		if files, err = a.applicatorFiles(); err != nil {
 			return nil, err
 		}
 	default:
-		return nil, fmt.Errorf("reading network manifest: %w", err)
+		return nil, err
 	}
 	for _, f := range files {
 		owned[path.Clean(f.Path)] = true

@@ -22,7 +22,7 @@ func (p *Plan) Persisted() ([]PersistedFile, error) {
 		return nil, nil
 	}
 	m := p.manifest()
-	b, err := m.encode()
+	b, err := m.Encode()
 	if err != nil {
 		return nil, err
 	}

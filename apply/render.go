@@ -13,6 +13,8 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/protocol"
+
+	"github.com/nodereg/nodereg/internal/errclass"
 )
 
 // UnresolvedError reports a {name} placeholder with no address in
@@ -33,6 +35,12 @@ type FieldError struct {
 	Reason string
 	Err    error // the cause, when another package found it (e.g. *nmstate.Error)
 }
+
+// Class: the server's config must change.
+func (e *FieldError) Class() errclass.Class { return errclass.Config }
+
+// Cause names it on the outcome line.
+func (e *FieldError) Cause() string { return "network config the node cannot use" }
 
 func (e *FieldError) Error() string {
 	return fmt.Sprintf("render network config: field %s: %s", e.Path, e.Reason)
@@ -94,6 +102,9 @@ func Render(nc *protocol.NetworkConfig) (*Rendered, error) {
 	case protocol.ConfiguratorNmstate, protocol.ConfiguratorNmc, protocol.ConfiguratorNmconnections:
 	default:
 		return nil, &FieldError{Path: "configurator", Reason: fmt.Sprintf("unknown configurator %q", conf)}
+	}
+	if err := checkUTF8(conf, nc); err != nil {
+		return nil, err
 	}
 	if len(nc.Config) == 0 {
 		return nil, &FieldError{Path: "config", Reason: "empty for configurator " + conf}

@@ -12,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/state"
 )
 
 // ReloadError says the agent's network files are removed but
@@ -100,7 +101,7 @@ func (a *Applier) RemoveNetwork(ctx context.Context) ([]string, error) {
 
 // applicatorFiles lists the files the applicator writes, for a reset
 // without a manifest; a missing applicator names none.
-func (a *Applier) applicatorFiles() ([]ManifestFile, error) {
+func (a *Applier) applicatorFiles() ([]state.ManifestFile, error) {
 	file := a.paths().Applicator
 	b, err := a.files().ReadFile(file, maxOwnedFile)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -113,11 +114,11 @@ func (a *Applier) applicatorFiles() ([]ManifestFile, error) {
 	if err := yaml.Unmarshal(b, &y); err != nil {
 		return nil, fmt.Errorf("reading the applicator %s: %w", a.host(file), err)
 	}
-	var out []ManifestFile
+	var out []state.ManifestFile
 	for _, stages := range y.Stages {
 		for _, st := range stages {
 			for _, f := range st.Files {
-				out = append(out, ManifestFile{Path: f.Path, Kind: "keyfile"})
+				out = append(out, state.ManifestFile{Path: f.Path, Kind: state.KindKeyfile})
 			}
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nodereg/nodereg/internal/errclass"
 )
 
 // RFC 5227 section 1.1 timing.
@@ -43,8 +45,8 @@ type ARPProber struct {
 // administratively down or has no link: a probe there would hear nothing
 // and call every address free. LinkReady brings a link up and waits.
 var (
-	ErrLinkDown  = errors.New("interface is down")
-	ErrNoCarrier = errors.New("interface has no carrier")
+	ErrLinkDown  = errclass.New(errclass.Transient, probeFailed, "interface is down")
+	ErrNoCarrier = errclass.New(errclass.Transient, probeFailed, "interface has no carrier")
 )
 
 func (p *ARPProber) timing() (wait time.Duration, num int, lo, hi, announce time.Duration) {

@@ -14,6 +14,8 @@ import (
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/protocol"
+
+	"github.com/nodereg/nodereg/internal/errclass"
 )
 
 // Prober tells whether an IPv4 address is in use on an interface's link.
@@ -75,6 +77,12 @@ type TakenError struct {
 	Holder      net.HardwareAddr
 }
 
+// Class: the admin's bootstrap table must change (docs/bootstrap.md).
+func (e *TakenError) Class() errclass.Class { return errclass.Config }
+
+// Cause names it on the outcome line.
+func (e *TakenError) Cause() string { return "bootstrap network config" }
+
 func (e *TakenError) Error() string {
 	return fmt.Sprintf("%s.ipAddresses.%s: static address %s is already in use on %s's link by %s",
 		Key, e.Placeholder, e.Address, e.Interface, e.Holder)
@@ -86,6 +94,16 @@ type ExhaustedError struct {
 	Range       string
 	Taken       []Conflict
 }
+
+// Class: another boot may find an address free.
+func (e *ExhaustedError) Class() errclass.Class { return errclass.Transient }
+
+// Cause names it on the outcome line.
+func (e *ExhaustedError) Cause() string { return probeFailed }
+
+// probeFailed is the cause of a range without a free address and of a
+// probe that could not run: another boot may do better.
+const probeFailed = "bootstrap range exhausted or probe failed"
 
 func (e *ExhaustedError) Error() string {
 	var held []string

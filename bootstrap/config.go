@@ -12,6 +12,8 @@ import (
 
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/protocol"
+
+	"github.com/nodereg/nodereg/internal/errclass"
 )
 
 // Key is where the settings live in the elemental config file. Error
@@ -79,6 +81,12 @@ type ConfigError struct {
 	Reason string
 	Err    error // the renderer's error, when it found the problem
 }
+
+// Class: the admin's bootstrap table must change (docs/bootstrap.md).
+func (e *ConfigError) Class() errclass.Class { return errclass.Config }
+
+// Cause names it on the outcome line.
+func (e *ConfigError) Cause() string { return "bootstrap network config" }
 
 func (e *ConfigError) Error() string {
 	if e.Path == "" {
@@ -202,18 +210,18 @@ func lookup(n *yaml.Node, keys ...string) *yaml.Node {
 // ErrServerSent marks a server reply that carries bootstrap settings.
 var ErrServerSent = errors.New("the registration server sent " + Key + ", which is local-only; ignored")
 
-// CheckServerReply reports (as ErrServerSent) a MsgConfig payload that
-// carries bootstrap settings. The agent never takes them from a server: the
+// CheckServerReply reports (as ErrServerSent) a MsgConfig payload, as
+// parsed by the protocol decoder (protocol.Reply.Doc), that carries
+// bootstrap settings. The agent never takes them from a server: the
 // server cannot be reached before the bootstrap network is up, and letting
 // it choose local addresses or probe interfaces would hand an untrusted
 // peer the node's network. protocol.Config has no field for the key, so the
 // settings are dropped in any case; this makes the refusal visible.
-func CheckServerReply(p []byte) error {
-	var doc yaml.Node
-	if yaml.Unmarshal(p, &doc) != nil {
+func CheckServerReply(doc *yaml.Node) error {
+	if doc == nil {
 		return nil // the protocol decoder reports undecodable replies
 	}
-	if lookup(&doc, "elemental", "registration", "bootstrap-network") != nil {
+	if lookup(doc, "elemental", "registration", "bootstrap-network") != nil {
 		return ErrServerSent
 	}
 	return nil

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/protocol"
 )
@@ -214,13 +216,24 @@ func TestValidateUsesTheRenderer(t *testing.T) {
 
 func TestCheckServerReply(t *testing.T) {
 	sent := "elemental:\n  registration:\n    url: https://x\n    bootstrap-network:\n      configurator: nmstate\n"
-	if err := CheckServerReply([]byte(sent)); !errors.Is(err, ErrServerSent) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(sent), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckServerReply(&doc); !errors.Is(err, ErrServerSent) {
 		t.Errorf("reply with bootstrap-network: %v, want ErrServerSent", err)
 	}
-	for _, ok := range []string{"elemental:\n  registration:\n    url: https://x\n", "configurator: nmstate\nipAddresses: {a: 10.0.0.1}\n", "::not yaml"} {
-		if err := CheckServerReply([]byte(ok)); err != nil {
+	for _, ok := range []string{"elemental:\n  registration:\n    url: https://x\n", "configurator: nmstate\nipAddresses: {a: 10.0.0.1}\n"} {
+		var doc yaml.Node
+		if err := yaml.Unmarshal([]byte(ok), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if err := CheckServerReply(&doc); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}
+	}
+	if err := CheckServerReply(nil); err != nil {
+		t.Errorf("no document (the decoder refused the reply): %v", err)
 	}
 }
 

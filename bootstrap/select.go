@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+
+	"github.com/nodereg/nodereg/internal/errclass"
 )
 
 // NoMatchError says no static entry names this machine and no range
@@ -13,6 +15,12 @@ type NoMatchError struct {
 	Entries     int
 	Facts       Facts
 }
+
+// Class: the admin's bootstrap table must change (docs/bootstrap.md).
+func (e *NoMatchError) Class() errclass.Class { return errclass.Config }
+
+// Cause names it on the outcome line.
+func (e *NoMatchError) Cause() string { return "bootstrap network config" }
 
 func (e *NoMatchError) Error() string {
 	return fmt.Sprintf("%s.ipAddresses.%s: none of the %d static entries matches this machine (looked for %s) and no range is given",
@@ -26,6 +34,12 @@ type AmbiguousError struct {
 	First       int // index in static
 	Second      int
 }
+
+// Class: the admin's bootstrap table must change (docs/bootstrap.md).
+func (e *AmbiguousError) Class() errclass.Class { return errclass.Config }
+
+// Cause names it on the outcome line.
+func (e *AmbiguousError) Cause() string { return "bootstrap network config" }
 
 func (e *AmbiguousError) Error() string {
 	return fmt.Sprintf("%s.ipAddresses.%s: static[%d] and static[%d] both match this machine with different addresses",

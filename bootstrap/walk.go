@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/nodereg/nodereg/internal/host"
+
+	"github.com/nodereg/nodereg/internal/errclass"
 )
 
 // The bootstrap choice under systemd (TimeoutStartSec=5min): a link wait of
@@ -256,5 +258,11 @@ func probeTiming(interval string) (*ARPProber, error) {
 // EnvError is an environment variable of the agent's with a value it
 // cannot use: a configuration error (exit 78).
 type EnvError struct{ Var, Value, Want string }
+
+// Class: the admin's bootstrap table must change (docs/bootstrap.md).
+func (e *EnvError) Class() errclass.Class { return errclass.Config }
+
+// Cause names it on the outcome line.
+func (e *EnvError) Cause() string { return "bootstrap network config" }
 
 func (e *EnvError) Error() string { return fmt.Sprintf("%s=%q: want %s", e.Var, e.Value, e.Want) }

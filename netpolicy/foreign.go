@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -38,8 +39,8 @@ type Profile struct {
 // not the agent's: neither ours(host path) nor under one of
 // p.OwnedPrefixes. It skips what NetworkManager skips: hidden, backup and
 // temporary names, certificates, files not ending in .nmconnection outside
-// /etc, anything but a regular file owned by root and private to it, and
-// files it cannot parse.
+// /etc, anything that is not, once its symlinks are followed, a regular
+// file owned by root and private to it, and files it cannot parse.
 func (p Policy) Foreign(files host.FS, ours func(hostPath string) bool) ([]Profile, error) {
 	var out []Profile
 	for _, dir := range ProfileDirs {
@@ -97,14 +98,21 @@ func mkstempSuffix(name string) bool {
 }
 
 func loadProfile(files host.FS, hostPath string) (Profile, bool) {
-	fi, err := files.Lstat(hostPath)
+	// NetworkManager stat()s a profile, following a symlink wherever it
+	// points (nms-keyfile-utils): the target must be a regular file owned
+	// by root and private to it.
+	target, err := resolve(files, hostPath)
+	if err != nil {
+		return Profile{}, false
+	}
+	fi, err := files.Lstat(target)
 	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o077 != 0 {
 		return Profile{}, false
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 {
 		return Profile{}, false
 	}
-	b, err := files.ReadFile(hostPath, maxProfileSize)
+	b, err := files.ReadFile(target, maxProfileSize)
 	if err != nil {
 		return Profile{}, false
 	}
@@ -112,8 +120,52 @@ func loadProfile(files host.FS, hostPath string) (Profile, bool) {
 	if err != nil || secs["connection"] == nil || generated(secs) {
 		return Profile{}, false
 	}
+	// The entry's own name, not the target's, gives the id and the UUID.
 	e := effective(secs, path.Base(hostPath))
 	return Profile{Path: hostPath, ID: e.id, UUID: e.uuid}, true
+}
+
+// maxLinks is the kernel's bound on symlinks followed in one lookup.
+const maxLinks = 40
+
+// resolve follows the symlinks of hostPath, every component, below the
+// root of files: an absolute target is taken from the root's "/", so the
+// lookup sees the node's tree (a --root included), never the machine's.
+func resolve(files host.FS, hostPath string) (string, error) {
+	todo := strings.Split(strings.TrimPrefix(path.Clean("/"+hostPath), "/"), "/")
+	cur, links := "/", 0
+	for len(todo) > 0 {
+		part := todo[0]
+		todo = todo[1:]
+		switch part {
+		case "", ".":
+			continue
+		case "..":
+			cur = path.Dir(cur)
+			continue
+		}
+		next := path.Join(cur, part)
+		fi, err := files.Lstat(next)
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		if links++; links > maxLinks {
+			return "", fmt.Errorf("%s: more than %d symlinks", hostPath, maxLinks)
+		}
+		t, err := os.Readlink(files.Path(next))
+		if err != nil {
+			return "", err
+		}
+		if strings.HasPrefix(t, "/") {
+			cur = "/"
+		}
+		todo = append(strings.Split(t, "/"), todo...)
+	}
+	return cur, nil
 }
 
 // generated: a profile NetworkManager made itself and keeps under /run

@@ -126,17 +126,21 @@ type profile struct {
 }
 
 // effective reads a parsed keyfile's identity as NetworkManager would:
-// unescaped, the UUID lower-cased (NetworkManager normalises it), the id the
-// file name without .nmconnection when absent.
+// unescaped, the UUID normalised (normalUUID) or, when absent, derived from
+// the file name (keyfileUUID), the id the file name without .nmconnection
+// when absent.
 func effective(secs Sections, fileName string) profile {
 	c := secs["connection"]
 	get := func(sec map[string]string, k string) string {
 		v, _ := Unescape(sec[k])
 		return v
 	}
-	p := profile{id: get(c, "id"), uuid: strings.ToLower(get(c, "uuid")), iface: get(c, "interface-name")}
+	p := profile{id: get(c, "id"), uuid: normalUUID(get(c, "uuid")), iface: get(c, "interface-name")}
 	if p.id == "" {
 		p.id = strings.TrimSuffix(fileName, ".nmconnection")
+	}
+	if p.uuid == "" {
+		p.uuid = keyfileUUID(fileName)
 	}
 	t := get(c, "type")
 	_, hasVLAN := secs["vlan"]

@@ -30,6 +30,11 @@ var (
 // CheckKeyfiles judges keyfiles of one network config: each on its own,
 // then their UUIDs and ids against each other and their VLANs for cycles.
 func (p Policy) CheckKeyfiles(kfs []Keyfile) error {
+	for _, kf := range kfs {
+		if err := CheckUTF8Keyfile(kf.Label, kf.Content); err != nil {
+			return err
+		}
+	}
 	profs := make([]profile, 0, len(kfs))
 	for _, kf := range kfs {
 		secs, err := ReadKeyfile(kf.Content)
@@ -128,6 +133,9 @@ func (p Policy) checkKey(path, sec, key, raw string) error {
 		}
 	}
 	v, _ := Unescape(raw)
+	if err := p.checkAllowedKey(path, sec, key, v); err != nil {
+		return err
+	}
 	lk := strings.ToLower(key)
 	switch {
 	case sec == "connection" && key == "permissions" && v != "":
@@ -189,6 +197,8 @@ func badIfname(name string) string {
 		return "is not allowed by the kernel"
 	case strings.ContainsAny(name, "/:"):
 		return "contains '/' or ':'"
+	case strings.ContainsRune(name, '%'):
+		return "contains '%', which NetworkManager refuses (the kernel takes it for a name template)"
 	case strings.ContainsAny(name, " \t\n\v\f\r"):
 		return "contains whitespace"
 	case strings.ContainsRune(name, 0):

@@ -25,6 +25,9 @@ var (
 // CheckState judges a rendered nmstate (or nm-configurator) state, keys as
 // config.<path>.
 func (p Policy) CheckState(state map[string]any) error {
+	if err := CheckUTF8Value("config", map[string]any(state)); err != nil {
+		return err
+	}
 	for _, k := range slices.Sorted(maps.Keys(state)) {
 		path := "config." + k
 		var err error
@@ -46,12 +49,18 @@ func (p Policy) CheckState(state map[string]any) error {
 }
 
 func (p Policy) checkInterfaces(path string, v any) error {
-	list, _ := v.([]any)
+	list, err := p.interfaceList(path, v)
+	if err != nil {
+		return err
+	}
 	for i, it := range list {
 		ip := fmt.Sprintf("%s[%d]", path, i)
 		iface, ok := it.(map[string]any)
 		if !ok {
 			return p.refuse(ip, Unknown, "an interface that is not a mapping")
+		}
+		if err := p.checkTyped(ip, iface); err != nil {
+			return err
 		}
 		for _, k := range slices.Sorted(maps.Keys(iface)) {
 			kp := ip + "." + k

@@ -21,6 +21,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/nodereg/nodereg/internal/errclass"
 )
 
 // Rule names one thing the policy refuses.
@@ -58,7 +60,7 @@ const (
 )
 
 // OptIn are the rules a local config may allow.
-var OptIn = []Rule{FilesAndSecrets, Scripts, Hostname, Proxy, Permissions, Unknown}
+var OptIn = []Rule{FilesAndSecrets, Scripts, Hostname, Proxy, Permissions, Unknown, Shared, Zone, MatchWildcard}
 
 // Key is the local config's key for the policy. Like the other keep-local
 // keys it is never taken from a server.
@@ -85,6 +87,12 @@ type Refusal struct {
 	Reason string
 }
 
+// Class: the server's config or the node's policy must change.
+func (e *Refusal) Class() errclass.Class { return errclass.Config }
+
+// Cause names it on the outcome line.
+func (e *Refusal) Cause() string { return "network policy" }
+
 func (e *Refusal) Error() string {
 	s := fmt.Sprintf("network policy refuses %s: %s (rule %s)", e.Path, e.Reason, e.Rule)
 	if slices.Contains(OptIn, e.Rule) {
@@ -106,6 +114,12 @@ type ConfigError struct {
 	Where string
 	Err   error
 }
+
+// Class: the node's config must change.
+func (e *ConfigError) Class() errclass.Class { return errclass.Config }
+
+// Cause names it on the outcome line.
+func (e *ConfigError) Cause() string { return "configuration" }
 
 func (e *ConfigError) Error() string { return fmt.Sprintf("%s: %s: %v", e.Where, Key, e.Err) }
 func (e *ConfigError) Unwrap() error { return e.Err }
@@ -174,12 +188,13 @@ func ruleList(rs []Rule) string {
 	return strings.Join(s, ", ")
 }
 
-// ServerSentWarning is the warning for a server reply (a MsgConfig payload)
-// carrying the policy key; "" when it does not. protocol.Config has no
-// field for it, so it is dropped in any case: this makes it visible.
-func ServerSentWarning(payload []byte) string {
+// ServerSentWarning is the warning for a server reply (a MsgConfig payload,
+// as parsed by the protocol decoder: protocol.Reply.Doc) carrying the
+// policy key; "" when it does not. protocol.Config has no field for it, so
+// it is dropped in any case: this makes it visible.
+func ServerSentWarning(doc *yaml.Node) string {
 	var lf localFile
-	if yaml.Unmarshal(payload, &lf) != nil || lf.Elemental.Registration.Policy.Kind == 0 {
+	if doc == nil || doc.Decode(&lf) != nil || lf.Elemental.Registration.Policy.Kind == 0 {
 		return ""
 	}
 	return "the server's " + Key + " is ignored: the network policy is a local setting; set it in the local config"

@@ -9,6 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/internal/host"
 )
 
@@ -204,14 +205,24 @@ func TestFromConfig(t *testing.T) {
 		if bad == "strict" {
 			_, err = FromConfig("c.yaml", []byte("elemental:\n  registration:\n    network-policy: strict\n"))
 		}
-		if !errors.As(err, &ce) || !strings.Contains(err.Error(), Key) {
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), Key) || !errclass.Is(err, errclass.Config) {
 			t.Errorf("%q: %v", bad, err)
 		}
 	}
-	if w := ServerSentWarning([]byte("elemental:\n  registration:\n    network-policy:\n      allow: [files-and-secrets]\n")); !strings.Contains(w, "ignored") {
+	if w := ServerSentWarning(parseDoc(t, "elemental:\n  registration:\n    network-policy:\n      allow: [files-and-secrets]\n")); !strings.Contains(w, "ignored") {
 		t.Errorf("no warning for a server-sent policy: %q", w)
 	}
-	if w := ServerSentWarning([]byte("elemental:\n  registration:\n    url: https://x\n")); w != "" {
+	if w := ServerSentWarning(parseDoc(t, "elemental:\n  registration:\n    url: https://x\n")); w != "" {
 		t.Errorf("a warning without the key: %q", w)
 	}
+}
+
+// parseDoc is a reply as the protocol decoder hands it on.
+func parseDoc(t *testing.T, s string) *yaml.Node {
+	t.Helper()
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(s), &doc); err != nil {
+		t.Fatal(err)
+	}
+	return &doc
 }

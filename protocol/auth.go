@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"strings"
+
+	"github.com/nodereg/nodereg/internal/errclass"
 )
 
 // Authorization header prefixes, case-sensitive, no space before the
@@ -58,7 +60,7 @@ type ServerAuthenticator interface {
 }
 
 // ErrAuth marks authentication failures.
-var ErrAuth = errors.New("authentication failed")
+var ErrAuth = errclass.New(errclass.Transient, "authentication refused (auth kind mismatch?)", "authentication failed")
 
 // Plain is the PLAIN client authenticator for auth: mac and auth: sys-uuid;
 // ID is the MAC address or SMBIOS UUID, found by the caller.

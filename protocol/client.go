@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/nodereg/nodereg/internal/errclass"
 )
 
 // Step names used in errors, so an operator sees where a conversation broke.
@@ -63,7 +65,8 @@ type DialOptions struct {
 	// CACert is a path to an existing PEM file or the PEM text itself, as
 	// elemental.registration.ca-cert (docs/protocol.md §1.3).
 	CACert string
-	// NoSystemPool trusts only CACert. Upstream always adds the system pool.
+	// NoSystemPool refuses to fall back on the system pool when CACert is
+	// empty. A pinned CA is always trusted alone (TLSConfig).
 	NoSystemPool bool
 	// HandshakeTimeout bounds the HTTP upgrade; default 45 s as upstream.
 	HandshakeTimeout time.Duration
@@ -73,6 +76,10 @@ type DialOptions struct {
 	// Resolver looks up the server's host name; nil is the system's. Tests
 	// answer from a resolver of their own, never the machine's.
 	Resolver *net.Resolver
+	// LocalAddr is the client's end of the connection; nil lets the
+	// kernel choose. The reboot-storm benchmark gives each simulated
+	// machine a loopback address of its own with it.
+	LocalAddr net.Addr
 }
 
 // WebSocketURL converts a registration URL as upstream does: the first
@@ -123,8 +130,8 @@ func dial(ctx context.Context, o DialOptions, auth Authenticator) (*ClientConn, 
 	if d.HandshakeTimeout == 0 {
 		d.HandshakeTimeout = 45 * time.Second
 	}
-	if o.Resolver != nil {
-		d.NetDialContext = (&net.Dialer{Resolver: o.Resolver}).DialContext
+	if o.Resolver != nil || o.LocalAddr != nil {
+		d.NetDialContext = (&net.Dialer{Resolver: o.Resolver, LocalAddr: o.LocalAddr}).DialContext
 	}
 	if strings.HasPrefix(wsURL, "wss://") {
 		if d.TLSClientConfig, err = TLSConfig(o.CACert, o.NoSystemPool); err != nil {
@@ -168,7 +175,7 @@ func orDefault(d, def time.Duration) time.Duration {
 
 func dialError(err error, resp *http.Response) error {
 	if resp == nil {
-		return hostNotFound(err)
+		return CertificateRejected(hostNotFound(err))
 	}
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	resp.Body.Close()
@@ -178,7 +185,7 @@ func dialError(err error, resp *http.Response) error {
 // ErrHostNotFound marks a registration host that DNS says does not exist
 // (NXDOMAIN): a typo in the URL, not a network still coming up, so the
 // agent does not spend its whole deadline retrying it (agent/exitcode).
-var ErrHostNotFound = errors.New("DNS: no such host")
+var ErrHostNotFound = errclass.New(errclass.Final, "registration host not found in DNS", "DNS: no such host")
 
 // hostNotFound names DNS in a dial error whose lookup found no such host;
 // a lookup that timed out or could not reach a server is left as it is.
@@ -209,8 +216,7 @@ func (e *HandshakeError) Error() string {
 
 func (e *HandshakeError) Unwrap() error { return e.Err }
 
-// HTTPStatus is the status the upgrade was answered with (agent/exitcode
-// classifies by it).
+// HTTPStatus is the status the upgrade was answered with.
 func (e *HandshakeError) HTTPStatus() int { return e.StatusCode }
 
 func (cc *ClientConn) authenticate(ctx context.Context, auth Authenticator) error {
@@ -316,7 +322,7 @@ type Payloads struct {
 }
 
 // ErrUpdateUnsupported: the server's protocol is too old for updates.
-var ErrUpdateUnsupported = errors.New("elemental-operator protocol version does not support update")
+var ErrUpdateUnsupported = errclass.New(errclass.Config, "update refused by an old server", "elemental-operator protocol version does not support update")
 
 // Register runs the registration on a negotiated connection, decoding the
 // config reply on top of cfg (docs/protocol.md §3.2, §3.3, §2.5 gates).

@@ -110,3 +110,33 @@ func TestDialNamesAnAuthKindMismatch(t *testing.T) {
 		t.Errorf("message %q does not lead with the mismatch", err)
 	}
 }
+
+// TestDialFromLocalAddr: the connection leaves from LocalAddr, as the
+// reboot-storm benchmark's machines (each a loopback address of its own)
+// need; the listener is a bare TCP one that only records who called.
+func TestDialFromLocalAddr(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	from := make(chan string, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			from <- err.Error()
+			return
+		}
+		from <- c.RemoteAddr().(*net.TCPAddr).IP.String()
+		c.Close()
+	}()
+	src := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 77)}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := Dial(ctx, DialOptions{URL: "http://" + ln.Addr().String() + "/elemental/registration/t", LocalAddr: src}, Plain{AuthKind: "mac", ID: "52:54:00:00:00:01"}); err == nil {
+		t.Fatal("Dial succeeded against a listener that closes at once")
+	}
+	if got := <-from; got != "127.0.0.77" {
+		t.Errorf("the server saw a connection from %s, want 127.0.0.77", got)
+	}
+}

@@ -42,6 +42,13 @@ const (
 	versionNetworkConfig     = 12
 )
 
+// SendsLegacySystemData reports whether a conversation at negotiated
+// version v sends MsgSystemData (ghw's JSON, servers v1.1.1–v1.6.2) rather
+// than MsgSystemDataV2, so a client encodes the legacy form only for them.
+func SendsLegacySystemData(v byte) bool {
+	return v >= versionSystemDataLegacy && v < versionSystemDataV2
+}
+
 var msgNames = [...]string{
 	"Undefined", "Ready", "Smbios", "Labels", "Get", "Version", "SystemData",
 	"Config", "Error", "Annotations", "Update", "SystemDataV2", "NetworkConfig",

@@ -73,8 +73,11 @@ type Reply struct {
 	// MsgNetworkConfig.
 	ExplicitNetworkConfig bool
 	// Payload is the MsgConfig payload as received (bounded by the
-	// message size), for checks of keys protocol.Config does not know.
+	// message size), and Doc the same parsed, within the reply budget:
+	// checks of keys protocol.Config does not know walk Doc rather than
+	// parse the payload again.
 	Payload []byte
+	Doc     *yaml.Node
 }
 
 // DecodeConfigReply decodes a MsgConfig payload on top of cfg, so keys the
@@ -100,7 +103,7 @@ func DecodeConfigReply(p []byte, cfg *Config) (*Reply, error) {
 		return nil, fmt.Errorf("decoding network config in reply: %w", err)
 	}
 	*cfg = next
-	r := &Reply{ExplicitNetworkConfig: tail.Explicit, Payload: p}
+	r := &Reply{ExplicitNetworkConfig: tail.Explicit, Payload: p, Doc: root}
 	if tail.Configurator != "" || tail.IPAddresses != nil || tail.Config != nil {
 		nc := tail.NetworkConfig
 		r.Network = &nc

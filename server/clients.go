@@ -18,13 +18,17 @@ import (
 // the whole server for inventories that hold no address.
 const (
 	// DefaultMaxClientSessions bounds registration sessions in flight
-	// from one client address: a node has one at a time, a lab behind
-	// NAT a few.
-	DefaultMaxClientSessions = 16
+	// from one client address: half of DefaultMaxSessions, so one address
+	// (a whole fleet behind one NAT, or one flooding client) can never
+	// hold every slot, while the fleet still gets dozens at a time.
+	DefaultMaxClientSessions = DefaultMaxSessions / 2
 	// DefaultNewInventoriesPerMinute bounds new inventories one client
 	// address creates on one registration per minute (a token bucket of
-	// that size, refilled over the minute).
-	DefaultNewInventoriesPerMinute = 60
+	// that size, refilled over the minute): a rack of 1,000 new machines
+	// behind one NAT registers at once, 5,000 within about five minutes,
+	// inside the agent's 10-minute deadline; one client minting machines
+	// grows the store by at most about 16 MB a minute.
+	DefaultNewInventoriesPerMinute = 1000
 	// DefaultMaxPendingInventories bounds inventories waiting for an
 	// address, server wide: past it, a new machine that would wait is
 	// refused (existing ones still re-register).
@@ -78,15 +82,34 @@ func newClientLimits(o Options) *clientLimits {
 	return l
 }
 
-// clientAddr is the address a request came from; the connection's, never
-// a header a client could set.
+// clientAddr is the client a request came from, as the per-client limits
+// key it: the connection's address, never a header a client could set
+// (clientKey).
 func clientAddr(remote string) netip.Addr {
 	host, _, err := net.SplitHostPort(remote)
 	if err != nil {
 		host = remote
 	}
 	a, _ := netip.ParseAddr(host)
-	return a.Unmap()
+	return clientKey(a.Unmap())
+}
+
+// clientV6Prefix is the IPv6 prefix one client is taken to hold: a /64 is
+// what a single host on a SLAAC link gets, so keying on the whole address
+// would leave it 2^64 fresh allowances.
+const clientV6Prefix = 64
+
+// clientKey is a's per-client key: an IPv4 address as it is, an IPv6
+// address cut to its /64 (docs/regserver.md, Limits).
+func clientKey(a netip.Addr) netip.Addr {
+	if !a.Is6() {
+		return a
+	}
+	p, err := a.WithZone("").Prefix(clientV6Prefix)
+	if err != nil {
+		return a
+	}
+	return p.Addr()
 }
 
 // enter counts one more session from a; false when a has its share.

@@ -17,7 +17,7 @@ targets="
 ./protocol FuzzEstimateNodes
 ./apply FuzzRender
 ./apply FuzzParseGC
-./agent FuzzLoadState
+./internal/state FuzzLoad
 ./nmstate FuzzGenerateKeyfiles
 ./bootstrap FuzzFromConfigFile
 "

@@ -5,13 +5,15 @@ import (
 	"syscall"
 
 	"github.com/google/go-tpm/tpm2"
+
+	"github.com/nodereg/nodereg/internal/errclass"
 )
 
 // Sentinel errors the agent can classify with errors.Is. The wrapped error
 // carries the details (paths tried, TPM response code).
 var (
 	// ErrNoDevice: no TPM could be opened at any candidate path.
-	ErrNoDevice = errors.New("no TPM device")
+	ErrNoDevice = errclass.New(errclass.Config, "TPM missing or unusable", "no TPM device")
 	// ErrBusy: the TPM exists but is held by someone else or out of
 	// resources; retrying later may work.
 	ErrBusy = errors.New("TPM busy")
@@ -23,9 +25,9 @@ var (
 	ErrActivation = errors.New("credential activation failed (challenge made for another TPM, or tampered)")
 	// ErrEmulationNotBuilt: emulate-tpm asked of a binary built without the
 	// emulatedtpm tag.
-	ErrEmulationNotBuilt = errors.New("TPM emulation not compiled in: build with `make build-emulated` (go build -tags emulatedtpm, needs cgo and libssl-dev)")
+	ErrEmulationNotBuilt = errclass.New(errclass.Config, "TPM missing or unusable", "TPM emulation not compiled in: build with `make build-emulated` (go build -tags emulatedtpm, needs cgo and libssl-dev)")
 	// ErrBadSeed: the emulated TPM was asked for seed 0.
-	ErrBadSeed = errors.New("emulated TPM seed 0 gives a random, unstable identity; use a non-zero emulated-tpm-seed or -1")
+	ErrBadSeed = errclass.New(errclass.Config, "TPM missing or unusable", "emulated TPM seed 0 gives a random, unstable identity; use a non-zero emulated-tpm-seed or -1")
 )
 
 // busyCodes are response codes after which the same command may succeed

@@ -1,7 +1,8 @@
 // Package catrust keeps the registration server's CA through a rotation
 // (docs/ca-rotation.md): a new CA the server announces in its reply's
-// ca-cert is kept as pending, both are trusted, and the old one is dropped
-// once a handshake verified by the new one alone succeeds. It is the one
+// ca-cert, over a conversation the CA in force verified alone, is kept as
+// pending, both are trusted, and the old one is dropped once a handshake
+// verified by the new one alone succeeds. It is the one
 // deliberate exception to the keep-local rule for ca-cert
 // (agent/localconfig KeepLocal), handled apart from config merging.
 package catrust
@@ -11,7 +12,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -94,24 +94,27 @@ func (t Trust) Bundle(configCA string) (string, error) {
 // there is nothing to rotate and an announced CA is not taken.
 var ErrNotPinned = errors.New("announced CA not taken: no CA is pinned (ca-cert), so the system pool verified the conversation")
 
-// Outcome is what Offer did with an announced CA.
+// Outcome is what Offer or Promote did.
 type Outcome string
 
-// Outcomes of Offer.
+// Outcomes of Offer and Promote.
 const (
 	Unchanged Outcome = "unchanged" // nothing announced, or a CA already kept
 	Pending   Outcome = "pending"   // kept as pending: both trusted now
+	Replaced  Outcome = "replaced"  // kept as pending in place of another
+	Promoted  Outcome = "promoted"  // the pending CA is now the one in force
+	Dropped   Outcome = "dropped"   // the pending CA was removed (the error says why)
 )
 
 // Offer decides on the ca-cert the server sent over a conversation with
-// url that Bundle(configCA) verified. A new CA is kept as pending only
-// when that conversation can only have been verified by the CA in force:
-// https, a CA pinned, and no pending CA (with one, the new CA alone may
-// have verified it). Anything else is refused with the reason.
-func (t Trust) Offer(rawURL, sent, configCA string) (Outcome, error) {
-	if sent == "" {
-		return Unchanged, nil
-	}
+// url that Bundle(configCA) verified, peer being the chain the server
+// presented. A new CA is kept as pending only when that chain verifies
+// against the CA in force alone (a CA pinned, https, no system pool, not
+// the pending CA), and when the new CA could verify the server now. The
+// server so verified decides the rotation: announcing another CA replaces
+// the pending one, announcing none (or the CA in force) drops it.
+// Anything refused is returned with the reason.
+func (t Trust) Offer(rawURL, sent, configCA string, peer []*x509.Certificate) (Outcome, error) {
 	in, err := t.trusted(configCA)
 	if err != nil {
 		return Unchanged, err
@@ -120,21 +123,37 @@ func (t Trust) Offer(rawURL, sent, configCA string) (Outcome, error) {
 	if err != nil {
 		return Unchanged, err
 	}
-	ders, err := parseCAs([]byte(sent))
-	if err != nil {
-		return Unchanged, fmt.Errorf("announced CA refused: %w", err)
+	var certs []*x509.Certificate
+	if sent != "" {
+		if certs, err = parseCAs([]byte(sent)); err != nil {
+			return Unchanged, fmt.Errorf("announced CA refused: %w", err)
+		}
+		if pend != nil && sameCerts(certs, pend) {
+			return Unchanged, nil
+		}
 	}
-	if sameCerts(ders, in) || (pend != nil && sameCerts(ders, pend)) {
+	announcesNone := sent == "" || sameCerts(certs, in)
+	if announcesNone && pend == nil {
 		return Unchanged, nil
 	}
-	if u, err := url.Parse(rawURL); err != nil || u.Scheme != "https" {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme != "https" {
 		return Unchanged, errors.New("announced CA refused: it came over plain http, which nothing verified")
 	}
 	if in == nil {
 		return Unchanged, ErrNotPinned
 	}
-	if pend != nil {
-		return Unchanged, errors.New("announced CA refused: a rotation is under way, so the conversation may have been verified by the pending CA alone")
+	now := time.Now()
+	if err := verifiedBy(in, peer, u.Hostname(), now); err != nil {
+		return Unchanged, fmt.Errorf("announced CA refused: the server's certificate does not verify against the CA in force alone: %w", err)
+	}
+	if announcesNone {
+		return t.drop("the server, verified by the CA in force, no longer announces it")
+	}
+	for _, c := range certs {
+		if err := canVerify(c, u.Hostname(), now); err != nil {
+			return Unchanged, fmt.Errorf("announced CA refused: it cannot verify the server now: %w", err)
+		}
 	}
 	if err := t.Files.MkdirAll(Dir, 0o700); err != nil {
 		return Unchanged, err
@@ -142,34 +161,57 @@ func (t Trust) Offer(rawURL, sent, configCA string) (Outcome, error) {
 	if err := t.Files.WriteFile(PendingPath, []byte(sent), 0o600); err != nil {
 		return Unchanged, err
 	}
+	if pend != nil {
+		return Replaced, nil
+	}
 	return Pending, nil
 }
 
-// Promote proves a pending CA: a TLS handshake with url verified by it
-// alone (no system pool). On success it becomes the CA in force and the
-// old one is dropped; on failure both stay. Without a pending CA it does
-// nothing.
-func (t Trust) Promote(ctx context.Context, rawURL string) (bool, error) {
+// drop removes the pending CA, so that the next announcement starts over.
+func (t Trust) drop(why string) (Outcome, error) {
+	if err := t.Files.Remove(PendingPath); err != nil {
+		return Unchanged, err
+	}
+	return Dropped, fmt.Errorf("pending CA dropped: %s", why)
+}
+
+// Promote proves a pending CA kept by an earlier run: a TLS handshake
+// with url verified by it alone. On success it becomes the CA in force and
+// the old one is dropped; a pending CA that can no longer verify the
+// server (expired, constrained away from its host) is dropped; otherwise
+// both stay. Without a pending CA it does nothing.
+func (t Trust) Promote(ctx context.Context, rawURL string) (Outcome, error) {
 	pend, err := t.read(PendingPath)
 	if err != nil || pend == nil {
-		return false, err
+		return Unchanged, err
 	}
-	if err := handshake(ctx, rawURL, string(pend)); err != nil {
-		return false, err
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme != "https" {
+		return Unchanged, fmt.Errorf("not an https URL")
+	}
+	certs, err := parseCAs(pend)
+	if err == nil {
+		for _, c := range certs {
+			if err = canVerify(c, u.Hostname(), time.Now()); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return t.drop(fmt.Sprintf("it can never verify the server: %v", err))
+	}
+	if err := handshake(ctx, u, string(pend)); err != nil {
+		return Unchanged, err
 	}
 	// current first: a stop between the two leaves current == pending,
 	// which Bundle and the next Promote take as they are.
 	if err := t.Files.WriteFile(CurrentPath, pend, 0o600); err != nil {
-		return false, err
+		return Unchanged, err
 	}
-	return true, t.Files.Remove(PendingPath)
+	return Promoted, t.Files.Remove(PendingPath)
 }
 
-func handshake(ctx context.Context, rawURL, caPEM string) error {
-	u, err := url.Parse(rawURL)
-	if err != nil || u.Scheme != "https" {
-		return fmt.Errorf("not an https URL")
-	}
+func handshake(ctx context.Context, u *url.URL, caPEM string) error {
 	port := u.Port()
 	if port == "" {
 		port = "443"
@@ -187,61 +229,4 @@ func handshake(ctx context.Context, rawURL, caPEM string) error {
 		return fmt.Errorf("handshake verified by the pending CA alone: %w", err)
 	}
 	return c.Close()
-}
-
-// parseCAs checks announced PEM: bounded, certificates only, each a CA.
-func parseCAs(b []byte) ([][]byte, error) {
-	if len(b) > MaxPEM {
-		return nil, fmt.Errorf("%d bytes, more than %d", len(b), MaxPEM)
-	}
-	var ders [][]byte
-	for rest := b; ; {
-		var blk *pem.Block
-		blk, rest = pem.Decode(rest)
-		if blk == nil {
-			break
-		}
-		if blk.Type != "CERTIFICATE" {
-			return nil, fmt.Errorf("a %s block, want certificates only", blk.Type)
-		}
-		c, err := x509.ParseCertificate(blk.Bytes)
-		if err != nil {
-			return nil, err
-		}
-		if !c.IsCA {
-			return nil, fmt.Errorf("%q is not a CA certificate", c.Subject.CommonName)
-		}
-		if ders = append(ders, blk.Bytes); len(ders) > maxCerts {
-			return nil, fmt.Errorf("more than %d certificates", maxCerts)
-		}
-	}
-	if len(ders) == 0 {
-		return nil, errors.New("no certificate in it")
-	}
-	return ders, nil
-}
-
-// sameCerts: every certificate of ders is in the PEM text have.
-func sameCerts(ders [][]byte, have []byte) bool {
-	if have == nil {
-		return false
-	}
-	var got [][]byte
-	for rest := have; ; {
-		var blk *pem.Block
-		if blk, rest = pem.Decode(rest); blk == nil {
-			break
-		}
-		got = append(got, blk.Bytes)
-	}
-	for _, d := range ders {
-		found := false
-		for _, g := range got {
-			found = found || bytes.Equal(d, g)
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
+	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/statelock"
 	"github.com/nodereg/nodereg/internal/testutil/node"
@@ -85,7 +86,7 @@ func TestStateLockHeldIs75(t *testing.T) {
 }
 
 func TestConfigErrorIs78(t *testing.T) {
-	expect(t, exitcode.Configf("config.yaml: elemental.registration.url: empty"), 78)
+	expect(t, errclass.Configf("config.yaml: elemental.registration.url: empty"), 78)
 }
 
 // dial runs a real websocket dial against srv, as the agent does.

@@ -15,9 +15,9 @@ import (
 	"github.com/sirupsen/logrus"
 	"gopkg.in/yaml.v3"
 
-	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/agent/localconfig"
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/logx"
 	"github.com/nodereg/nodereg/protocol"
@@ -210,7 +210,7 @@ func ToolkitEnv(files host.FS, reset bool, cfg *protocol.Config, disableBootEntr
 	in := cfg.Elemental.Install
 	target, err := InstallDevice(files, in)
 	if err != nil {
-		return nil, &exitcode.ConfigError{Err: err}
+		return nil, &errclass.ConfigError{Err: err}
 	}
 	snapType, snapMax := "", ""
 	if in.Snapshotter != nil {

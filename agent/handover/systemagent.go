@@ -9,7 +9,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/nodereg/nodereg/agent/exitcode"
+	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/protocol"
 )
@@ -57,7 +57,7 @@ func systemAgentFiles(cfg *protocol.Config, caCert string) ([]agentFile, error) 
 		// its path base64-encoded as if it were the certificate.
 		pemText, err := protocol.CAPEM(caCert)
 		if err != nil {
-			return nil, &exitcode.ConfigError{Err: fmt.Errorf("system-agent kubeconfig: %w", err)}
+			return nil, &errclass.ConfigError{Err: fmt.Errorf("system-agent kubeconfig: %w", err)}
 		}
 		ca = base64.StdEncoding.EncodeToString(pemText)
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodereg/nodereg/agent/exitcode"
+	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -31,7 +31,7 @@ func TestSystemAgentCA(t *testing.T) {
 	missing := filepath.Join(t.TempDir(), "no-ca.pem")
 	cfg.Elemental.Registration.CACert = missing
 	files, err = systemAgentFiles(cfg, cfg.Elemental.Registration.CACert)
-	var ce *exitcode.ConfigError
+	var ce *errclass.ConfigError
 	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "no-ca.pem") {
 		t.Fatalf("unreadable CA: files %d, err %v; want a ConfigError naming it", len(files), err)
 	}

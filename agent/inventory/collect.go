@@ -15,6 +15,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jaypipes/ghw"
@@ -70,10 +71,23 @@ type Options struct {
 
 // Inventory is what a node sends about its hardware.
 type Inventory struct {
-	SMBIOS           map[string]any  // MsgSmbios payload (docs/protocol.md §5.1 shape)
-	SystemDataV2     map[string]any  // MsgSystemDataV2 label map (§5.2), with the "System Data" legacy tree
-	LegacySystemData json.RawMessage // MsgSystemData (§5.3) for servers negotiating 6..10
-	Degraded         []string        // families that failed, each logged once
+	SMBIOS       map[string]any // MsgSmbios payload (docs/protocol.md §5.1 shape)
+	SystemDataV2 map[string]any // MsgSystemDataV2 label map (§5.2), with the "System Data" legacy tree
+	Degraded     []string       // families that failed, each logged once
+
+	legacy func() (json.RawMessage, error)
+}
+
+// LegacySystemData is MsgSystemData (docs/protocol.md §5.3), for servers
+// negotiating 6..10: ghw's data as JSON, encoded the first time it is
+// asked for. A current server never asks, and the encoding (reflection
+// over ghw's types, cold in a new process) was a twentieth of a PLAIN dry
+// run's CPU. Nil for an inventory without ghw data.
+func (inv *Inventory) LegacySystemData() (json.RawMessage, error) {
+	if inv.legacy == nil {
+		return nil, nil
+	}
+	return inv.legacy()
 }
 
 // ghwHost holds what the ghw modules returned; a nil field is a failed module.
@@ -146,11 +160,13 @@ func Collect(ctx context.Context, o Options) (*Inventory, error) {
 	}
 
 	inv.SystemDataV2 = systemDataV2(h)
-	legacy, err := legacySystemData(h)
-	if err != nil {
-		return nil, fmt.Errorf("inventory: encoding legacy system data: %w", err)
-	}
-	inv.LegacySystemData = legacy
+	inv.legacy = sync.OnceValues(func() (json.RawMessage, error) {
+		b, err := legacySystemData(h)
+		if err != nil {
+			return nil, fmt.Errorf("inventory: encoding legacy system data: %w", err)
+		}
+		return b, nil
+	})
 	log.WithField("duration", time.Since(start).Round(time.Microsecond)).
 		Debugf("inventory: collected (%d families left out)", len(inv.Degraded))
 	return inv, nil

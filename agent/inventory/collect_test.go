@@ -92,11 +92,15 @@ func TestCollectFixtureVM1(t *testing.T) {
 			Hostname string `json:"hostname"`
 		} `json:"runtime"`
 	}
-	if err := json.Unmarshal(inv.LegacySystemData, &legacy); err != nil {
+	legacyJSON, err := inv.LegacySystemData()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(legacyJSON, &legacy); err != nil {
 		t.Fatal(err)
 	}
 	var top map[string]json.RawMessage
-	_ = json.Unmarshal(inv.LegacySystemData, &top)
+	_ = json.Unmarshal(legacyJSON, &top)
 	for _, k := range []string{"memory", "block", "cpu", "topology", "network", "gpu", "chassis", "bios", "baseboard", "product", "runtime"} {
 		if _, ok := top[k]; !ok {
 			t.Errorf("legacy system data lacks %q", k)

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"net/url"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/nodereg/nodereg/internal/safefile"
 	"github.com/nodereg/nodereg/netpolicy"
 	"github.com/nodereg/nodereg/protocol"
@@ -81,9 +83,10 @@ func urlChange(old, next string) string {
 // ServerSent returns one warning per local-only key a server reply (a
 // MsgConfig payload) carries that protocol.Config has no field for, so
 // KeepLocal cannot see it: the network policy (netpolicy.Key). It is
-// dropped in any case; the warning makes the attempt visible.
-func ServerSent(payload []byte) []string {
-	if w := netpolicy.ServerSentWarning(payload); w != "" {
+// dropped in any case; the warning makes the attempt visible. doc is the
+// payload as the protocol decoder parsed it (protocol.Reply.Doc).
+func ServerSent(doc *yaml.Node) []string {
+	if w := netpolicy.ServerSentWarning(doc); w != "" {
 		return []string{w}
 	}
 	return nil

@@ -15,9 +15,9 @@ import (
 	"github.com/sirupsen/logrus"
 	"gopkg.in/yaml.v3"
 
-	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
+	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/netpolicy"
 	"github.com/nodereg/nodereg/protocol"
@@ -259,7 +259,7 @@ func parse(files host.FS, path string, sayMissing bool) (*File, error) {
 	return f, nil
 }
 
-func configErr(format string, a ...any) error { return exitcode.Configf(format, a...) }
+func configErr(format string, a ...any) error { return errclass.Configf(format, a...) }
 
 // CA is a ca-cert value as the node files is reads it: a file it names is
 // taken there; PEM text (or nothing) stays as it is.

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/nodereg/nodereg/agent/exitcode"
-	"github.com/nodereg/nodereg/agent/verify"
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/errclass"
+	"github.com/nodereg/nodereg/internal/state"
 )
 
 // Network config states reported back to the server as annotations.
@@ -42,7 +42,7 @@ func Classify(inPlan bool, err error) (kind, reason string) {
 		kind = KindRolledBack
 	case errors.As(err, &live) && (strings.HasPrefix(live.Step, "connection ") || live.Step == "nmstatectl apply"):
 		kind = KindNMRefused
-	case errors.As(err, &notOurs), inPlan && exitcode.Of(err) == exitcode.Config:
+	case errors.As(err, &notOurs), inPlan && errclass.Is(err, errclass.Config):
 		kind = KindRefused
 	}
 	reason = err.Error()
@@ -55,21 +55,12 @@ func Classify(inPlan bool, err error) (kind, reason string) {
 	return kind, reason
 }
 
-// Record is what the state file keeps of the network config, as far as
-// the annotations report it.
-type Record struct {
-	NetworkState, NetworkDigest, NetworkDrift, NetworkAddresses string
-	// The kept error (Classify's kind and reason), its phase (plan or
-	// apply) and the failed config's interfaces, comma-separated.
-	NetworkError, NetworkErrorKind, NetworkErrorPhase, NetworkErrorInterfaces string
-}
-
 // Annotate adds the per-interface annotations (docs/annotations.md):
 // each interface of the applied config with its state and digest, and
 // each interface of a config that failed with the error kept from then.
 // netState is the network-config.state already reported; a pending one
 // is not overridden by the kept error.
-func Annotate(a map[string]string, rec Record, netState string) {
+func Annotate(a map[string]string, rec state.Network, netState string) {
 	key := func(ifname, k string) string { return "network-config." + ifname + "." + k }
 	errKeys := []string{"error", "error-kind", "error-phase"}
 	// Upstream servers store annotations key by key and never drop one,
@@ -79,7 +70,7 @@ func Annotate(a map[string]string, rec Record, netState string) {
 			a["network-config."+k] = ""
 		}
 	}
-	for ifname := range verify.ParseAddresses(rec.NetworkAddresses) {
+	for ifname := range rec.Addresses() {
 		if rec.NetworkState != "" {
 			a[key(ifname, "state")] = rec.NetworkState
 			for _, k := range errKeys {

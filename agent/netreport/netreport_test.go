@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/errclass"
 )
 
 func TestClassify(t *testing.T) {
@@ -23,7 +23,7 @@ func TestClassify(t *testing.T) {
 		{false, &apply.LiveApplyError{Step: "nmstatectl apply", Err: errors.New("failed")}, KindNMRefused},
 		{false, &apply.LiveApplyError{Step: "persist", Err: errors.New("disk full")}, KindApply},
 		{false, &apply.NotOwnedError{Path: "/etc/NetworkManager/system-connections/eth0.nmconnection"}, KindRefused},
-		{true, &exitcode.ConfigError{Err: errors.New("policy: address outside the allowed prefixes")}, KindRefused},
+		{true, &errclass.ConfigError{Err: errors.New("policy: address outside the allowed prefixes")}, KindRefused},
 		{true, errors.New("nmstatectl gc: killed"), KindApply},
 		{false, long, KindApply},
 	} {

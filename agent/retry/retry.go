@@ -98,10 +98,11 @@ type Policy struct {
 	Clock Clock
 	// Rand returns a number in [0, 1) for jitter; defaults to math/rand/v2.
 	Rand func() float64
-	// Retryable classifies failures; defaults to "not Terminal". The
-	// agent passes exitcode.Retryable, which also honours Terminal: what
-	// the exit-code table calls "needs a person" (bad CA, unknown
-	// registration, refused certificate) is never retried.
+	// Retryable classifies failures; an error marked Terminal is never
+	// retried whatever it says. The agent passes exitcode.Retryable: what
+	// an error's class calls "needs a person" (bad CA, unknown
+	// registration, refused certificate) or "not in this process" is never
+	// retried.
 	Retryable Classifier
 	// OnWait is called before each wait with the attempt that just failed
 	// (1-based), the delay about to be waited and that attempt's error.
@@ -202,7 +203,7 @@ func (p Policy) Do(ctx context.Context, what string, op func(ctx context.Context
 	}
 	retryable := p.Retryable
 	if retryable == nil {
-		retryable = func(err error) bool { return !IsTerminal(err) }
+		retryable = func(error) bool { return true }
 	}
 	maxHint := p.MaxRetryAfter
 	if maxHint <= 0 {
@@ -242,7 +243,7 @@ func (p Policy) Do(ctx context.Context, what string, op func(ctx context.Context
 		if ctx.Err() != nil {
 			return fmt.Errorf("%s: attempt %d: %w", what, attempt, cut(err))
 		}
-		if !retryable(err) {
+		if IsTerminal(err) || !retryable(err) {
 			return fmt.Errorf("%s: attempt %d failed, not retrying: %w", what, attempt, err)
 		}
 		if p.MaxAttempts > 0 && attempt >= p.MaxAttempts {

@@ -5,10 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"net/netip"
 	"net/url"
@@ -18,49 +15,27 @@ import (
 	"time"
 
 	"github.com/nodereg/nodereg/apply"
-	"github.com/nodereg/nodereg/bootstrap"
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/protocol"
 )
 
-// manifestName is the file apply's Persist writes in its state directory,
-// listing what the agent owns (docs/apply.md).
-const manifestName = "network-manifest.json"
-
-// maxFile bounds every file verify reads: manifest, applicator, keyfile.
+// maxFile bounds every file verify reads: applicator, keyfile.
 const maxFile = 1 << 20
 
-// manifest is the part of apply's manifest verify reads.
-type manifest struct {
-	Digest string `json:"digest"`
-	Files  []struct {
-		Path   string `json:"path"`
-		Kind   string `json:"kind"`
-		SHA256 string `json:"sha256"`
-	} `json:"files"`
-}
-
-// readManifest reads the manifest; nil with no error when there is none.
-func readManifest(files host.FS) (*manifest, error) {
-	p := path.Join(apply.DefaultPaths().StateDir, manifestName)
-	b, err := files.ReadFile(p, maxFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var m manifest
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("%s: %w", files.Path(p), err)
-	}
-	return &m, nil
+// readManifest reads apply's manifest; nil with no error when there is none.
+func readManifest(files host.FS) (*state.Manifest, error) {
+	return state.ReadManifest(files, state.ManifestPath(host.StateDir))
 }
 
 // checkApplicator: the manifest is the applied config's, and the
 // applicator and digested config under /oem are the bytes it lists.
-func checkApplicator(r *Report, files host.FS, st State) {
-	if st.Digest == "" {
+func checkApplicator(r *Report, files host.FS, st *state.State) {
+	if st.NetworkError != "" {
+		r.add(Applicator, Failed, "the last network config was not applied (%s, phase %s): %s", orUnknown(st.NetworkErrorKind), orUnknown(st.NetworkErrorPhase), st.NetworkError)
+		return
+	}
+	if st.NetworkDigest == "" {
 		r.add(Applicator, NotChecked, "not checked: the state file records no network config applied")
 		return
 	}
@@ -70,14 +45,14 @@ func checkApplicator(r *Report, files host.FS, st State) {
 		r.add(Applicator, Failed, "network manifest unreadable: %v", err)
 		return
 	case m == nil:
-		r.add(Applicator, Failed, "no network manifest under %s, the applied config %s is not persisted", apply.DefaultPaths().StateDir, st.Digest)
+		r.add(Applicator, Failed, "no network manifest under %s, the applied config %s is not persisted", host.StateDir, st.NetworkDigest)
 		return
-	case m.Digest != st.Digest:
-		r.add(Applicator, Failed, "persisted config %s is not the applied one %s", m.Digest, st.Digest)
+	case m.Digest != st.NetworkDigest:
+		r.add(Applicator, Failed, "persisted config %s is not the applied one %s", m.Digest, st.NetworkDigest)
 		return
 	}
 	for _, f := range m.Files {
-		if f.Kind == "keyfile" {
+		if f.Kind == state.KindKeyfile {
 			continue // NetworkManager's own copy: the profiles finding
 		}
 		b, err := files.ReadFile(f.Path, maxFile)
@@ -86,17 +61,17 @@ func checkApplicator(r *Report, files host.FS, st State) {
 			return
 		}
 		if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != f.SHA256 {
-			r.add(Applicator, Failed, "%s %s changed since it was written (digest %s)", f.Kind, files.Path(f.Path), st.Digest)
+			r.add(Applicator, Failed, "%s %s changed since it was written (digest %s)", f.Kind, files.Path(f.Path), st.NetworkDigest)
 			return
 		}
 	}
-	r.add(Applicator, OK, "%s present, digest %s", files.Path(apply.DefaultPaths().Applicator), st.Digest)
+	r.add(Applicator, OK, "%s present, digest %s", files.Path(apply.DefaultPaths().Applicator), st.NetworkDigest)
 }
 
 // checkAddresses: every address of the applied config is on its interface,
 // and the interface is up with a carrier.
 func checkAddresses(r *Report, in Input) {
-	if len(in.State.Addresses) == 0 {
+	if len(in.addresses) == 0 {
 		r.add(Addresses, NotChecked, "not checked: the state file records no addresses")
 		return
 	}
@@ -106,21 +81,26 @@ func checkAddresses(r *Report, in Input) {
 	}
 	var problems []string
 	n := 0
-	for _, name := range sortedKeys(in.State.Addresses) {
-		l, err := links(name)
+	for _, name := range sortedKeys(in.addresses) {
+		dev := in.device(name)
+		label := name
+		if dev != name {
+			label = fmt.Sprintf("%s (device %s, by MAC)", name, dev)
+		}
+		l, err := links(dev)
 		if err != nil {
-			problems = append(problems, fmt.Sprintf("%s: %v", name, err))
+			problems = append(problems, fmt.Sprintf("%s: %v", label, err))
 			continue
 		}
 		if !l.Up {
-			problems = append(problems, name+" is down")
+			problems = append(problems, label+" is down")
 		} else if !l.Running {
-			problems = append(problems, name+" has no carrier")
+			problems = append(problems, label+" has no carrier")
 		}
-		for _, want := range in.State.Addresses[name] {
+		for _, want := range in.addresses[name] {
 			n++
 			if !hasAddr(l.Addrs, want) {
-				problems = append(problems, fmt.Sprintf("%s missing on %s", want, name))
+				problems = append(problems, fmt.Sprintf("%s missing on %s", want, label))
 			}
 		}
 	}
@@ -128,7 +108,7 @@ func checkAddresses(r *Report, in Input) {
 		r.add(Addresses, Failed, "%s", strings.Join(problems, "; "))
 		return
 	}
-	r.add(Addresses, OK, "%d addresses on %d interfaces, all up", n, len(in.State.Addresses))
+	r.add(Addresses, OK, "%d addresses on %d interfaces, all up", n, len(in.addresses))
 }
 
 func hasAddr(have []string, want string) bool {
@@ -199,12 +179,12 @@ func checkNM(ctx context.Context, r *Report, in Input) {
 		active = parseActive(out)
 	}
 	checkProfiles(r, in, active, nmErr)
-	checkBootstrap(r, in.Files, active, nmErr)
+	checkBootstrap(r, in.Files, in.BootstrapKeyfiles, active, nmErr)
 }
 
 func checkProfiles(r *Report, in Input, active []activeProfile, nmErr string) {
 	switch {
-	case len(in.State.Addresses) == 0:
+	case len(in.addresses) == 0:
 		r.add(Profiles, NotChecked, "not checked: the state file records no interfaces")
 		return
 	case strings.HasPrefix(nmErr, "not checked"):
@@ -217,13 +197,14 @@ func checkProfiles(r *Report, in Input, active []activeProfile, nmErr string) {
 	ours := map[string]bool{}
 	if m, err := readManifest(in.Files); err == nil && m != nil {
 		for _, f := range m.Files {
-			if f.Kind == "keyfile" {
+			if f.Kind == state.KindKeyfile {
 				ours[in.Files.Path(f.Path)] = true
 			}
 		}
 	}
 	var problems []string
-	for _, dev := range sortedKeys(in.State.Addresses) {
+	for _, name := range sortedKeys(in.addresses) {
+		dev := in.device(name)
 		i := slices.IndexFunc(active, func(p activeProfile) bool { return p.Device == dev })
 		switch {
 		case i < 0:
@@ -237,17 +218,21 @@ func checkProfiles(r *Report, in Input, active []activeProfile, nmErr string) {
 		r.add(Profiles, Failed, "%s", strings.Join(problems, "; "))
 		return
 	}
-	r.add(Profiles, OK, "the active profile of each of %d interfaces is ours", len(in.State.Addresses))
+	r.add(Profiles, OK, "the active profile of each of %d interfaces is ours", len(in.addresses))
 }
 
-func checkBootstrap(r *Report, files host.FS, active []activeProfile, nmErr string) {
-	left, err := bootstrap.RuntimeKeyfiles.Owned(files)
+func checkBootstrap(r *Report, files host.FS, bk BootstrapKeyfiles, active []activeProfile, nmErr string) {
+	if bk.Owned == nil {
+		r.add(Bootstrap, NotChecked, "not checked: no bootstrap keyfile target given")
+		return
+	}
+	left, err := bk.Owned(files)
 	if err != nil {
 		r.add(Bootstrap, Failed, "%v", err)
 		return
 	}
 	for _, p := range active {
-		if strings.HasPrefix(path.Base(p.File), bootstrap.RuntimeKeyfiles.Prefix) {
+		if strings.HasPrefix(path.Base(p.File), bk.Prefix) {
 			left = append(left, fmt.Sprintf("active profile %q on %s", p.Name, p.Device))
 		}
 	}
@@ -309,6 +294,13 @@ func checkServer(ctx context.Context, r *Report, in Input) {
 		return
 	}
 	r.add(Server, OK, "%s reachable, TLS verified by the stored CA", addr)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
 }
 
 func sortedKeys(m map[string][]string) []string {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/state"
 )
 
 // Names of the findings, in the order of their bits (and of the report).
@@ -91,19 +92,6 @@ func (r *Report) add(name string, st Status, format string, a ...any) {
 	}
 }
 
-// State is what the state file says of this node.
-type State struct {
-	// Registered: a registration succeeded before; Problem is why the
-	// state file could not be read ("" when it could).
-	Registered bool
-	Problem    string
-	// Digest is the network config last applied live ("" for none).
-	Digest string
-	// Addresses are the applied config's addresses per interface
-	// (CIDR), as the state file records them.
-	Addresses map[string][]string
-}
-
 // Input is what the checks read. Files and Runner are the host edge
 // (internal/host); a scratch root is a temp dir.
 type Input struct {
@@ -111,7 +99,13 @@ type Input struct {
 	Runner host.Runner
 	// Nmcli is the tool table's nmcli (name or path).
 	Nmcli string
-	State State
+	// State is the state file as read (state.Inspect); nil when it could
+	// not be, and StateProblem says why.
+	State        *state.State
+	StateProblem string
+	// BootstrapKeyfiles are where a bootstrap network's runtime keyfiles
+	// are (bootstrap.RuntimeKeyfiles), for the bootstrap finding.
+	BootstrapKeyfiles BootstrapKeyfiles
 	// ServerURL and CA are the registration URL and its CA (PEM, or a
 	// path on this machine as localconfig.CA gives it); ConfigProblem
 	// says why the config could not be read.
@@ -121,6 +115,31 @@ type Input struct {
 	// Links reads an interface's flags and addresses; nil: netlink
 	// through the standard library (net.InterfaceByName).
 	Links func(name string) (Link, error)
+
+	// ByMAC is the kernel's name of the device with a MAC address; nil:
+	// net.Interfaces.
+	ByMAC func(mac string) (string, error)
+
+	// addresses are the state file's, decoded once by Run; devices the
+	// kernel's names of their interfaces (deviceNames).
+	addresses map[string][]string
+	devices   map[string]string
+}
+
+// device is the kernel's name of the state file's interface name.
+func (in Input) device(name string) string {
+	if d, ok := in.devices[name]; ok {
+		return d
+	}
+	return name
+}
+
+// BootstrapKeyfiles recognise a bootstrap network's runtime keyfiles: the
+// file name prefix, and the list of those present in files, as paths on
+// its machine.
+type BootstrapKeyfiles struct {
+	Prefix string
+	Owned  func(files host.FS) ([]string, error)
 }
 
 // DefaultTimeout bounds the server check: TCP connect and TLS handshake.
@@ -135,7 +154,12 @@ type Link struct {
 // Run makes every check and returns the report. It never writes.
 func Run(ctx context.Context, in Input) *Report {
 	r := &Report{}
-	checkRegistered(r, in.State)
+	if in.State == nil {
+		in.State = &state.State{}
+	}
+	in.addresses = in.State.Addresses()
+	in.devices = deviceNames(in)
+	checkRegistered(r, in)
 	checkApplicator(r, in.Files, in.State)
 	checkAddresses(r, in)
 	checkNM(ctx, r, in)
@@ -144,11 +168,11 @@ func Run(ctx context.Context, in Input) *Report {
 	return r
 }
 
-func checkRegistered(r *Report, st State) {
+func checkRegistered(r *Report, in Input) {
 	switch {
-	case st.Problem != "":
-		r.add(Registered, Failed, "%s", st.Problem)
-	case !st.Registered:
+	case in.StateProblem != "":
+		r.add(Registered, Failed, "%s", in.StateProblem)
+	case !in.State.Registered():
 		r.add(Registered, Failed, "the state file records no registration")
 	default:
 		r.add(Registered, OK, "registered")
@@ -173,24 +197,6 @@ func (r *Report) Write(w io.Writer, format string) error {
 	}
 	_, err := fmt.Fprintf(w, "verify: %s (exit %d)\n", verdict, r.Exit)
 	return err
-}
-
-// ParseAddresses reads the state file's nodereg-network-addresses
-// ("eth0=10.0.0.5/24,fd00::5/64;eth1=...").
-func ParseAddresses(s string) map[string][]string {
-	out := map[string][]string{}
-	for _, part := range strings.Split(s, ";") {
-		name, list, ok := strings.Cut(part, "=")
-		if !ok || name == "" {
-			continue
-		}
-		for _, a := range strings.Split(list, ",") {
-			if a != "" {
-				out[name] = append(out[name], a)
-			}
-		}
-	}
-	return out
 }
 
 // netlinkLink reads an interface through the standard library, which asks

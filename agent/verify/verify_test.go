@@ -17,7 +17,9 @@ import (
 	"time"
 
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/bootstrap"
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/internal/testutil/netns"
 	"github.com/nodereg/nodereg/internal/testutil/testpki"
 	"github.com/nodereg/nodereg/protocol"
@@ -27,7 +29,7 @@ import (
 // (manifest, digested config, applicator) for interface vd0.
 type node struct {
 	root  string
-	state State
+	state *state.State
 }
 
 const vd0Template = "[connection]\nid=vd0\ntype=ethernet\ninterface-name=vd0\n[ipv4]\nmethod=manual\naddress1={ip}/24\n"
@@ -51,7 +53,9 @@ func newNode(t *testing.T) *node {
 	if err := a.Persist(p); err != nil {
 		t.Fatal(err)
 	}
-	return &node{root: root, state: State{Registered: true, Digest: p.Digest(), Addresses: apply.InterfaceAddresses(r)}}
+	st := &state.State{InitialRegistration: time.Date(2026, 6, 9, 10, 11, 12, 0, time.UTC)}
+	st.NetworkDigest, st.NetworkAddresses = p.Digest(), state.FormatAddresses(apply.InterfaceAddresses(r))
+	return &node{root: root, state: st}
 }
 
 // lab is the node's network namespace with vd0 (a veth to the peer namespace) up and
@@ -105,7 +109,7 @@ func newLab(t *testing.T) *lab {
 
 func (l *lab) run(t *testing.T, n *node, edit func(*Input)) *Report {
 	t.Helper()
-	in := Input{Files: host.Root(n.root), Runner: host.ExecRunner{}, Nmcli: "nodereg-test-no-such-nmcli", State: n.state, ServerURL: l.url, CA: l.ca}
+	in := Input{Files: host.Root(n.root), Runner: host.ExecRunner{}, Nmcli: "nodereg-test-no-such-nmcli", State: n.state, ServerURL: l.url, CA: l.ca, BootstrapKeyfiles: runtimeKeyfiles}
 	if edit != nil {
 		edit(&in)
 	}
@@ -170,7 +174,7 @@ func TestEachFindingSetsItsBit(t *testing.T) {
 	// A CA that is not the server's.
 	otherCA := string(testpki.New(t, "other CA").CertPEM())
 	rep := l.run(t, n, func(in *Input) {
-		in.State.Registered = false
+		in.State = &state.State{Network: n.state.Network}
 		in.CA = otherCA
 	})
 	wantStatus(t, rep, Registered, Failed, "no registration")
@@ -200,7 +204,7 @@ func TestEachFindingSetsItsBit(t *testing.T) {
 func TestAnotherDigestIsNotTheAppliedConfig(t *testing.T) {
 	n := newNode(t)
 	rep := &Report{}
-	checkApplicator(rep, host.Root(n.root), State{Digest: "sha256:other"})
+	checkApplicator(rep, host.Root(n.root), &state.State{Network: state.Network{NetworkDigest: "sha256:other"}})
 	wantStatus(t, rep, Applicator, Failed, "is not the applied one")
 	rep = &Report{}
 	checkApplicator(rep, host.Root(t.TempDir()), n.state)
@@ -217,7 +221,7 @@ func TestNmcliTerseOutput(t *testing.T) {
 	}
 	n := newNode(t)
 	rep := &Report{}
-	in := Input{Files: host.Root(n.root), State: n.state}
+	in := Input{Files: host.Root(n.root), State: n.state, addresses: n.state.Addresses()}
 	checkProfiles(rep, in, got, "")
 	wantStatus(t, rep, Profiles, Failed, `vd0: active profile "vd0"`)
 	if !rep.ForeignActive {
@@ -227,13 +231,9 @@ func TestNmcliTerseOutput(t *testing.T) {
 	checkProfiles(rep, in, []activeProfile{{Name: "vd0", Device: "vd0", File: host.Root(n.root).Path("/etc/NetworkManager/system-connections/vd0.nmconnection")}}, "")
 	wantStatus(t, rep, Profiles, OK, "")
 	rep = &Report{}
-	checkBootstrap(rep, host.Root(n.root), got, "")
+	checkBootstrap(rep, host.Root(n.root), runtimeKeyfiles, got, "")
 	wantStatus(t, rep, Bootstrap, Failed, `active profile "a:b" on eth1`)
 }
 
-func TestParseAddresses(t *testing.T) {
-	got := ParseAddresses("eth0=10.0.0.5/24,fd00::5/64;eth1=10.1.0.5/16")
-	if len(got["eth0"]) != 2 || got["eth0"][1] != "fd00::5/64" || got["eth1"][0] != "10.1.0.5/16" {
-		t.Errorf("got %v", got)
-	}
-}
+// runtimeKeyfiles is what the agent hands verify.
+var runtimeKeyfiles = BootstrapKeyfiles{Prefix: bootstrap.RuntimeKeyfiles.Prefix, Owned: bootstrap.RuntimeKeyfiles.Owned}

@@ -14,7 +14,9 @@ import (
 	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/apply"
 	cmdline "github.com/nodereg/nodereg/internal/cli"
+	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/machinereg"
+	"github.com/nodereg/nodereg/protocol"
 )
 
 // maxRenderInput bounds the file render reads; a network config is a few
@@ -41,7 +43,11 @@ only) gives a placeholder the address its pool would, and a placeholder no
 up in name order); the output says which. A key the input does not have
 is an error. An nmstate config's keyfiles come
 from nmstatectl gc when it is installed, else from the built-in translator
-(--nmstate chooses); the output says which. With --bootstrap, an unset
+(--nmstate chooses); the output says which. Without --root the plan is
+for some other machine: the checks on this machine's disk (keyfiles that
+would replace files the agent does not own, UUIDs and ids of the profiles
+NetworkManager loads) are not made. With --root they are made on the node
+under it, exactly as a run there would. With --bootstrap, an unset
 --nmstate leaves the choice to the config file's elemental.registration.nmstate
 (else auto), as register does.
 
@@ -70,7 +76,11 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 				if perr != nil {
 					return perr
 				}
-				err = render(c.stdout, file, addrs, apply.NmstateChoice(nmstate.value))
+				root := "" // another machine: no on-disk checks
+				if cmd.Flags().Changed("root") {
+					root = c.root
+				}
+				err = render(c.stdout, file, root, addrs, apply.NmstateChoice(nmstate.value))
 			}
 			if err != nil {
 				fmt.Fprintf(c.stderr, "render: %v\n", err)
@@ -91,18 +101,18 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 	return cmd
 }
 
-func render(w io.Writer, file string, set map[string]string, nmstate apply.NmstateChoice) error {
+func render(w io.Writer, file, root string, set map[string]string, nmstate apply.NmstateChoice) error {
 	b, err := readFile(file, maxRenderInput)
 	if err != nil {
-		return &exitcode.ConfigError{Err: err}
+		return &errclass.ConfigError{Err: err}
 	}
 	in, err := machinereg.Parse(b)
 	if err != nil {
-		return &exitcode.ConfigError{Err: fmt.Errorf("%s: %w", file, err)}
+		return &errclass.ConfigError{Err: fmt.Errorf("%s: %w", file, err)}
 	}
 	nc, assigned, err := in.Resolve(set)
 	if err != nil {
-		return &exitcode.ConfigError{Err: fmt.Errorf("%s: %w", file, err)}
+		return &errclass.ConfigError{Err: fmt.Errorf("%s: %w", file, err)}
 	}
 	if in.Pools != nil {
 		fmt.Fprintf(w, "# %s: %s\n", file, in.What)
@@ -114,10 +124,16 @@ func render(w io.Writer, file string, set map[string]string, nmstate apply.Nmsta
 			fmt.Fprintf(w, "# {%s} from pool %s: %s, %s\n", a.Name, a.Pool, a.Address, how)
 		}
 	}
-	if err := agent.PrintRender(context.Background(), w, nc, nmstate); err != nil {
+	printFn := agent.PrintRender
+	if root != "" {
+		printFn = func(ctx context.Context, w io.Writer, nc *protocol.NetworkConfig, n apply.NmstateChoice) error {
+			return agent.PrintRenderOn(ctx, w, root, nc, n)
+		}
+	}
+	if err := printFn(context.Background(), w, nc, nmstate); err != nil {
 		// Offline, an unresolved placeholder is the file's fault, not a
 		// server that is not ready yet.
-		return &exitcode.ConfigError{Err: fmt.Errorf("%s: %w", file, err)}
+		return &errclass.ConfigError{Err: fmt.Errorf("%s: %w", file, err)}
 	}
 	return nil
 }

@@ -1,11 +1,17 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sirupsen/logrus"
 )
 
 func adminStatus(t *testing.T, url, auth string) int {
@@ -59,5 +65,59 @@ func TestAdminTokenRequiredOnLoopback(t *testing.T) {
 	}
 	if !strings.Contains(rs.stderr.String(), "--admin-insecure: the admin API takes requests without a token") {
 		t.Errorf("no warning for --admin-insecure:\n%s", rs.stderr.String())
+	}
+}
+
+// A token file others may read is refused at start (78, naming the file
+// and its mode); one of 0600, and 0400, is taken.
+func TestAdminTokenFileModes(t *testing.T) {
+	dir := t.TempDir()
+	for mode, refused := range map[os.FileMode]bool{0o644: true, 0o640: true, 0o604: true, 0o600: false, 0o400: false} {
+		p := filepath.Join(dir, fmt.Sprintf("token-%04o", mode))
+		if err := os.WriteFile(p, []byte("s3cret-token\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		if !refused {
+			rs := startRun(t, "--config", "example.yaml", "--no-tpm", "--admin-token-file", p)
+			if adminStatus(t, rs.admin, "Bearer s3cret-token") != 200 {
+				t.Errorf("%04o: the token is not accepted", mode)
+			}
+			rs.stop()
+			continue
+		}
+		var stderr strings.Builder
+		code := run(context.Background(), []string{"--config", "example.yaml", "--no-tpm", "--listen", "127.0.0.1:0",
+			"--admin-listen", "127.0.0.1:0", "--admin-token-file", p}, io.Discard, &stderr)
+		if code != exitConfig || !strings.Contains(stderr.String(), p) || !strings.Contains(stderr.String(), fmt.Sprintf("mode %04o", mode)) {
+			t.Errorf("%04o: exit %d, want 78 naming the file and its mode:\n%s", mode, code, stderr.String())
+		}
+	}
+}
+
+// An admin listener beyond loopback over plain http is served, with a
+// warning at start that the token crosses the network in clear text (the
+// address is data only: nothing binds it).
+func TestAdminPlainHTTPBeyondLoopbackWarns(t *testing.T) {
+	for _, c := range []struct {
+		ip            string
+		insecure, tls bool
+		want          string
+	}{
+		{"10.0.0.1", false, false, "serves plain http: the admin token crosses the network in clear text"},
+		{"10.0.0.1", true, true, "--admin-insecure is set"},
+		{"10.0.0.1", false, true, ""},
+		{"127.0.0.1", false, false, ""},
+		{"::1", true, false, ""},
+	} {
+		var buf strings.Builder
+		lg := logrus.New()
+		lg.SetOutput(&buf)
+		warnExposedAdmin(net.ParseIP(c.ip), c.ip+":9090", c.insecure, c.tls, logrus.NewEntry(lg))
+		if got := buf.String(); (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("%+v: logged %q, want %q", c, got, c.want)
+		}
 	}
 }

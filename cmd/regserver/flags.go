@@ -19,6 +19,7 @@ type flags struct {
 	config          string
 	listen          string
 	store           string
+	acceptOlderTx   bool
 	allocationDelay time.Duration
 	networkWait     time.Duration
 	tlsCert         string
@@ -52,6 +53,7 @@ func (f *flags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", "config file (YAML): registrations and IP pools (required)")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "address to listen on; port 0 picks a free port (printed on stdout)")
 	fs.StringVar(&f.store, "store", "", "bbolt database of inventories, address claims and hardware data, created when missing; empty keeps them in memory only")
+	fs.BoolVar(&f.acceptOlderTx, "accept-older-transaction", false, "serve a store whose newest meta page is damaged from the older one, losing its last committed transaction (without it regserver refuses such a store)")
 	fs.DurationVar(&f.allocationDelay, "allocation-delay", 0, "hold back each new claim's address this long (e.g. 3s)")
 	fs.DurationVar(&f.networkWait, "network-wait", server.DefaultNetworkWait, "how long MsgGet waits for pending addresses for clients that cannot ask explicitly (upstream elemental-register), within the session deadline; then the session ends with an error. 0 fails at once")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate (PEM); with --tls-key serves https/wss")

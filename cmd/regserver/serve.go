@@ -72,7 +72,7 @@ func serveWith(ctx context.Context, f *flags, stdout io.Writer, log *logrus.Entr
 			return 0, configErr("%v", err)
 		}
 	}
-	st, err := openStore(f.store, log)
+	st, err := openStore(f.store, f.acceptOlderTx, log)
 	if err != nil {
 		return 0, err
 	}
@@ -105,21 +105,24 @@ func serveWith(ctx context.Context, f *flags, stdout io.Writer, log *logrus.Entr
 }
 
 // openStore opens --store, refusing a damaged file with what to do.
-func openStore(path string, log *logrus.Entry) (*store.Store, error) {
+func openStore(path string, acceptOlder bool, log *logrus.Entry) (*store.Store, error) {
 	if path == "" {
 		log.Warn("no --store: inventories and claims are lost on exit")
 	} else if err := checkStorePath(path); err != nil {
 		return nil, configErr("%v", err)
 	}
-	st, err := store.Open(path)
+	st, err := store.OpenWith(path, store.Options{AcceptOlderTransaction: acceptOlder})
 	if errors.Is(err, store.ErrDamaged) {
-		return nil, configErr("opening store: %v. regserver does not serve from a damaged store: restore %s from a backup, or save what it still holds with `regserver store export --store %s > state.json`, move the damaged file aside and start with --store state.json (a JSON store is imported)", err, path, path)
+		return nil, configErr("opening store: %v. regserver does not serve from a damaged store (--accept-older-transaction serves one whose newest meta page alone is damaged, losing that transaction): restore %s from a backup, or save what it still holds with `regserver store export --store %s > state.json`, move the damaged file aside and start with --store state.json (a JSON store is imported)", err, path, path)
 	}
 	if err != nil {
 		return nil, configErr("opening store: %v", err)
 	}
 	if st.Imported != "" {
 		log.WithField("kept", st.Imported).Warnf("imported the JSON store %s into a bbolt database at the same path; the JSON file is kept aside", path)
+	}
+	if st.MetaWarning != "" {
+		log.Warnf("store %s: %s", path, st.MetaWarning)
 	}
 	if st.CheckPartial {
 		log.Warnf("store %s: the consistency check at start ran out of time and read part of the file", path)
@@ -188,9 +191,9 @@ func adminOptions(f *flags, log *logrus.Entry) (server.AdminOptions, string, err
 		log.Warn("--admin-insecure: the admin API takes requests without a token; anyone who reaches it (on loopback: any local user) can delete inventories and so take their addresses")
 		return server.AdminOptions{Insecure: true}, "", nil
 	case f.adminTokenFile != "":
-		b, err := os.ReadFile(f.adminTokenFile)
+		b, err := readTokenFile(f.adminTokenFile)
 		if err != nil {
-			return server.AdminOptions{}, "", configErr("--admin-token-file: %v", err)
+			return server.AdminOptions{}, "", err
 		}
 		tok := strings.TrimSpace(string(b))
 		if tok == "" {
@@ -271,9 +274,7 @@ func listen(f *flags, srv *server.Server, tlsConfig *tls.Config, log *logrus.Ent
 	if tlsConfig != nil {
 		aln = tls.NewListener(aln, tlsConfig)
 	}
-	if ip := aln.Addr().(*net.TCPAddr).IP; !ip.IsLoopback() && ao.Insecure {
-		log.Warnf("--admin-listen %s is not loopback and --admin-insecure is set: anyone reaching it can delete inventories", addr)
-	}
+	warnExposedAdmin(aln.Addr().(*net.TCPAddr).IP, addr, ao.Insecure, tlsConfig != nil, log)
 	ahs := &http.Server{Handler: srv.Admin(ao), ReadHeaderTimeout: f.readHeaderTimeout,
 		IdleTimeout: f.idleTimeout, MaxHeaderBytes: maxHeaderBytes, ErrorLog: hs.ErrorLog}
 	l.servers = append(l.servers, ahs)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+
+	"github.com/nodereg/nodereg/internal/errclass"
 )
 
 // Tools is the one table of external programs the agent runs. Each entry
@@ -72,6 +74,12 @@ type ToolMissingError struct {
 	Path string // what was looked up
 	Err  error
 }
+
+// Class: a person must install the tool or change the config.
+func (e *ToolMissingError) Class() errclass.Class { return errclass.Config }
+
+// Cause names it on the outcome line.
+func (e *ToolMissingError) Cause() string { return "network config the node cannot use" }
 
 func (e *ToolMissingError) Error() string {
 	return fmt.Sprintf("required tool %s not found (looked up %q): %v", e.Tool, e.Path, e.Err)

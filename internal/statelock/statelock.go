@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nodereg/nodereg/internal/errclass"
 )
 
 // Name is the lock file's name in the state directory.
@@ -41,6 +43,12 @@ type HeldError struct {
 	PID    int
 	Waited time.Duration
 }
+
+// Class: another run holds the lock and will be done later.
+func (e *HeldError) Class() errclass.Class { return errclass.Transient }
+
+// Cause names it on the outcome line.
+func (e *HeldError) Cause() string { return "state lock held by another run" }
 
 func (e *HeldError) Error() string {
 	who := "another process"

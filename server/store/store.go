@@ -59,6 +59,9 @@ type Store struct {
 	// CheckPartial: the consistency check at Open ran out of time before
 	// it read the whole file.
 	CheckPartial bool
+	// MetaWarning says that one of the file's two meta pages was damaged
+	// and which transaction is served (checkMetas); "" when both read.
+	MetaWarning string
 	// broken is set (under mu) when memory and database may have parted:
 	// a commit failed and the state could not be read back.
 	broken error
@@ -72,7 +75,17 @@ type Store struct {
 // in the former JSON format is imported into a new database in one
 // transaction; the JSON file is then renamed to path+".imported.json" (and
 // its hardware directory to path+".imported.hw").
-func Open(path string) (*Store, error) {
+func Open(path string) (*Store, error) { return OpenWith(path, Options{}) }
+
+// Options change how Open treats an existing file.
+type Options struct {
+	// AcceptOlderTransaction serves a file whose newest meta page is
+	// damaged from the older one, losing the last commit (checkMetas).
+	AcceptOlderTransaction bool
+}
+
+// OpenWith is Open with options.
+func OpenWith(path string, o Options) (*Store, error) {
 	s := &Store{path: path}
 	if path == "" {
 		s.back = newMemBackend()
@@ -83,6 +96,11 @@ func Open(path string) (*Store, error) {
 		}
 		s.Imported = imported
 		_, statErr := os.Stat(path)
+		if statErr == nil {
+			if s.MetaWarning, err = checkMetas(path, o.AcceptOlderTransaction); err != nil {
+				return nil, fmt.Errorf("store %s: %w", path, err)
+			}
+		}
 		back, err := openBolt(path, false)
 		if err != nil {
 			return nil, fmt.Errorf("store %s: %w", path, err)

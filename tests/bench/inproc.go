@@ -186,5 +186,7 @@ func gpuRoot(dir string) (string, error) {
 		}
 		return root, os.WriteFile(dst, b, 0o644)
 	}
-	return "", errors.New("no pci.ids on this host (apt-get install pci.ids)")
+	return "", errNoPCIIDs
 }
+
+var errNoPCIIDs = errors.New("no pci.ids on this host (apt-get install pci.ids)")

@@ -3,6 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,10 +30,9 @@ func loadPayloads() (*protocol.Payloads, error) {
 		return nil, fmt.Errorf("load: inventory for the payloads: %w", err)
 	}
 	p := &protocol.Payloads{
-		SMBIOS:           inv.SMBIOS,
-		SystemDataV2:     inv.SystemDataV2,
-		LegacySystemData: inv.LegacySystemData,
-		Annotations:      map[string]string{"elemental.cattle.io/auth": "mac"},
+		SMBIOS:       inv.SMBIOS,
+		SystemDataV2: inv.SystemDataV2,
+		Annotations:  map[string]string{"elemental.cattle.io/auth": "mac"},
 	}
 	if p.SMBIOS == nil {
 		p.SMBIOS = map[string]any{}
@@ -60,9 +63,9 @@ func registerLoad(url string, p *protocol.Payloads, conc, total int, ids *atomic
 					return
 				}
 				id := ids.Add(1)
-				mac := fmt.Sprintf("02:00:%02x:%02x:%02x:%02x", (id>>24)&0xff, (id>>16)&0xff, (id>>8)&0xff, id&0xff)
+				mac := macOf(id)
 				t0 := time.Now()
-				err := registerOnce(url, machinePayloads(p, id), mac)
+				err := registerOnce(url, stormAddr(i, false), machinePayloads(p, id), mac)
 				lat[i] = time.Since(t0)
 				if err != nil {
 					errOnce.Do(func() { firstErr = fmt.Errorf("load: %d clients: registration of %s: %w", conc, mac, err) })
@@ -99,10 +102,19 @@ func machinePayloads(base *protocol.Payloads, id int64) *protocol.Payloads {
 	return &p
 }
 
-func registerOnce(url string, p *protocol.Payloads, mac string) error {
+// registerOnce is one registration from src: each load client is a
+// machine of its own, with its own loopback address, so the burst measures
+// the server rather than its per-client limits.
+func registerOnce(url string, src netip.Addr, p *protocol.Payloads, mac string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cc, err := protocol.Dial(ctx, protocol.DialOptions{URL: url}, protocol.Plain{AuthKind: "mac", ID: mac})
+	return registerWith(ctx, protocol.DialOptions{URL: url, LocalAddr: &net.TCPAddr{IP: src.AsSlice()}}, p, mac)
+}
+
+// registerWith is the agent's conversation: dial, authenticate, register,
+// and a network config with addresses in the reply.
+func registerWith(ctx context.Context, o protocol.DialOptions, p *protocol.Payloads, mac string) error {
+	cc, err := protocol.Dial(ctx, o, protocol.Plain{AuthKind: "mac", ID: mac})
 	if err != nil {
 		return err
 	}
@@ -116,4 +128,64 @@ func registerOnce(url string, p *protocol.Payloads, mac string) error {
 		return fmt.Errorf("reply without a network config carrying addresses")
 	}
 	return nil
+}
+
+// loadRows starts a regserver with an empty store for every burst, so each
+// level measures new machines on an empty store, not the store of earlier
+// bursts. The peak RSS is the server's VmHWM over the 1,000-client bursts.
+func (b *bencher) loadRows() []row {
+	p, err := loadPayloads()
+	if err != nil {
+		return []row{{name: "regserver load", budget: noBudget(), err: err}}
+	}
+	var ids atomic.Int64
+	var rows []row
+	burst := 0
+	var peakRSS float64
+	var rssErr error
+	for _, level := range b.o.loadLevels {
+		lv := struct{ conc, total int }{level[0], level[1]}
+		var rates []float64
+		var p99s []time.Duration
+		var err error
+		var storeSize int64
+		for range b.o.loadRepeat {
+			burst++
+			dir := filepath.Join(b.work, fmt.Sprintf("regserver-load-%d", burst))
+			var rs *regserver
+			if rs, err = startRegserver(b.bins["regserver"], dir); err != nil {
+				break
+			}
+			var r loadResult
+			r, err = registerLoad(rs.url(), p, lv.conc, lv.total, &ids)
+			if lv.conc == 1000 {
+				if hwm, herr := rs.peakRSS(); herr == nil {
+					peakRSS = max(peakRSS, hwm)
+				} else {
+					rssErr = herr
+				}
+			}
+			rs.stop()
+			if err != nil {
+				break
+			}
+			if fi, err := os.Stat(filepath.Join(dir, storeName)); err == nil {
+				storeSize = fi.Size()
+			}
+			rates = append(rates, r.perSecond)
+			p99s = append(p99s, r.p99)
+		}
+		note := fmt.Sprintf("%d new machines per burst on an empty store (%s at the end), median of %d bursts", lv.total, format(unitBytes, float64(storeSize)), b.o.loadRepeat)
+		rows = append(rows,
+			row{name: fmt.Sprintf("regserver: registrations/s, %d PLAIN clients", lv.conc), unit: unitRate, value: medianFloat(rates), budget: noBudget(), note: note, err: err},
+			row{name: fmt.Sprintf("regserver: p99 latency, %d PLAIN clients", lv.conc), unit: unitDuration, value: float64(median(p99s)), budget: noBudget(), note: "dial + conversation + close", err: err})
+		if lv.conc == 1000 {
+			if err != nil && rssErr == nil {
+				rssErr = err
+			}
+			rows = append(rows, row{name: "regserver: peak RSS, 1000 PLAIN clients", unit: unitBytes, value: peakRSS, budget: budgetServerRSS,
+				note: "VmHWM of the server process, max over the bursts (issue 13's goal)", err: rssErr})
+		}
+	}
+	return rows
 }

@@ -21,7 +21,7 @@ import (
 const (
 	pendingPool    = "10.216.0.0/20" // pool data only, never configured anywhere
 	pendingWaiting = 5000
-	pendingRounds  = 300
+	pendingRounds  = 300 // the full run's; -short times fewer
 )
 
 const pendingConfig = `
@@ -75,7 +75,7 @@ func seedPending(path string, held, waiting int) error {
 }
 
 // pendingRun times registrations against a server over a seeded store.
-func pendingRun(dir string, waiting int) (reReg, newReg []time.Duration, err error) {
+func pendingRun(rounds int, dir string, waiting int) (reReg, newReg []time.Duration, err error) {
 	cfg, err := regconfig.Parse([]byte(pendingConfig))
 	if err != nil {
 		return nil, nil, err
@@ -102,8 +102,8 @@ func pendingRun(dir string, waiting int) (reReg, newReg []time.Duration, err err
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
 	url := hs.URL + "/elemental/registration/pending-token"
-	for i := range pendingRounds {
-		d, err := timeRegistration(url, pendingMAC(i*held/pendingRounds), true)
+	for i := range rounds {
+		d, err := timeRegistration(url, pendingMAC(i*held/rounds), true)
 		if err != nil {
 			return nil, nil, fmt.Errorf("re-registration %d: %w", i, err)
 		}
@@ -145,8 +145,8 @@ func timeRegistration(url, mac string, addressed bool) (time.Duration, error) {
 func (b *bencher) pendingRows() []row {
 	var rows []row
 	for _, waiting := range []int{0, pendingWaiting} {
-		re, nw, err := pendingRun(b.work, waiting)
-		note := fmt.Sprintf("/20 pool full, %d claims waiting; %d sequential registrations over loopback, store on disk", waiting, pendingRounds)
+		re, nw, err := pendingRun(b.o.pendingRounds, b.work, waiting)
+		note := fmt.Sprintf("/20 pool full, %d claims waiting; %d sequential registrations over loopback, store on disk", waiting, b.o.pendingRounds)
 		for _, r := range []struct {
 			what string
 			ds   []time.Duration

@@ -165,7 +165,8 @@ func newMachine(dir string, n int, url, extra string) (*machine, error) {
 // procRun is one agent process, start to exit.
 type procRun struct {
 	wall   time.Duration
-	maxRSS int64 // bytes, from wait4's rusage
+	cpu    time.Duration // user + system, from wait4's rusage
+	maxRSS int64         // bytes, from wait4's rusage
 	stderr []byte
 }
 
@@ -184,6 +185,7 @@ func runAgent(bin string, m *machine, env []string, extra ...string) (procRun, e
 	if cmd.ProcessState != nil {
 		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 			r.maxRSS = ru.Maxrss * 1024 // kilobytes on Linux
+			r.cpu = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 		}
 	}
 	if err != nil {

@@ -17,7 +17,8 @@ const (
 	unitDuration unit = iota // value in nanoseconds
 	unitCount
 	unitBytes
-	unitRate // per second
+	unitRate  // per second
+	unitRatio // a plain number, two decimals
 )
 
 // row is one line of the table. A row without a budget is information only.
@@ -68,6 +69,8 @@ func format(u unit, v float64) string {
 		return fmt.Sprintf("%.1f MB", v/1e6)
 	case unitRate:
 		return fmt.Sprintf("%.0f /s", v)
+	case unitRatio:
+		return fmt.Sprintf("%.2f", v)
 	default:
 		return fmt.Sprintf("%.0f", v)
 	}

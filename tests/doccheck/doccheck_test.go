@@ -41,6 +41,7 @@ var notRun = map[string]string{
 	"tests/vm/ci-stage.sh":                  ".ci/run runs it as its VM-lab stage",
 	"make test-boot BOOT_PARALLEL=1":        "a stage of make test, one case at a time",
 	"make bench":                            "minutes of benchmarks; not a test",
+	"make bench-short":                      "a minute of benchmarks: .ci/run's bench stage; not a test",
 	"CGO_ENABLED=1 go run -tags emulatedtpm ./tests/bench -bin bin":                                     "what make bench runs",
 	"bin/regserver --config regserver.yaml --listen 0.0.0.0:8080 --admin-listen :9090 --store state.db": "listens on every interface; TestAdminExample runs it on loopback",
 	// docs/annotations.md's queries read the reader's own server's inventories.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/state"
 )
 
 const applicator = "oem/elemental-network.yaml"
@@ -105,8 +106,8 @@ func TestFailedApplyRollsBack(t *testing.T) {
 		t.Error("applicator changed by a rolled-back apply")
 	}
 	// The state gains the error it reports back (docs/annotations.md), nothing else.
-	st, _, err := agent.LoadState(host.Root(m.Root), agent.DefaultStatePath)
-	if err != nil || st.NetworkErrorKind != "apply-failed" || st.NetworkErrorPhase != agent.PhaseApply {
+	st, _, err := state.Load(host.Root(m.Root), agent.DefaultStatePath)
+	if err != nil || st.NetworkErrorKind != "apply-failed" || st.NetworkErrorPhase != string(agent.PhaseApply) {
 		t.Errorf("state after a rolled-back apply: %+v %v, want the error kept", st, err)
 	}
 	var kept []byte

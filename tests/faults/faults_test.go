@@ -19,6 +19,7 @@ import (
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/agent/retry/retrytest"
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
@@ -257,7 +258,7 @@ func checkNewState(t *testing.T, b []byte) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "state.yaml")
 	node.Must(t, os.WriteFile(p, b, 0o600))
-	st, note, err := agent.LoadState(host.Root("/"), p)
+	st, note, err := state.Load(host.Root("/"), p)
 	if err != nil || strings.Contains(note, "corrupt") {
 		t.Fatalf("state file is not a valid version: %v %s\n%s", err, note, b)
 	}

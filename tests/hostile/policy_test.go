@@ -10,6 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/agent"
+	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
@@ -227,11 +228,11 @@ func TestPolicyOptIn(t *testing.T) {
 // (kind refused, phase plan) and no network config recorded as applied.
 func keptRefusalOnly(t *testing.T, b []byte) {
 	t.Helper()
-	var st agent.State
+	var st state.State
 	if err := yaml.Unmarshal(b, &st); err != nil {
 		t.Fatalf("state file after a refusal: %v", err)
 	}
-	if st.NetworkErrorKind != "refused" || st.NetworkErrorPhase != agent.PhasePlan || st.NetworkDigest != "" || st.NetworkState != "" {
+	if st.NetworkErrorKind != "refused" || st.NetworkErrorPhase != string(agent.PhasePlan) || st.NetworkDigest != "" || st.NetworkState != "" {
 		t.Errorf("state file after a refusal: error kind %q phase %q, digest %q state %q; want the refusal kept (refused, plan) and nothing applied",
 			st.NetworkErrorKind, st.NetworkErrorPhase, st.NetworkDigest, st.NetworkState)
 	}

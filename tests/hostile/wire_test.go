@@ -114,7 +114,7 @@ func TestServerSentLocalFields(t *testing.T) {
 // TestBadInterfaceNamesFromTheServer: names NetworkManager would refuse
 // are refused by render, naming the field.
 func TestBadInterfaceNamesFromTheServer(t *testing.T) {
-	for _, name := range []string{"enp0s31f6-management-01", "eth 0:1"} {
+	for _, name := range []string{"enp0s31f6-management-01", "eth 0:1", "eth%d"} {
 		s := &Server{Network: []byte(`{"configurator":"nmstate","config":{"interfaces":[{"name":"` + name + `","type":"ethernet","state":"up"}]}}`)}
 		url, _ := s.Start(t, false, "tok")
 		cc, err := protocol.Dial(t.Context(), protocol.DialOptions{URL: url}, plainAuth)

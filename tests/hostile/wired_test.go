@@ -31,6 +31,7 @@ import (
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
@@ -125,7 +126,7 @@ func manifestPath(m *node.Machine) string {
 func ownedFiles(t *testing.T, m *node.Machine) []string {
 	b, err := os.ReadFile(manifestPath(m))
 	testutil.Must(t, err)
-	var man apply.Manifest
+	var man state.Manifest
 	testutil.Must(t, json.Unmarshal(b, &man))
 	var out []string
 	for _, f := range man.Files {

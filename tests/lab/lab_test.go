@@ -21,8 +21,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
@@ -255,7 +255,7 @@ func checkRegistered(t *testing.T, m *node.Machine, r agentRun) {
 	if r.code != 0 {
 		t.Fatalf("agent exit %d:\n%s", r.code, r.out)
 	}
-	st, note, err := agent.LoadState(host.Root("/"), filepath.Join(m.Root, node.StatePath))
+	st, note, err := state.Load(host.Root("/"), filepath.Join(m.Root, node.StatePath))
 	if err != nil || note != "" || !st.Registered() || st.NetworkDigest == "" {
 		t.Fatalf("state after the run: %+v %q %v", st, note, err)
 	}

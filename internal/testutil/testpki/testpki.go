@@ -30,9 +30,19 @@ type CA struct {
 // New makes a CA whose common name is name, valid from an hour ago for a day.
 func New(t testing.TB, name string) *CA {
 	t.Helper()
+	return NewWith(t, name, nil)
+}
+
+// NewWith is New with edit applied to the CA's template before it is
+// signed: a CA expired, name-constrained, without the right key usage.
+func NewWith(t testing.TB, name string, edit func(*x509.Certificate)) *CA {
+	t.Helper()
 	key := newKey(t)
 	tmpl := template(t, name)
 	tmpl.IsCA, tmpl.KeyUsage = true, x509.KeyUsageCertSign|x509.KeyUsageCRLSign
+	if edit != nil {
+		edit(tmpl)
+	}
 	der := create(t, tmpl, tmpl, key, key)
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
@@ -75,6 +85,17 @@ func (c *CA) Issue(t testing.TB, hosts ...string) tls.Certificate {
 		t.Fatal(err)
 	}
 	return cert
+}
+
+// Chain is a server certificate for hosts as a TLS client sees it: the
+// parsed chain, leaf first.
+func (c *CA) Chain(t testing.TB, hosts ...string) []*x509.Certificate {
+	t.Helper()
+	leaf, err := x509.ParseCertificate(c.Issue(t, hosts...).Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []*x509.Certificate{leaf}
 }
 
 // Files are the paths WriteFiles wrote.

@@ -39,7 +39,12 @@ func CAPEM(caCert string) ([]byte, error) {
 func IsCAPEM(caCert string) bool { return strings.Contains(caCert, "-----BEGIN") }
 
 // TLSConfig builds the client TLS configuration from a CA given as a file
-// path or PEM text.
+// path or PEM text. A pinned CA is the only trust for that server: upstream
+// adds it to the system pool, but then any certificate chaining to the
+// system store (a TLS-inspection CA, a mis-issued public one) would speak
+// for the registration server and could announce a CA of its own
+// (docs/ca-rotation.md, "Trust"). Without a CA the system pool verifies,
+// unless noSystemPool.
 func TLSConfig(caCert string, noSystemPool bool) (*tls.Config, error) {
 	if caCert == "" {
 		if noSystemPool {
@@ -51,18 +56,20 @@ func TLSConfig(caCert string, noSystemPool bool) (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	var pool *x509.CertPool
-	if !noSystemPool {
-		sys, err := x509.SystemCertPool()
-		if err == nil {
-			pool = sys
-		}
-	}
-	if pool == nil {
-		pool = x509.NewCertPool()
-	}
+	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(pemText) {
 		return nil, errors.New("ca-cert: no certificate found in the PEM data")
 	}
 	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// PeerCertificates is the chain the server presented, leaf first; nil over
+// plain http. A CA announced over this connection is taken only when this
+// chain verifies against the CA in force alone (agent/catrust).
+func (cc *ClientConn) PeerCertificates() []*x509.Certificate {
+	tc, ok := cc.c.ws.NetConn().(*tls.Conn)
+	if !ok {
+		return nil
+	}
+	return tc.ConnectionState().PeerCertificates
 }

@@ -1,4 +1,4 @@
-package agent
+package state
 
 import (
 	"bytes"
@@ -10,11 +10,11 @@ import (
 	"github.com/nodereg/nodereg/internal/host"
 )
 
-// FuzzLoadState: whatever is on disk (a half-written file from another
-// tool, bit rot), LoadState never fails on content. Either the state is
+// FuzzLoad: whatever is on disk (a half-written file from another
+// tool, bit rot), Load never fails on content. Either the state is
 // read and survives a save/load round trip, or the file is kept aside
 // byte for byte and the run starts fresh.
-func FuzzLoadState(f *testing.F) {
+func FuzzLoad(f *testing.F) {
 	f.Add([]byte("initialRegistration: 2026-06-09T10:11:12.123456789Z\nemulatedTPM: true\nemulatedTPMSeed: -1\n"))
 	f.Add([]byte("initialRegistration: \"2026-06-09T10:11:12Z\"\nnodereg-ak: AAEC\nnodereg-network-digest: sha256:00\nnodereg-last-phase: finish\n"))
 	f.Add([]byte("initialRegistration: 0001-01-01T00:00:00Z\n"))
@@ -27,9 +27,9 @@ func FuzzLoadState(f *testing.F) {
 		if err := os.WriteFile(path, content, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		st, note, err := LoadState(host.Root("/"), path)
+		st, note, err := Load(host.Root("/"), path)
 		if err != nil {
-			t.Fatalf("LoadState failed on content alone: %v", err)
+			t.Fatalf("Load failed on content alone: %v", err)
 		}
 		if st == nil {
 			t.Fatal("nil state without error")
@@ -54,7 +54,7 @@ func FuzzLoadState(f *testing.F) {
 		if err := st.Save(host.Root("/"), path); err != nil {
 			t.Fatalf("saving a state we read: %v", err)
 		}
-		again, note, err := LoadState(host.Root("/"), path)
+		again, note, err := Load(host.Root("/"), path)
 		if err != nil || note != "" {
 			t.Fatalf("reading back our own state: %v %q", err, note)
 		}

@@ -1,0 +1,74 @@
+package agent
+
+// The run's retry decisions, in one place: agent/retry asks
+// exitcode.Retryable (the error's class: transient is retried, final and
+// configuration are not), and the marks below turn what only the run
+// knows (which reply means a deleted inventory, when an unresolved
+// placeholder is final) into a class or a retry.Terminal.
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nodereg/nodereg/agent/exitcode"
+	"github.com/nodereg/nodereg/agent/retry"
+	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/protocol"
+)
+
+// classifyRegister marks failures no retry can fix as terminal, by the
+// error's class, adding what the operator should do.
+func classifyRegister(err error) error {
+	var er *protocol.ErrorReply
+	isReply := errors.As(err, &er)
+	if isReply && (er.Reason == protocol.ReasonInventoryNotFound || strings.Contains(er.Message, "MachineInventory not found")) {
+		return retry.Terminal(&ConfigError{Err: fmt.Errorf("the server has no inventory for this machine any more: re-provisioning needed (run `agent --reset` from recovery): %w", err)})
+	}
+	if exitcode.Of(err) == exitcode.Config {
+		// A MsgError that is not about pending addresses is the server
+		// refusing on purpose (inventory creation failed, template error):
+		// asking again gives the same answer.
+		if isReply {
+			return retry.Terminal(fmt.Errorf("the server refused the registration: %w", err))
+		}
+		return retry.Terminal(err)
+	}
+	return classifyNetwork(err, false)
+}
+
+// classifyRender: an unresolved placeholder is a pending claim (retried)
+// unless the decision made it final; any other render error is the
+// config's fault (exit 78).
+func classifyRender(err error, unresolvedIsFinal bool) error {
+	var ue *apply.UnresolvedError
+	switch {
+	case errors.As(err, &ue) && unresolvedIsFinal:
+		return retry.Terminal(&ConfigError{Err: fmt.Errorf("the server's network template uses a placeholder no address pool provides: %w", err)})
+	case errors.As(err, &ue):
+		return fmt.Errorf("addresses not ready yet: %w", err)
+	}
+	return retry.Terminal(&ConfigError{Err: err})
+}
+
+// classifyNetwork: pending addresses are retried (honouring the server's
+// retry-after); an exhausted pool or a failed claim ends the run with the
+// server's reason, retryable later by systemd (exit 75). unannounced: the
+// question was MsgNetworkConfig to a server that never announced it
+// (network-config: explicit); one that drops the connection on it is a
+// released operator, which no retry changes (docs/protocol.md §7.4).
+func classifyNetwork(err error, unannounced bool) error {
+	if unannounced && errors.Is(err, protocol.ErrNetworkConfigDropped) {
+		return retry.Terminal(&ConfigError{Err: fmt.Errorf("network-config is explicit, but this server never announced the explicit exchange "+
+			"and closed the connection on MsgNetworkConfig: a released elemental-operator, which gives the network config only inside MsgConfig; "+
+			"set elemental.registration.network-config to auto (the default), which asks only servers that announce it: %w", err)})
+	}
+	var er *protocol.ErrorReply
+	if errors.As(err, &er) {
+		switch er.Reason {
+		case protocol.ReasonPoolExhausted, protocol.ReasonAllocationFailed:
+			return retry.Terminal(err)
+		}
+	}
+	return err
+}

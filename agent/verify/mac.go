@@ -1,0 +1,139 @@
+package verify
+
+import (
+	"bufio"
+	"bytes"
+	"net"
+	"path"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/state"
+)
+
+// A profile identified by MAC address (nmstate identifier: mac-address, a
+// keyfile with [ethernet] mac-address and no interface-name) binds to
+// whatever the kernel calls that NIC; the state file records it under the
+// profile's name. The findings look for it under the kernel's name.
+
+// deviceNames maps each interface name of the state file to the kernel's
+// name of its device: the name itself, unless the applied config (the
+// digested copy the manifest lists, or our keyfiles) binds that name by
+// MAC and a device has that MAC.
+func deviceNames(in Input) map[string]string {
+	out := map[string]string{}
+	for name := range in.addresses {
+		out[name] = name
+	}
+	byMAC := in.ByMAC
+	if byMAC == nil {
+		byMAC = kernelByMAC
+	}
+	for name, mac := range macBound(in.Files) {
+		if _, ok := out[name]; !ok {
+			continue
+		}
+		if dev, err := byMAC(mac); err == nil && dev != "" {
+			out[name] = dev
+		}
+	}
+	return out
+}
+
+// macBound lists the interface names the applied config binds by MAC, with
+// the MAC: nmstate interfaces with identifier mac-address, keyfiles with
+// [ethernet] mac-address and no interface-name (by id and by file name).
+func macBound(files host.FS) map[string]string {
+	out := map[string]string{}
+	m, err := readManifest(files)
+	if err != nil || m == nil {
+		return out
+	}
+	keyfile := func(name string, b []byte) {
+		if id, iface, mac := keyfileIdentity(b); iface == "" && mac != "" {
+			out[strings.TrimSuffix(name, ".nmconnection")] = mac
+			if id != "" {
+				out[id] = mac
+			}
+		}
+	}
+	for _, f := range m.Files {
+		b, err := files.ReadFile(f.Path, maxFile)
+		if err != nil {
+			continue // a keyfile yip writes at boot may not be there yet
+		}
+		switch f.Kind {
+		case state.KindKeyfile:
+			keyfile(path.Base(f.Path), b)
+		case state.KindDigested:
+			var doc map[string]any
+			if yaml.Unmarshal(b, &doc) != nil {
+				continue
+			}
+			ifaces, isState := doc["interfaces"].([]any)
+			for _, it := range ifaces {
+				i, _ := it.(map[string]any)
+				name, _ := i["name"].(string)
+				mac, _ := i["mac-address"].(string)
+				if i["identifier"] == "mac-address" && name != "" && mac != "" {
+					out[name] = mac
+				}
+			}
+			for name, v := range doc {
+				if text, ok := v.(string); ok && !isState {
+					keyfile(name, []byte(text))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// keyfileIdentity reads [connection] id and interface-name and [ethernet]
+// mac-address of a keyfile apply wrote (so already checked).
+func keyfileIdentity(b []byte) (id, iface, mac string) {
+	sec := ""
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]") {
+			sec = line[1 : len(line)-1]
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			continue
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		switch {
+		case sec == "connection" && k == "id":
+			id = v
+		case sec == "connection" && k == "interface-name":
+			iface = v
+		case (sec == "ethernet" || sec == "802-3-ethernet") && k == "mac-address":
+			mac = v
+		}
+	}
+	return id, iface, mac
+}
+
+// kernelByMAC is the kernel's name of the interface with hardware address
+// mac ("" when none has it).
+func kernelByMAC(mac string) (string, error) {
+	want, err := net.ParseMAC(mac)
+	if err != nil {
+		return "", err
+	}
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return "", err
+	}
+	for _, i := range ifs {
+		if bytes.Equal(i.HardwareAddr, want) {
+			return i.Name, nil
+		}
+	}
+	return "", nil
+}
