@@ -77,7 +77,7 @@ test-boot: ## boot simulation: real NetworkManager, yip and agent in namespaces 
 # The VM boot lab: a Debian guest under QEMU, the agent as its systemd
 # service (root, QEMU, swtpm, mmdebstrap; docs/vmlab.md).
 test-vm: ## boot a Debian guest under QEMU: agent under systemd, vTPM, reboot, recovery, bond/VLAN (NODEREG_SKIP_VM=1 skips)
-	@GO='$(GO)' ./tests/vm/run.sh
+	@GO='$(GO)' VM_CASES='$(VM_CASES)' ./tests/vm/run.sh
 
 FUZZTIME ?= 3
 FUZZJOBS ?= 2

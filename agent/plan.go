@@ -21,6 +21,7 @@ import (
 	"github.com/nodereg/nodereg/bootstrap"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/state"
+	"github.com/nodereg/nodereg/netpolicy"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -210,7 +211,7 @@ func printRendered(w io.Writer, nc *protocol.NetworkConfig, rd *apply.Rendered) 
 // the digested config, the keyfiles (nmstate's by the generator nmstate
 // chooses), the yip applicator and the commands.
 func PrintRender(ctx context.Context, w io.Writer, nc *protocol.NetworkConfig, nmstate apply.NmstateChoice) error {
-	return printRender(ctx, Options{DryRun: true, Out: w}, nc, nmstate, true)
+	return printRender(ctx, Options{DryRun: true, Out: w}, nc, nmstate, true, netpolicy.Policy{})
 }
 
 // PrintRenderOn is PrintRender for the node whose files are under root
@@ -218,17 +219,41 @@ func PrintRender(ctx context.Context, w io.Writer, nc *protocol.NetworkConfig, n
 // node makes, the keyfile directory's ownership and the uniqueness against
 // the profiles on its disk included (docs/apply.md, "agent render").
 func PrintRenderOn(ctx context.Context, w io.Writer, root string, nc *protocol.NetworkConfig, nmstate apply.NmstateChoice) error {
-	return printRender(ctx, Options{DryRun: true, Out: w, Root: root}, nc, nmstate, false)
+	return printRender(ctx, Options{DryRun: true, Out: w, Root: root}, nc, nmstate, false, netpolicy.Policy{})
+}
+
+// RenderFor is the node a render plans for.
+type RenderFor struct {
+	// Root holds the node's files: its disk is checked as a real run
+	// checks it (PrintRenderOn). "": another machine, no disk checks.
+	Root string
+	// ConfigPath is the node's config file under Root, whose network
+	// policy judges the config ("": the default policy); Required: its
+	// absence is an error (the operator named it).
+	ConfigPath string
+	Required   bool
+}
+
+// PrintRenderFor is PrintRender for node n: its disk checks when it has a
+// root, and its own network policy (renderPolicy), so an operator previews
+// a node that opts in to a rule as its runs will judge the config.
+func PrintRenderFor(ctx context.Context, w io.Writer, nc *protocol.NetworkConfig, nmstate apply.NmstateChoice, n RenderFor) error {
+	pol, err := renderPolicy(n.Root, n.ConfigPath, n.Required)
+	if err != nil {
+		return err
+	}
+	return printRender(ctx, Options{DryRun: true, Out: w, Root: n.Root}, nc, nmstate, n.Root == "", pol)
 }
 
 // printRender is PrintRender with the run's options; offline: the plan is
-// for some other machine, not the one under o.Root.
-func printRender(ctx context.Context, o Options, nc *protocol.NetworkConfig, nmstate apply.NmstateChoice, offline bool) error {
+// for some other machine, not the one under o.Root; pol judges the config.
+func printRender(ctx context.Context, o Options, nc *protocol.NetworkConfig, nmstate apply.NmstateChoice, offline bool, pol netpolicy.Policy) error {
 	rd, err := apply.Render(nc)
 	if err != nil {
 		return err
 	}
 	r := newRun(o)
+	r.netPolicy = pol
 	r.state = &state.State{}
 	r.nmstate = nmstate
 	r.offline = offline

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/internal/state"
+	"github.com/nodereg/nodereg/netpolicy"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -33,7 +34,7 @@ func TestRenderIgnoresThisHostsKeyfiles(t *testing.T) {
 		Config:       map[string]protocol.RawValue{"eth0": {Value: "[connection]\nid=eth0\ntype=ethernet\ninterface-name=eth0\n[ipv4]\nmethod=manual\naddress1={ip}/24\n"}},
 	}
 	var out bytes.Buffer
-	if err := printRender(t.Context(), Options{DryRun: true, Out: &out, Root: root}, nc, apply.NmstateAuto, true); err != nil {
+	if err := printRender(t.Context(), Options{DryRun: true, Out: &out, Root: root}, nc, apply.NmstateAuto, true, netpolicy.Policy{}); err != nil {
 		t.Fatalf("render refused because of this host's keyfile: %v", err)
 	}
 	if !strings.Contains(out.String(), "address1=10.0.0.5/24") {

@@ -34,7 +34,7 @@ func classifyRegister(err error) error {
 		}
 		return retry.Terminal(err)
 	}
-	return classifyNetwork(err, false)
+	return markNotUpYet(classifyNetwork(err, false))
 }
 
 // classifyRender: an unresolved placeholder is a pending claim (retried)

@@ -48,12 +48,13 @@ func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(con
 	if err != nil {
 		return fmt.Errorf("apply network live (%s): %w", p.Configurator, err)
 	}
-	var prevFilesUp []string
-	for _, f := range append(slices.Clone(stale), targets...) {
-		if prevKeyfiles[f] != nil {
-			prevFilesUp = append(prevFilesUp, f)
-		}
+	// What is up now comes back on a rollback, though matchBoot may have
+	// disconnected its device.
+	prevActive, err := a.activeUUIDs(ctx, nmcli)
+	if err != nil {
+		return fmt.Errorf("apply network live (%s): %w", p.Configurator, err)
 	}
+	prevFilesUp := prevKeyfiles.existing(append(slices.Clone(stale), targets...))
 	back := func(step string, cause error) error {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.checkpointTimeout())
 		defer cancel()
@@ -61,6 +62,7 @@ func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(con
 		if _, err := a.activate(rctx, nmcli, a.hostPaths(prevFilesUp), a.byHostPath(prevKeyfiles)); err != nil {
 			errs = append(errs, err)
 		}
+		a.reactivate(rctx, nmcli, prevActive)
 		log.WithError(cause).WithField("step", step).Warn("network change rolled back")
 		return &LiveApplyError{Step: step, Err: cause, RollbackErr: errors.Join(errs...)}
 	}
@@ -84,6 +86,9 @@ func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(con
 	if step, err := a.activate(ctx, nmcli, a.hostPaths(targets), content); err != nil {
 		return back(step, err)
 	}
+	if step, err := a.matchBoot(ctx, nmcli, a.hostPaths(targets), content); err != nil {
+		return back(step, err)
+	}
 	if err := a.checkReachable(ctx, reachable); err != nil {
 		return back("reachability check", err)
 	}
@@ -92,6 +97,17 @@ func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(con
 	}
 	log.Info("network keyfiles applied")
 	return nil
+}
+
+// existing are those of paths the snapshot holds a file for, in order.
+func (s snapshot) existing(paths []string) []string {
+	var out []string
+	for _, f := range paths {
+		if s[f] != nil {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // keyfileTargets are the host paths the plan's keyfiles go to.

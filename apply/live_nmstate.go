@@ -90,6 +90,12 @@ func (a *Applier) applyNmstate(ctx context.Context, p *Plan, reachable func(cont
 	if _, err := a.run(ctx, apply); err != nil {
 		return back("nmstatectl apply", err, false)
 	}
+	if nmcli, err := host.Lookup("nmcli", a.tools().Nmcli); err == nil {
+		// As the next boot will have it (live_boot.go).
+		if step, err := a.downTransient(ctx, nmcli); err != nil {
+			return back(step, err, false)
+		}
+	}
 	if err := a.checkReachable(ctx, reachable); err != nil {
 		return back("reachability check", err, false)
 	}

@@ -182,13 +182,22 @@ func nmstateCommands(nmstatectl, timeout string, digested []byte) []host.Command
 // id may also name a profile NetworkManager made itself for an interface
 // that already had an address (then `up id` would activate that one).
 func (a *Applier) keyfileCommands(nmcli string, kfs []Keyfile) []host.Command {
-	cmds := []host.Command{reloadCommand(nmcli), profilesCommand(nmcli)}
+	cmds := []host.Command{activeCommand(nmcli), reloadCommand(nmcli), profilesCommand(nmcli)}
+	uuidOf := func(kf Keyfile) string { return "<UUID of " + path.Join(a.paths().KeyfileDir, kf.Name) + ">" }
+	var down []host.Command
 	for _, kf := range kfs {
 		if autoconnects(kf.Content) {
-			cmds = append(cmds, host.Command{Name: nmcli, Args: []string{"connection", "up", "uuid", "<UUID of " + path.Join(a.paths().KeyfileDir, kf.Name) + ">"}})
+			cmds = append(cmds, host.Command{Name: nmcli, Args: []string{"connection", "up", "uuid", uuidOf(kf)}})
+		} else {
+			down = append(down, host.Command{Name: nmcli, Args: []string{"device", "disconnect", "<device of " + path.Join(a.paths().KeyfileDir, kf.Name) + ", when up>"}})
 		}
 	}
-	return cmds
+	// As the next boot will have it: the device of an autoconnect=false
+	// profile is disconnected when it is up (docs/apply.md, "The rollback
+	// check tests the next boot").
+	cmds = append(cmds, profilesCommand(nmcli))
+	cmds = append(cmds, down...)
+	return append(cmds, activeCommand(nmcli))
 }
 
 // Print writes the plan for a human: digested config, keyfiles, yip file

@@ -20,7 +20,11 @@ func (a *Applier) checkPolicyState(r *Rendered) error {
 // wrote them (the server's nmconnections, nmstatectl gc, the built-in
 // translator, nmc), as NetworkManager will read them.
 func (a *Applier) checkPolicyKeyfiles(p *Plan) error {
-	return a.Policy.CheckKeyfiles(policyKeyfiles(p))
+	kfs := policyKeyfiles(p)
+	if err := a.Policy.CheckKeyfiles(kfs); err != nil {
+		return err
+	}
+	return netpolicy.CheckOneProfile(kfs)
 }
 
 // checkPolicyForeign refuses a plan keyfile whose UUID or id a profile that

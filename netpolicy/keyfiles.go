@@ -12,13 +12,15 @@ import (
 // canonicalSection).
 var (
 	allowedSections = []string{"connection", "ethernet", "ipv4", "ipv6", "vlan", "bond", "bond-port",
-		"bridge", "bridge-port", "dummy", "ethtool", "match", "link", "user", "proxy"}
+		"bridge", "bridge-port", "dummy", "ethtool", "match", "link", "user", "proxy",
+		"vrf", "vxlan", "veth", "infiniband", "sriov"}
 	secretSections = []string{"802-1x", "vpn", "vpn-secrets", "wifi-security", "wireguard", "macsec",
 		"pppoe", "ppp", "gsm", "cdma"}
 	// allowedTypes are the connection types of the interface kinds the
 	// agent supports (docs/nmstate.md); secretTypes carry credentials.
-	allowedTypes = []string{"ethernet", "802-3-ethernet", "bond", "bridge", "vlan", "dummy"}
-	secretTypes  = []string{"vpn", "wireguard", "macsec", "pppoe", "gsm", "cdma"}
+	allowedTypes = []string{"ethernet", "802-3-ethernet", "bond", "bridge", "vlan", "dummy",
+		"loopback", "vrf", "vxlan", "veth", "infiniband"}
+	secretTypes = []string{"vpn", "wireguard", "macsec", "pppoe", "gsm", "cdma"}
 	// nameKeys are the [connection] keys NetworkManager reads as plain
 	// strings that bind the profile: judged after unescaping.
 	nameKeys = []string{"id", "uuid", "interface-name", "type", "master", "controller", "slave-type", "port-type"}

@@ -15,9 +15,9 @@ var (
 	allowedIface = []string{"name", "type", "state", "profile-name", "identifier", "mac-address",
 		"permanent-mac-address", "mtu", "min-mtu", "max-mtu", "description", "ipv4", "ipv6", "ethernet",
 		"ethtool", "link-aggregation", "bridge", "vlan", "controller", "accept-all-mac-addresses",
-		"copy-mac-from", "wait-ip", "lldp", "mptcp"}
+		"copy-mac-from", "wait-ip", "lldp", "mptcp", "vrf", "vxlan", "veth", "infiniband"}
 	secretIface    = []string{"802.1x", "macsec", "ipsec", "wireguard"}
-	allowedKinds   = []string{"ethernet", "bond", "linux-bridge", "vlan", "dummy"}
+	allowedKinds   = []string{"ethernet", "bond", "linux-bridge", "vlan", "dummy", "loopback", "vrf", "vxlan", "veth", "infiniband"}
 	secretKinds    = []string{"macsec", "ipsec", "wireguard"}
 	nmstateSecrets = []string{"password", "secret", "psk", "private-key", "cert", "ca-path", "mka-cak", "mka-ckn"}
 )

@@ -115,7 +115,7 @@ func TestStateRules(t *testing.T) {
 		{"ovs-db", eth + "ovs-db:\n  external_ids: {}\n", "config.ovs-db", Unknown},
 		{"unknown key", eth + "  sriov-magic: 1\n", "config.interfaces[0].sriov-magic", Unknown},
 		{"macsec kind", "interfaces:\n- name: ms0\n  type: macsec\n", "config.interfaces[0].type", FilesAndSecrets},
-		{"vxlan kind", "interfaces:\n- name: vx0\n  type: vxlan\n", "config.interfaces[0].type", Unknown},
+		{"ovs-bridge kind (outside the translator's kinds)", "interfaces:\n- name: ovs0\n  type: ovs-bridge\n", "config.interfaces[0].type", Unknown},
 		{"file in an allowed tree", eth + "  ethernet:\n    sr-iov:\n      firmware: /lib/firmware/evil.bin\n", "config.interfaces[0].ethernet.sr-iov.firmware", FilesAndSecrets},
 	}
 	for _, c := range cases {

@@ -1,7 +1,6 @@
 package nmstate
 
 import (
-	"cmp"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -334,107 +333,4 @@ func parseBridgePort(path string, n *yaml.Node) (bridgePort, error) {
 		return bp, invalid(path, "missing field `name`")
 	}
 	return bp, nil
-}
-
-type vlanRange struct {
-	lo, hi uint64
-	text   string
-}
-
-// parsePortVLAN renders a port's vlan block as NetworkManager's
-// bridge-port.vlans: ranges sorted by first id, the native/access tag as
-// "<id> pvid untagged".
-func parsePortVLAN(path string, n *yaml.Node) (string, error) {
-	fs, err := mapping(path, n, []string{"mode", "tag", "enable-native", "trunk-tags"}, nil)
-	if err != nil {
-		return "", err
-	}
-	mode, native := "", false
-	var tag *uint64
-	var ranges []vlanRange
-	for _, f := range fs {
-		switch f.key {
-		case "mode":
-			mode, err = str(f.path, f.val, maxTextLen, true)
-			if err == nil && mode != "trunk" && mode != "access" {
-				err = invalid(f.path, "unknown variant `%s`, expected `trunk` or `access`", mode)
-			}
-		case "tag":
-			var v uint64
-			v, err = unsigned(f.path, f.val, 4094)
-			tag = &v
-		case "enable-native":
-			native, err = boolean(f.path, f.val)
-		case "trunk-tags":
-			ranges, err = parseTrunkTags(f.path, f.val)
-		}
-		if err != nil {
-			return "", err
-		}
-	}
-	switch {
-	case mode == "access" && tag != nil && len(ranges) == 0:
-		return uitoa(*tag) + " pvid untagged", nil
-	case mode == "trunk" && len(ranges) > 0 && (tag != nil) == native:
-		if tag != nil {
-			ranges = append(ranges, vlanRange{*tag, *tag, uitoa(*tag) + " pvid untagged"})
-		}
-		slices.SortStableFunc(ranges, func(a, b vlanRange) int { return cmp.Compare(a.lo, b.lo) })
-		var parts []string
-		for _, r := range ranges {
-			parts = append(parts, r.text)
-		}
-		return strings.Join(parts, ","), nil
-	}
-	return "", unsupported(path, "only an access port with a tag, or a trunk port with trunk-tags (and a tag exactly when enable-native) is supported")
-}
-
-func parseTrunkTags(path string, n *yaml.Node) ([]vlanRange, error) {
-	items, err := sequence(path, n, 4094)
-	if err != nil {
-		return nil, err
-	}
-	var out []vlanRange
-	for i, it := range items {
-		p := index(path, i)
-		fs, err := mapping(p, it, []string{"id", "id-range"}, nil)
-		if err != nil {
-			return nil, err
-		}
-		if len(fs) != 1 {
-			return nil, invalid(p, "a trunk tag needs exactly one of id, id-range")
-		}
-		f := fs[0]
-		if f.key == "id" {
-			v, err := unsigned(f.path, f.val, 4094)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, vlanRange{v, v, uitoa(v)})
-			continue
-		}
-		rs, err := mapping(f.path, f.val, []string{"min", "max"}, nil)
-		if err != nil {
-			return nil, err
-		}
-		var lo, hi uint64
-		seen := 0
-		for _, r := range rs {
-			v, err := unsigned(r.path, r.val, 4094)
-			if err != nil {
-				return nil, err
-			}
-			seen++
-			if r.key == "min" {
-				lo = v
-			} else {
-				hi = v
-			}
-		}
-		if seen != 2 || lo > hi || lo == 0 {
-			return nil, invalid(f.path, "id-range needs min <= max, both in 1..4094")
-		}
-		out = append(out, vlanRange{lo, hi, uitoa(lo) + "-" + uitoa(hi)})
-	}
-	return out, nil
 }

@@ -197,15 +197,21 @@ func (ifc *iface) writeIfaceOpts(conn *section) []*section {
 		conn.set("mptcp-flags", uitoa(*o.mptcpFlags))
 	}
 	var secs []*section
-	if ifc.mac != "" || ifc.mtu != nil || o.acceptAllMAC != nil || o.autoNeg != nil || o.speed != nil || o.duplex != "" {
+	mac, mtu := ifc.mac, ifc.mtu
+	if ifc.ib != nil {
+		// An IPoIB child's MTU is [infiniband] mtu (kinds.go), and gc
+		// writes no MAC for it (testdata/gcmade 201, 214).
+		mac, mtu = "", nil
+	}
+	if mac != "" || mtu != nil || o.acceptAllMAC != nil || o.autoNeg != nil || o.speed != nil || o.duplex != "" {
 		e := newSection("ethernet")
 		if o.byMAC {
-			e.set("mac-address", strings.ToUpper(ifc.mac))
+			e.set("mac-address", strings.ToUpper(mac))
 		} else {
-			e.set("cloned-mac-address", strings.ToUpper(ifc.mac))
+			e.set("cloned-mac-address", strings.ToUpper(mac))
 		}
-		if ifc.mtu != nil {
-			e.set("mtu", uitoa(*ifc.mtu))
+		if mtu != nil {
+			e.set("mtu", uitoa(*mtu))
 		}
 		if o.acceptAllMAC != nil {
 			e.set("accept-all-mac-addresses", boolDigit(*o.acceptAllMAC))

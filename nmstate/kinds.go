@@ -166,6 +166,9 @@ func (ifc *iface) kindSections() []*section {
 		s.set("p-key", uitoa(ifc.ib.pkey))
 		s.set("parent", ifc.ib.base)
 		s.set("transport-mode", ifc.ib.mode)
+		if ifc.mtu != nil {
+			s.set("mtu", uitoa(*ifc.mtu))
+		}
 	default:
 		return nil
 	}

@@ -77,11 +77,35 @@ func GenerateKeyfiles(desired []byte) ([]Keyfile, error) {
 	prio := upPriorities(profiles, byName)
 	slices.SortFunc(profiles, func(a, b *iface) int { return strings.Compare(a.name, b.name) })
 	slices.SortStableFunc(profiles, func(a, b *iface) int { return cmp.Compare(prio[a], prio[b]) })
+	profiles = peersAfterVeths(profiles)
 	out := make([]Keyfile, 0, len(profiles))
 	for _, ifc := range profiles {
 		out = append(out, Keyfile{Name: ifc.id() + ".nmconnection", Content: render(ifc.sections(pl))})
 	}
 	return out, nil
+}
+
+// peersAfterVeths lists each generated veth peer right after its veth,
+// whatever the peer's name: gc makes the peer's profile together with the
+// veth's and lists it there (testdata/gcmade 202).
+func peersAfterVeths(ps []*iface) []*iface {
+	peers := map[string]*iface{}
+	for _, p := range ps {
+		if p.generated && p.typ == "veth" {
+			peers[p.vethPeer] = p
+		}
+	}
+	out := make([]*iface, 0, len(ps))
+	for _, p := range ps {
+		if p.generated && p.typ == "veth" {
+			continue
+		}
+		out = append(out, p)
+		if peer, ok := peers[p.name]; ok {
+			out = append(out, peer)
+		}
+	}
+	return out
 }
 
 // GC returns what `nmstatectl gc` prints, as the pairs its YAML holds under
@@ -206,6 +230,20 @@ func (ifc *iface) sections(pl *layout) []*section {
 	} else {
 		secs = append(secs, ifc.ipSection(false, pl), ifc.ipSection(true, pl))
 	}
+	secs = append(secs, ifc.bondBridgeVLANSection()...)
+	secs = append(secs, ifc.writeIfaceOpts(conn)...)
+	secs = append(secs, ifc.kindSections()...)
+	if ifc.desc != nil {
+		u := newSection("user")
+		u.set("nmstate.interface.description", *ifc.desc)
+		secs = append(secs, u)
+	}
+	return secs
+}
+
+// bondBridgeVLANSection is the [bond], [bridge] or [vlan] section of those
+// kinds (the other kinds' own sections: kindSections).
+func (ifc *iface) bondBridgeVLANSection() []*section {
 	switch ifc.typ {
 	case "bond":
 		b := newSection("bond")
@@ -213,7 +251,7 @@ func (ifc *iface) sections(pl *layout) []*section {
 		for k, v := range ifc.bond.options {
 			b.set(k, v)
 		}
-		secs = append(secs, b)
+		return []*section{b}
 	case "linux-bridge":
 		b := newSection("bridge")
 		if br := ifc.br; br != nil {
@@ -227,7 +265,7 @@ func (ifc *iface) sections(pl *layout) []*section {
 				b.set("vlan-filtering", strconv.FormatBool(br.filtering()))
 			}
 		}
-		secs = append(secs, b)
+		return []*section{b}
 	case "vlan":
 		v := newSection("vlan")
 		v.set("flags", uitoa(ifc.vlan.flags))
@@ -236,16 +274,9 @@ func (ifc *iface) sections(pl *layout) []*section {
 		if ifc.vlan.protocol == "802.1ad" {
 			v.set("protocol", "802.1ad")
 		}
-		secs = append(secs, v)
+		return []*section{v}
 	}
-	secs = append(secs, ifc.writeIfaceOpts(conn)...)
-	secs = append(secs, ifc.kindSections()...)
-	if ifc.desc != nil {
-		u := newSection("user")
-		u.set("nmstate.interface.description", *ifc.desc)
-		secs = append(secs, u)
-	}
-	return secs
+	return nil
 }
 
 const forever = "2147483647" // i32::MAX, nmstate's "no timeout"

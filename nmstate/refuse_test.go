@@ -155,7 +155,6 @@ func TestRefusalsOutsideSubset(t *testing.T) {
 		{"route source of the other family", eth0v4 + "routes:\n  config:\n  - {destination: 0.0.0.0/0, next-hop-interface: eth0, source: '2001:db8::2'}", "routes.config[0].source", un, "address family"},
 		{"two profiles under one name", "interfaces:\n- {name: eth0, profile-name: uplink}\n- {name: eth1, profile-name: uplink}", "interfaces[1].profile-name", un, "also the profile of eth0"},
 		{"loopback without its addresses", "interfaces:\n- {name: lo, type: loopback, ipv4: {enabled: true, address: [{ip: 198.51.100.1, prefix-length: 32}]}}", "interfaces[0]", un, "127.0.0.1/8"},
-		{"rule for a DHCP table without routes", "interfaces:\n- {name: eth0, ipv4: {enabled: true, dhcp: true, auto-route-table-id: 150}}\nroute-rules:\n  config:\n  - {ip-from: 192.0.2.0/24, route-table: 150}", "route-rules.config[0]", un, "not verified"},
 		{"profile-name with a slash", "interfaces:\n- {name: eth0, profile-name: a/b}", "interfaces[0].profile-name", un, "keyfile name"},
 		{"scoped DNS server", eth0v4 + "dns-resolver:\n  config: {server: ['fe80::1%eth0']}", "dns-resolver.config.server[0]", un, "link-local DNS servers"},
 		{"bad search domain", eth0v4 + "dns-resolver:\n  config: {server: [192.0.2.53], search: ['a;b']}", "dns-resolver.config.search[0]", un, "search domain"},

@@ -2,6 +2,7 @@ package nmstate
 
 import (
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -175,58 +176,59 @@ func (r *rule) tableID() uint64 {
 	return *r.table
 }
 
-// ruleIface: the iif interface; else the one interface with routes that
-// serves the rule's table; else the first IP-enabled interface in document
-// order; else lo. nmstate walks a HashSet in the second step, so with two
-// or more candidates its choice is random: refused.
+// ruleIface is nmstate's find_interface_for_rule (nm/route_rule.rs) as gc
+// runs it: the iif interface; else an interface with routes in the state
+// that serves the rule's table; else the first interface of the state, by
+// name, that serves it; else the first IP-enabled interface in document
+// order; else lo. An interface serves a table when it has a route of the
+// rule's family in it, or when the table is its auto-route-table-id (254
+// when not given). nmstate walks the interfaces with routes in HashSet
+// order, so with two of them serving the table its choice is random:
+// refused.
 func (st *state) ruleIface(r *rule, v6 bool, byName map[string]*iface, routes []sanitizedRoute) (string, error) {
 	if r.iif != "" {
 		ifc, ok := byName[r.iif]
 		if !ok || ifc.state == "absent" || ifc.autoAdded {
 			return "", invalid(join(r.path, "iif"), "The interface %s required by route rule does not exists", r.iif)
 		}
-		if ifc.noIP() || !ifc.ipEnabled(v6) {
-			return "", unsupported(join(r.path, "iif"), "the rule would be stored on %s, whose %s section is disabled or absent", r.iif, map[bool]string{false: "ipv4", true: "ipv6"}[v6])
-		}
-		return r.iif, nil
+		return ruleTarget(r, join(r.path, "iif"), ifc, v6)
 	}
 	table := r.tableID()
-	var cands, unsure []string
-	for _, ifc := range st.candidates() {
-		if ifc.noIP() || !ifc.ipEnabled(v6) {
-			continue
-		}
-		has, serves := false, false
+	serves := func(ifc *iface) bool {
 		for _, rt := range routes {
-			if rt.iface == ifc.name {
-				has = true
-				if rt.writtenTable() == table {
-					serves = true
-				}
+			if rt.iface == ifc.name && rt.v6 == v6 && rt.writtenTable() == table {
+				return true
 			}
 		}
-		// An interface counts as its auto-route-table-id's table (254
-		// when not given), whatever its routes.
-		at := ifc.ipConf(v6).opts.autoTable
-		if (at == nil && table == mainTable) || (at != nil && *at == table) {
-			serves = true
-			if !has && at != nil && table != mainTable {
-				unsure = append(unsure, ifc.name)
-			}
+		at := uint64(mainTable)
+		if ip := ifc.ipConf(v6); ip != nil && ip.opts.autoTable != nil {
+			at = *ip.opts.autoTable
 		}
-		if has && serves {
-			cands = append(cands, ifc.name)
+		return at == table
+	}
+	var withRoutes []*iface
+	for _, ifc := range st.routeIfaces(byName, routes) {
+		if serves(ifc) {
+			withRoutes = append(withRoutes, ifc)
 		}
 	}
-	switch {
-	case len(cands) == 1:
-		return cands[0], nil
-	case len(cands) > 1:
-		return "", unsupported(r.path, "the rule's table %d is served by %s: nmstate picks one of them at random (a HashSet walk); give it iif, or a table only one interface has routes in", table, strings.Join(cands, ", "))
-	case len(unsure) > 0:
-		// No vector shows where gc puts such a rule: refuse rather than
-		// guess.
-		return "", unsupported(r.path, "the rule's table %d is the auto-route-table-id of %s, which has no routes: where gc places this rule is not verified; give it iif", table, strings.Join(unsure, ", "))
+	switch len(withRoutes) {
+	case 0:
+	case 1:
+		return ruleTarget(r, r.path, withRoutes[0], v6)
+	default:
+		names := make([]string, len(withRoutes))
+		for i, ifc := range withRoutes {
+			names[i] = ifc.name
+		}
+		return "", unsupported(r.path, "the rule's table %d is served by %s: nmstate picks one of them at random (a HashSet walk); give it iif, or a table only one interface has routes in", table, strings.Join(names, ", "))
+	}
+	byIfName := slices.Clone(st.candidates())
+	slices.SortFunc(byIfName, func(a, b *iface) int { return strings.Compare(a.name, b.name) })
+	for _, ifc := range byIfName {
+		if serves(ifc) {
+			return ruleTarget(r, r.path, ifc, v6)
+		}
 	}
 	for _, ifc := range st.candidates() {
 		if !ifc.noIP() && ifc.ipEnabled(v6) {
@@ -234,6 +236,35 @@ func (st *state) ruleIface(r *rule, v6 bool, byName map[string]*iface, routes []
 		}
 	}
 	return "lo", nil
+}
+
+// routeIfaces are the interfaces the state's routes go to, lo included.
+func (st *state) routeIfaces(byName map[string]*iface, routes []sanitizedRoute) []*iface {
+	var out []*iface
+	seen := map[string]bool{}
+	for _, rt := range routes {
+		if seen[rt.iface] {
+			continue
+		}
+		seen[rt.iface] = true
+		if ifc, ok := byName[rt.iface]; ok {
+			out = append(out, ifc)
+		} else if rt.iface == "lo" {
+			out = append(out, loopback())
+		}
+	}
+	return out
+}
+
+// ruleTarget is ifc for a rule gc stores there. gc keeps it in a disabled
+// section (testdata/gcmade 213), but drops it from an interface the state
+// gives no settings of the rule's family (217) and from a port, which has
+// no IP sections: refused there, rather than lost.
+func ruleTarget(r *rule, path string, ifc *iface, v6 bool) (string, error) {
+	if ifc.noIP() || ifc.ipConf(v6) == nil {
+		return "", unsupported(path, "gc would place the rule on %s, which has no %s settings in the state, and drop it there", ifc.name, map[bool]string{false: "ipv4", true: "ipv6"}[v6])
+	}
+	return ifc.name, nil
 }
 
 // loopback is the lo profile gen_conf writes from its synthetic current

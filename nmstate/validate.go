@@ -163,29 +163,8 @@ func (ifc *iface) check() error {
 			return err
 		}
 	}
-	for _, ip := range []*ipConf{ifc.ipv4, ifc.ipv6} {
-		if ip == nil {
-			continue
-		}
-		v6 := ip == ifc.ipv6
-		for _, a := range ip.addrs {
-			if a.ip.Is6() != v6 {
-				fam, sec := "IPv6", "ipv4"
-				if v6 {
-					fam, sec = "IPv4", "ipv6"
-				}
-				return invalid(join(a.path, "ip"), "Got %s address %s/%d in %s config section", fam, a.ip, a.prefix, sec)
-			}
-			if max := uint64(a.ip.BitLen()); a.prefix > max {
-				return invalid(join(a.path, "prefix-length"), "Invalid IPv%d network prefix length '%d', should be in the range of 0 to %d", map[bool]int{false: 4, true: 6}[v6], a.prefix, max)
-			}
-			if a.ip.Is4In6() {
-				return unsupported(join(a.path, "ip"), "IPv4-mapped IPv6 address %s is outside the supported subset", a.ip)
-			}
-		}
-		if v6 && ip.enabled && ip.autoconf && !ip.dhcp {
-			return &Error{Path: join(ip.path, "autoconf"), Kind: KindNotImplemented, Reason: "Autoconf without DHCP is not supported yet"}
-		}
+	if err := ifc.checkAddrs(); err != nil {
+		return err
 	}
 	if ifc.ipv6 != nil && ifc.ipv6.enabled && ifc.mtu != nil && *ifc.mtu < minIPv6MTU {
 		return invalid(join(ifc.path, "mtu"), "MTU should be >= %d when IPv6 is enabled on interface %s, but got mtu: %d", minIPv6MTU, ifc.name, *ifc.mtu)
@@ -224,6 +203,36 @@ func (ifc *iface) check() error {
 		return ifc.checkBond()
 	case "vlan":
 		return ifc.checkVlan()
+	}
+	return nil
+}
+
+// checkAddrs checks each address against its section's family, and
+// autoconf without DHCP.
+func (ifc *iface) checkAddrs() error {
+	for _, ip := range []*ipConf{ifc.ipv4, ifc.ipv6} {
+		if ip == nil {
+			continue
+		}
+		v6 := ip == ifc.ipv6
+		for _, a := range ip.addrs {
+			if a.ip.Is6() != v6 {
+				fam, sec := "IPv6", "ipv4"
+				if v6 {
+					fam, sec = "IPv4", "ipv6"
+				}
+				return invalid(join(a.path, "ip"), "Got %s address %s/%d in %s config section", fam, a.ip, a.prefix, sec)
+			}
+			if max := uint64(a.ip.BitLen()); a.prefix > max {
+				return invalid(join(a.path, "prefix-length"), "Invalid IPv%d network prefix length '%d', should be in the range of 0 to %d", map[bool]int{false: 4, true: 6}[v6], a.prefix, max)
+			}
+			if a.ip.Is4In6() {
+				return unsupported(join(a.path, "ip"), "IPv4-mapped IPv6 address %s is outside the supported subset", a.ip)
+			}
+		}
+		if v6 && ip.enabled && ip.autoconf && !ip.dhcp {
+			return &Error{Path: join(ip.path, "autoconf"), Kind: KindNotImplemented, Reason: "Autoconf without DHCP is not supported yet"}
+		}
 	}
 	return nil
 }

@@ -16,7 +16,6 @@ import (
 	cmdline "github.com/nodereg/nodereg/internal/cli"
 	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/machinereg"
-	"github.com/nodereg/nodereg/protocol"
 )
 
 // maxRenderInput bounds the file render reads; a network config is a few
@@ -51,6 +50,13 @@ under it, exactly as a run there would. With --bootstrap, an unset
 --nmstate leaves the choice to the config file's elemental.registration.nmstate
 (else auto), as register does.
 
+The config is judged by the node's network policy: with --root, that of
+its config file (--config-path under the root:
+elemental.registration.network-policy), so a node that allows a rule is
+previewed as it will run; a --config-path given names the file wherever
+--root points (missing: an error). Otherwise, and when the node has no
+config file, by the default policy.
+
 With --bootstrap it prints the bootstrap network of the config file
 (elemental.registration.bootstrap-network) as this machine would bring it
 up on a segment without DHCP: the address it would try first and where it
@@ -76,11 +82,17 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 				if perr != nil {
 					return perr
 				}
-				root := "" // another machine: no on-disk checks
+				// --root: the node under it, its disk checked and its config
+				// file's policy judging the config; else another machine
+				// (default policy, unless --config-path names its file).
+				var node agent.RenderFor
 				if cmd.Flags().Changed("root") {
-					root = c.root
+					node.Root, node.ConfigPath = c.root, configPath
 				}
-				err = render(c.stdout, file, root, addrs, apply.NmstateChoice(nmstate.value))
+				if cmd.Flags().Changed("config-path") {
+					node.ConfigPath, node.Required = configPath, true
+				}
+				err = render(c.stdout, file, node, addrs, apply.NmstateChoice(nmstate.value))
 			}
 			if err != nil {
 				fmt.Fprintf(c.stderr, "render: %v\n", err)
@@ -96,12 +108,12 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 	cmd.Flags().StringVar(&file, "network-config", "", "old spelling of --input")
 	_ = cmd.Flags().MarkHidden("network-config")
 	cmd.Flags().BoolVar(&boot, "bootstrap", false, "print the bootstrap network of the config file (--config-path) for this machine")
-	cmd.Flags().StringVar(&configPath, "config-path", agent.DefaultConfigPath, "with --bootstrap: elemental config file (under --root)")
+	cmd.Flags().StringVar(&configPath, "config-path", agent.DefaultConfigPath, "elemental config file (under --root): its network policy judges the config; with --bootstrap, its bootstrap network is printed")
 	cmd.Flags().Var(nmstate, "nmstate", nmstateUsage)
 	return cmd
 }
 
-func render(w io.Writer, file, root string, set map[string]string, nmstate apply.NmstateChoice) error {
+func render(w io.Writer, file string, node agent.RenderFor, set map[string]string, nmstate apply.NmstateChoice) error {
 	b, err := readFile(file, maxRenderInput)
 	if err != nil {
 		return &errclass.ConfigError{Err: err}
@@ -124,13 +136,7 @@ func render(w io.Writer, file, root string, set map[string]string, nmstate apply
 			fmt.Fprintf(w, "# {%s} from pool %s: %s, %s\n", a.Name, a.Pool, a.Address, how)
 		}
 	}
-	printFn := agent.PrintRender
-	if root != "" {
-		printFn = func(ctx context.Context, w io.Writer, nc *protocol.NetworkConfig, n apply.NmstateChoice) error {
-			return agent.PrintRenderOn(ctx, w, root, nc, n)
-		}
-	}
-	if err := printFn(context.Background(), w, nc, nmstate); err != nil {
+	if err := agent.PrintRenderFor(context.Background(), w, nc, nmstate, node); err != nil {
 		// Offline, an unresolved placeholder is the file's fault, not a
 		// server that is not ready yet.
 		return &errclass.ConfigError{Err: fmt.Errorf("%s: %w", file, err)}

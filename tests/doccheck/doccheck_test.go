@@ -38,6 +38,8 @@ var notRun = map[string]string{
 	"make test-boot":                        "a stage of make test",
 	"make test-vm":                          ".ci/run's VM-lab stage runs it (tests/vm/ci-stage.sh)",
 	"NODEREG_VM_REUSE_IMAGE=1 make test-vm": "boots guests for ten minutes: .ci/run's VM-lab stage",
+	`make test-vm VM_CASES="B1 B7"`:         "boots guests for minutes: .ci/run's VM-lab stage runs every case",
+	"make test-vm VM_CASES=B8":              "boots eight guests twice each: .ci/run's VM-lab stage runs two of its points",
 	"tests/vm/ci-stage.sh":                  ".ci/run runs it as its VM-lab stage",
 	"make test-boot BOOT_PARALLEL=1":        "a stage of make test, one case at a time",
 	"make bench":                            "minutes of benchmarks; not a test",

@@ -142,11 +142,17 @@ func TestB4BondVLAN(t *testing.T) {
 			fail(t, m, "nodereg.service after the reboot", fmt.Errorf("want exit 0: %v %v", kv, err))
 		}
 		warmSeen, warmTPM := time.Since(m.powerOn), m.tpmCommands()
+		kf, err := m.checkKeyfilesFromYip()
+		if err != nil {
+			fail(t, m, "keyfiles after the reboot", err)
+		}
+		fmt.Printf("vmlab: B4: NetworkManager loaded %v, written by this boot's initramfs stage\n", kf)
 		checkBond(t, m, mgmt, vlan)
-		at, err := m.addrTime("bond0.42", vlan+"/24")
-		start, _, err2 := m.journalFirst("-u nodereg.service", `Start(ing|ed) nodereg\.service`)
-		if err != nil || err2 != nil || at <= 0 || start <= 0 || at >= start {
-			fail(t, m, "order", fmt.Errorf("VLAN address at %.2fs, nodereg.service started at %.2fs: want the address first (%v %v)", at, start, err, err2))
+		// The bond and the VLAN came from /oem through yip (the keyfile
+		// check above): the warm boot waited for no DHCP on the unclaimed
+		// third NIC, which NetworkManager still tries.
+		if err := m.noMinuteLost(); err != nil {
+			fail(t, m, "warm reboot", err)
 		}
 		fmt.Println(m.timeline("B4 warm reboot, bond + VLAN from /oem", "bond0.42", vlan+"/24", warmSeen, warmTPM))
 	})

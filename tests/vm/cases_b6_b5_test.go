@@ -78,8 +78,14 @@ func TestB6DualStack(t *testing.T) {
 				fail(t, m, "ping", err)
 			}
 		}
+		if err := m.noMinuteLost(); err != nil {
+			fail(t, m, "first boot", err)
+		}
 		machC, machCV4, machCV6 = m, v4, v6
 		fmt.Println(m.timeline("B6 cold first boot, dual-stack", "eth0", v6+"/64", seen, tpmCmds))
+		if !selected("B5") {
+			_ = m.poweroff()
+		}
 	})
 }
 

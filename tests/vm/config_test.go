@@ -13,11 +13,14 @@ const (
 	regA    = "vmlab-a"    // B1-B3: one NIC, IPv4
 	regDS   = "vmlab-ds"   // B6, B5: one NIC, IPv4 + IPv6, then changed and cut off
 	regBond = "vmlab-bond" // B4: bond of two NICs, VLAN 42 on it
+	regDHCP = "vmlab-dhcp" // B7: one NIC on a segment with DHCP, no bootstrap block
+	regCut  = "vmlab-cut"  // B8: one NIC, IPv4, power cuts (one machine per cut point)
 )
 
 // templates picks the variant of regDS's template regserver serves.
 type templates struct {
-	ds string // "" (dual-stack), "changed" (a second IPv4 address), "cutoff" (NIC moved off the segment)
+	ds  string // "" (dual-stack), "changed" (a second IPv4 address), "cutoff" (NIC moved off the segment)
+	cut string // "" or "changed" (a second IPv4 address): B8's live change
 }
 
 const poolsYAML = `pools:
@@ -28,6 +31,9 @@ const poolsYAML = `pools:
 - {name: pool-v6, addresses: [2001:db8:1::100-2001:db8:1::1ff], prefix: 64, gateway: "2001:db8:1::1"}
 - {name: pool-vlan, addresses: [10.42.0.100-10.42.0.109], prefix: 24, gateway: 10.42.0.1}
 - {name: pool-cut, addresses: [10.240.0.10-10.240.0.19], prefix: 24, gateway: 10.240.0.1}
+- {name: pool-e, addresses: [10.231.0.140-10.231.0.149], prefix: 24, gateway: 10.231.0.1}
+- {name: pool-p, addresses: [10.231.0.150-10.231.0.179], prefix: 24, gateway: 10.231.0.1}
+- {name: pool-q, addresses: [10.231.0.180-10.231.0.189], prefix: 24, gateway: 10.231.0.1}
 `
 
 func registration(name, network string) string {
@@ -45,7 +51,10 @@ func registration(name, network string) string {
 
 const netA = `ipAddresses:
   inventory-ip: pool-a
-config:
+` + netOneNIC
+
+// netOneNIC is eth0 with the placeholder inventory-ip and a default route.
+const netOneNIC = `config:
   interfaces:
   - name: eth0
     type: ethernet
@@ -119,10 +128,24 @@ config:
     - {destination: 0.0.0.0/0, next-hop-interface: bond0, next-hop-address: 10.231.0.1, metric: 150, table-id: 254}
 `
 
+// netCut is B8's template: the one-NIC address, and for the live change
+// cut ("changed") a second one on the same NIC.
+func netCut(variant string) string {
+	if variant == "changed" {
+		return `ipAddresses:
+  inventory-ip: pool-p
+  extra-ip: pool-q
+` + strings.Replace(netOneNIC, `[{ip: "{inventory-ip}", prefix-length: 24}]`,
+			`[{ip: "{inventory-ip}", prefix-length: 24}, {ip: "{extra-ip}", prefix-length: 24}]`, 1)
+	}
+	return "ipAddresses:\n  inventory-ip: pool-p\n" + netOneNIC
+}
+
 // serverConfig is regserver's config for the lab, with the template variants t.
 func serverConfig(t templates) string {
 	return "registrations:\n" + registration(regA, netA) + registration(regDS, netDS(t.ds)) +
-		registration(regBond, netBond) + poolsYAML
+		registration(regBond, netBond) + registration(regDHCP, "ipAddresses:\n  inventory-ip: pool-e\n"+netOneNIC) +
+		registration(regCut, netCut(t.cut)) + poolsYAML
 }
 
 // nodeConfig is a machine's /oem/registration/config.yaml: regserver's URL
@@ -163,4 +186,14 @@ func indent(s, pre string) string {
 		lines[i] = pre + l
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// nodeConfigDHCP is the config of a machine on a segment with DHCP: the
+// server's URL and TPM authentication, no bootstrap block.
+func nodeConfigDHCP(reg string) string {
+	return fmt.Sprintf(`elemental:
+  registration:
+    url: http://%s:%s/elemental/registration/%s-token
+    auth: tpm
+`, serverIP, serverPort, reg)
 }

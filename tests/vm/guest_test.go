@@ -161,6 +161,7 @@ func (m *machine) addrTime(dev, cidr string) (float64, error) {
 // and systemd, seconds since the kernel started) and the host's.
 func (m *machine) timeline(label, dev, cidr string, hostSeen time.Duration, tpmCmds int) string {
 	var b strings.Builder
+	share := ""
 	fmt.Fprintf(&b, "vmlab: timeline %s:", label)
 	at, _ := m.addrTime(dev, cidr)
 	nm, _ := m.unit("NetworkManager.service", "ExecMainStartTimestampMonotonic")
@@ -173,6 +174,9 @@ func (m *machine) timeline(label, dev, cidr string, hostSeen time.Duration, tpmC
 	}
 	if y0, y1 := usec(ys["InactiveExitTimestampMonotonic"]), usec(ys["ActiveEnterTimestampMonotonic"]); y1 > 0 {
 		fmt.Fprintf(&b, "; initramfs stage (yip) %.1fs-%.1fs", y0, y1)
+		if w := m.yipWindow(); w != "" {
+			fmt.Fprintf(&b, " (%s)", w)
+		}
 	}
 	// The first start of this boot (a restart moves InactiveExit on).
 	s, _, _ := m.journalFirst("-u nodereg.service", `Starting nodereg\.service`)
@@ -182,6 +186,9 @@ func (m *machine) timeline(label, dev, cidr string, hostSeen time.Duration, tpmC
 	if r := usec(nr["ActiveEnterTimestampMonotonic"]); s > 0 {
 		if r > 0 {
 			fmt.Fprintf(&b, "; nodereg.service start (%.1fs) -> READY=1 %.1fs", s, r-s)
+			if a, err := m.agentShare(s, r); err == nil {
+				share = "\n    " + a.String()
+			}
 		} else {
 			fmt.Fprintf(&b, "; nodereg.service start (%.1fs), no READY=1 (exit %s)", s, nr["ExecMainStatus"])
 		}
@@ -192,6 +199,7 @@ func (m *machine) timeline(label, dev, cidr string, hostSeen time.Duration, tpmC
 	if tpmCmds >= 0 {
 		fmt.Fprintf(&b, "; TPM commands this boot until the agent was done %d", tpmCmds)
 	}
+	b.WriteString(share)
 	if out, err := m.must("systemd-analyze 2>/dev/null | head -1"); err == nil {
 		fmt.Fprintf(&b, "\n    %s", strings.TrimSpace(out))
 	}

@@ -33,6 +33,8 @@ type machine struct {
 	serials []string
 	tpmLog  string // swtpm's log of this power-on (every command, level 20)
 	tpmMark int    // commands in tpmLog before the current boot
+	mode    string // elemental.mode of the current power-on
+	keepEtc bool   // vmlab.etc=keep: /etc on the root, kept across boots
 }
 
 // newMachine prepares a machine with nics NICs and an /oem holding files
@@ -92,17 +94,28 @@ func (m *machine) newRoot(name string) error {
 // namespace with direct kernel boot.
 func (m *machine) start(mode string) error {
 	m.boots++
+	m.mode = mode
 	sock := filepath.Join(m.dir, "swtpm.sock")
 	_ = os.Remove(sock)
 	// Level 20 logs every command swtpm reads: the lab counts them per
 	// boot (README "Proven where").
 	m.tpmLog, m.tpmMark = filepath.Join(m.dir, fmt.Sprintf("swtpm-%d.log", m.boots)), 0
+	// The log goes through a pipe the lab stamps (tpmlog_test.go).
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
 	m.swtpm = exec.Command("swtpm", "socket", "--tpm2", "--tpmstate", "dir="+m.tpmDir,
-		"--ctrl", "type=unixio,path="+sock, "--log", "file="+m.tpmLog+",level=20",
+		"--ctrl", "type=unixio,path="+sock, "--log", "fd=3,level=20",
 		"--pid", "file="+filepath.Join(m.dir, "swtpm.pid"))
-	if err := m.swtpm.Start(); err != nil {
+	m.swtpm.ExtraFiles = []*os.File{pw}
+	err = m.swtpm.Start()
+	pw.Close()
+	if err != nil {
+		pr.Close()
 		return fmt.Errorf("swtpm: %w", err)
 	}
+	go stampTPMLog(pr, m.tpmLog)
 	m.l.track(m.swtpm)
 	if err := waitFor("swtpm's control socket "+sock, 30*time.Second, func() (bool, string) {
 		_, err := os.Stat(sock)
@@ -113,12 +126,16 @@ func (m *machine) start(mode string) error {
 	serial := filepath.Join(m.dir, fmt.Sprintf("serial-%d.log", m.boots))
 	m.serials = append(m.serials, serial)
 	img := m.l.imgDir
+	cmdline := "root=/dev/vda ro console=ttyS0 net.ifnames=0 elemental.mode=" + mode
+	if m.keepEtc {
+		cmdline += " vmlab.etc=keep"
+	}
 	args := []string{"qemu-system-x86_64", "-name", m.name,
 		"-accel", "tcg,thread=multi,tb-size=256", "-smp", "2", "-m", "1024",
 		"-display", "none", "-no-user-config", "-nodefaults", "-uuid", m.uuid,
 		"-chardev", "file,id=ser0,path=" + serial, "-serial", "chardev:ser0",
 		"-kernel", filepath.Join(img, "vmlinuz"), "-initrd", filepath.Join(img, "initrd.img"),
-		"-append", "root=/dev/vda ro console=ttyS0 net.ifnames=0 elemental.mode=" + mode,
+		"-append", cmdline,
 		"-drive", "file=" + m.root + ",if=virtio,format=qcow2",
 		"-drive", "file=" + m.oem + ",if=virtio,format=raw",
 		"-chardev", "socket,id=chrtpm,path=" + sock, "-tpmdev", "emulator,id=tpm0,chardev=chrtpm",
@@ -150,8 +167,17 @@ func (m *machine) start(mode string) error {
 	return nil
 }
 
-// waitUp waits until the guest agent answers, bounded by bootBound.
+// waitUp waits until the guest agent answers, bounded by bootBound, and
+// checks the boot's layout.
 func (m *machine) waitUp() error {
+	if err := m.waitAgent(); err != nil {
+		return err
+	}
+	return m.checkLayout()
+}
+
+// waitAgent waits until the guest agent answers, bounded by bootBound.
+func (m *machine) waitAgent() error {
 	return waitFor(m.name+"'s guest agent after power-on/reboot", bootBound, func() (bool, string) {
 		if m.qemu.ProcessState != nil {
 			return false, "qemu exited"
@@ -179,10 +205,14 @@ func (m *machine) reboot() error {
 		return err
 	}
 	m.powerOn = time.Now()
-	return waitFor(m.name+" to come back from systemctl reboot with a new boot id", bootBound, func() (bool, string) {
+	err = waitFor(m.name+" to come back from systemctl reboot with a new boot id", bootBound, func() (bool, string) {
 		id, err := m.bootID()
 		return err == nil && id != "" && id != old, fmt.Sprintf("boot id %q (old %q) %v", id, old, err)
 	})
+	if err != nil {
+		return err
+	}
+	return m.checkLayout()
 }
 
 // poweroff shuts the guest down and waits for QEMU and swtpm to exit; past

@@ -67,6 +67,15 @@ func mainRun(m *testing.M) int {
 	}
 	code := m.Run()
 	resultsMu.Lock()
+	// Every power-on's serial log, whatever case it belonged to: a mount
+	// usage error means the initramfs did not build the lab's layout.
+	logs, _ := filepath.Glob(filepath.Join(l.runDir, "*", "serial-*.log"))
+	for _, s := range logs {
+		if b, err := os.ReadFile(s); err == nil && mountUsage.Match(b) {
+			results = append(results, "vmlab: FAIL "+s+" holds a mount usage error (the initramfs' layout script failed)")
+			failed++
+		}
+	}
 	for _, r := range results {
 		fmt.Println(r)
 	}
@@ -85,7 +94,7 @@ func missingTools() string {
 		return "needs root (network namespaces, taps, mkfs of the guest image)"
 	}
 	var miss []string
-	for _, t := range []string{"qemu-system-x86_64", "qemu-img", "swtpm", "mmdebstrap", "mkfs.ext4", "ip", "ping"} {
+	for _, t := range []string{"qemu-system-x86_64", "qemu-img", "swtpm", "mmdebstrap", "mkfs.ext4", "ip", "ping", "dnsmasq"} {
 		if _, err := exec.LookPath(t); err != nil {
 			miss = append(miss, t)
 		}
@@ -94,7 +103,7 @@ func missingTools() string {
 		miss = append(miss, "/dev/net/tun")
 	}
 	if len(miss) > 0 {
-		return "missing " + strings.Join(miss, ", ") + " (apt-get install qemu-system-x86 qemu-utils mmdebstrap ipxe-qemu seabios swtpm swtpm-tools iputils-ping)"
+		return "missing " + strings.Join(miss, ", ") + " (apt-get install qemu-system-x86 qemu-utils mmdebstrap ipxe-qemu seabios swtpm swtpm-tools iputils-ping dnsmasq-base)"
 	}
 	return ""
 }
@@ -167,4 +176,20 @@ func fail(t *testing.T, m *machine, step string, err error) {
 		dir = m.saveLogs(strings.ReplaceAll(t.Name(), "/", "_"))
 	}
 	t.Fatalf("%s: %v\n(serial logs and journal kept under %s)", step, err, dir)
+}
+
+// selected says whether case c (B1...) runs in this lab run (run.sh's
+// VM_CASES; all when unset): a machine no later selected case goes on with
+// is powered off at once rather than kept running beside the next cases.
+func selected(c string) bool {
+	sel := strings.Fields(os.Getenv("VMLAB_SELECTED"))
+	if len(sel) == 0 {
+		return true
+	}
+	for _, s := range sel {
+		if s == c {
+			return true
+		}
+	}
+	return false
 }

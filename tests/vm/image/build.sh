@@ -36,6 +36,7 @@ tar -C "$root" -xf "$base"
 make --no-print-directory package-build >"$out/make-package.log" 2>&1 || { cat "$out/make-package.log" >&2; exit 1; }
 dpkg --root="$root" -i bin/pkg/nodereg_*.deb >"$out/dpkg.log" 2>&1 || { cat "$out/dpkg.log" >&2; exit 1; }
 install -D -m 0755 "$out/yiprun" "$root/usr/libexec/vmlab/yiprun"
+install -m 0755 "$here/probe" "$root/usr/libexec/vmlab/probe"
 for u in "$here"/systemd/*.service; do
 	install -m 0644 "$u" "$root/etc/systemd/system/"
 done

@@ -1,0 +1,33 @@
+package agent
+
+import (
+	"errors"
+	"io/fs"
+
+	"github.com/nodereg/nodereg/agent/localconfig"
+	"github.com/nodereg/nodereg/netpolicy"
+)
+
+// renderPolicy reads the network policy of the node at root from its
+// config file (elemental.registration.network-policy, docs/reliability.md),
+// so that `agent render` previews a node that opts in to a rule as its runs
+// will judge the config. No file there: the default policy, unless
+// required (the operator named the file); no configPath: the default.
+func renderPolicy(root, configPath string, required bool) (netpolicy.Policy, error) {
+	if configPath == "" {
+		return netpolicy.Policy{}, nil
+	}
+	files := newRun(Options{Root: root}).files
+	b, err := files.ReadFile(configPath, localconfig.MaxFileBytes)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && !required:
+		return netpolicy.Policy{}, nil
+	case err != nil:
+		return netpolicy.Policy{}, configErr("config file %s: %v", files.Path(configPath), err)
+	}
+	pol, err := netpolicy.FromConfig(files.Path(configPath), b)
+	if err != nil {
+		return netpolicy.Policy{}, &ConfigError{Err: err}
+	}
+	return pol, nil
+}

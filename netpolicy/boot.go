@@ -1,0 +1,103 @@
+package netpolicy
+
+import (
+	"fmt"
+	"strings"
+)
+
+// OneProfile: two profiles of one config that NetworkManager could both
+// autoconnect on one device. Which one a boot brings up then depends on
+// autoconnect-priority and on NetworkManager's own timestamps, not on
+// what the live apply activated last, so the reachability check would
+// test one profile and the next boot bring up the other
+// (docs/reliability.md, "The rollback check tests the next boot"). No
+// config can allow it.
+const OneProfile Rule = "one-profile-per-device"
+
+// bootDevice is the device a profile binds, as far as the keyfile says:
+// its kind and its interface name, MAC address, or nothing (any device of
+// that kind).
+type bootDevice struct {
+	kind, by, value string
+}
+
+func (d bootDevice) String() string {
+	if d.by == "" {
+		return "any " + d.kind + " device"
+	}
+	return fmt.Sprintf("the %s device with %s %s", d.kind, d.by, d.value)
+}
+
+// clashes says whether NetworkManager could match one device with both.
+func (d bootDevice) clashes(o bootDevice) bool {
+	if d.kind != o.kind {
+		return false
+	}
+	if d.by == "" || o.by == "" {
+		return true
+	}
+	return d.by == o.by && d.value == o.value
+}
+
+// deviceKinds maps connection types to the device kind they activate on:
+// an ethernet profile also matches a veth device.
+var deviceKinds = map[string]string{"802-3-ethernet": "ethernet", "veth": "ethernet"}
+
+// deviceOf reads the device binding of a parsed keyfile.
+func deviceOf(secs Sections) bootDevice {
+	get := func(sec, k string) string {
+		v, _ := Unescape(secs[sec][k])
+		return v
+	}
+	kind := get("connection", "type")
+	if kind == "" {
+		kind = "ethernet"
+		for _, s := range []string{"vlan", "bond", "bridge", "infiniband", "vxlan", "vrf", "dummy"} {
+			if _, ok := secs[s]; ok {
+				kind = s
+			}
+		}
+	}
+	if k, ok := deviceKinds[kind]; ok {
+		kind = k
+	}
+	d := bootDevice{kind: kind}
+	switch {
+	case get("connection", "interface-name") != "":
+		d.by, d.value = "interface-name", get("connection", "interface-name")
+	case get("ethernet", "mac-address") != "" || get("802-3-ethernet", "mac-address") != "":
+		d.by, d.value = "mac-address", strings.ToUpper(get("ethernet", "mac-address")+get("802-3-ethernet", "mac-address"))
+	case get("infiniband", "mac-address") != "":
+		d.by, d.value = "mac-address", strings.ToUpper(get("infiniband", "mac-address"))
+	case get("match", "interface-name") != "":
+		// A plain name binds that device; a pattern (or a list) may bind
+		// any device of the kind, so it clashes with every other profile.
+		if m := get("match", "interface-name"); !strings.ContainsAny(m, "*?[]!~|\\; ,") {
+			d.by, d.value = "interface-name", m
+		}
+	}
+	return d
+}
+
+// CheckOneProfile refuses a config that gives one device two profiles
+// (rule OneProfile), whatever their autoconnect: one interface gets one
+// profile from the agent, so the profile the reachability check runs with
+// is the one the next boot brings up. Keyfiles NetworkManager cannot read
+// are left to CheckKeyfiles.
+func CheckOneProfile(kfs []Keyfile) error {
+	devs := make([]bootDevice, len(kfs))
+	for i, kf := range kfs {
+		secs, err := ReadKeyfile(kf.Content)
+		if err != nil {
+			continue
+		}
+		devs[i] = deviceOf(secs)
+		for j := range i {
+			if devs[j].kind != "" && devs[i].clashes(devs[j]) {
+				return &Refusal{Path: kf.Label + " [connection]", Rule: OneProfile,
+					Reason: fmt.Sprintf("binds %s, as %s does: one interface gets one profile, else the next boot may bring up another profile than the one the reachability check tested", devs[i], kfs[j].Label)}
+			}
+		}
+	}
+	return nil
+}
