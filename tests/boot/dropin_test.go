@@ -60,7 +60,7 @@ func docCloudConfig(t *testing.T) string {
 // needs no bootstrap.
 func TestBootstrapFromCloudConfigDropIn(t *testing.T) {
 	t.Parallel()
-	r := newReport(t, "B6 no DHCP: bootstrap from a cloud-config's drop-in")
+	r := newReport(t, "B5 no DHCP: bootstrap from a cloud-config's drop-in")
 	m := newMachine(t, serverConfig(keyfileTemplate))
 	m.writeConfig("auth: mac")
 	if cfg := string(m.read("oem/registration/config.yaml")); strings.Contains(cfg, "bootstrap") {
