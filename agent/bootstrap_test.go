@@ -158,11 +158,7 @@ func TestHandOverKeepsTheBootstrapBlock(t *testing.T) {
 	}
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // An nmstate bootstrap network gets its keyfiles from the same keyfile
 // generator as the IPAM config (nmstatectl gc; here the stand-in): the
@@ -176,23 +172,9 @@ func TestBootstrapNmstateUsesTheKeyfileGenerator(t *testing.T) {
 	m := node.New(t, "52:54:00:aa:00:23", "https://127.0.0.1:1/r", `    bootstrap-network:
       configurator: nmstate
       config:
-        interfaces:
-        - name: eth0
-          type: ethernet
-          state: up
-          ipv4:
-            enabled: true
-            dhcp: false
-            address:
-            - ip: "{boot-ip}"
-              prefix-length: 24
+        interfaces: [{name: eth0, type: ethernet, state: up, ipv4: {enabled: true, dhcp: false, address: [{ip: "{boot-ip}", prefix-length: 24}]}}]
       ipAddresses:
-        boot-ip:
-          range:
-            start: 10.231.0.100
-            end: 10.231.0.149
-            prefix: 24
-            gateway: 10.231.0.1
+        boot-ip: {range: {start: 10.231.0.100, end: 10.231.0.149, prefix: 24, gateway: 10.231.0.1}}
 `)
 	b, err := os.ReadFile(filepath.Join(m.Root, node.ConfigPath))
 	testutil.Must(t, err)

@@ -390,8 +390,18 @@ func (r *run) openTPM(log *logrus.Entry) error {
 	if reg.EmulateTPM {
 		uuid, _ := inventory.SystemUUID(r.files)
 		opts.Emulate = true
+		fresh := !r.state.EmulatedTPM
 		opts.Seed = tpm.ResolveSeed(true, reg.EmulatedTPMSeed, r.state.EmulatedTPM, r.state.EmulatedTPMSeed, uuid)
 		r.state.EmulatedTPM, r.state.EmulatedTPMSeed = true, opts.Seed
+		if fresh && !r.o.DryRun {
+			// The seed is the emulated TPM's identity, maybe drawn at
+			// random: on disk before the server hears of it, so a power
+			// cut before the run's end cannot make the next boot draw
+			// another, a second inventory (docs/apply.md, crash consistency).
+			if err := r.state.Save(r.files, r.o.StatePath); err != nil {
+				return err
+			}
+		}
 	} else {
 		r.state.EmulatedTPM = false
 		// A disk named as TPM would get TPM commands written into it.

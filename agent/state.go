@@ -8,7 +8,6 @@ import (
 
 	"github.com/nodereg/nodereg/agent/catrust"
 	"github.com/nodereg/nodereg/agent/exitcode"
-	"github.com/nodereg/nodereg/internal/atomicfile"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/internal/statelock"
@@ -43,7 +42,7 @@ func (r *run) lock(ctx context.Context) (unlock func(), err error) {
 	if r.o.Deadline > 0 && r.o.Deadline < wait {
 		wait = r.o.Deadline // --deadline bounds the whole run's wait
 	}
-	l, err := statelock.Acquire(ctx, r.files.Path(path.Join(dir, statelock.Name)), wait)
+	release, err := r.files.Lock(ctx, path.Join(dir, statelock.Name), wait)
 	if err != nil {
 		var stopped *exitcode.StoppedError
 		if errors.As(context.Cause(ctx), &stopped) {
@@ -55,7 +54,7 @@ func (r *run) lock(ctx context.Context) (unlock func(), err error) {
 		return nil, &PhaseError{Phase: PhaseState, Err: err}
 	}
 	r.removeStaleTemps()
-	return func() { _ = l.Release() }, nil
+	return func() { _ = release() }, nil
 }
 
 // removeStaleTemps removes the temp files of writes a kill -9 cut short, in
@@ -63,7 +62,7 @@ func (r *run) lock(ctx context.Context) (unlock func(), err error) {
 // flight (issue 21, item 6).
 func (r *run) removeStaleTemps() {
 	for _, dir := range []string{path.Dir(r.o.StatePath), host.KeyfileDir, host.StateDir, catrust.Dir, path.Dir(host.Applicator), host.RuntimeKeyfileDir} {
-		removed, err := atomicfile.RemoveStale(r.path(dir))
+		removed, err := r.files.RemoveStale(dir)
 		if err != nil {
 			r.log.WithField("phase", PhaseState).WithError(err).Warn("removing stale temp files")
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/server/tpmauth"
+	"github.com/nodereg/nodereg/tpm"
 	"github.com/nodereg/nodereg/tpm/tpmtest"
 )
 
@@ -49,5 +50,38 @@ func TestIdentityLeavesTheTPMAloneUnlessLive(t *testing.T) {
 				t.Errorf("persistent handles %#x before, %#x after; want unchanged=%v", before, after, c.wantUnchangedHandles)
 			}
 		})
+	}
+}
+
+// A first emulated run saves the seed before it registers: with no SMBIOS
+// UUID the seed is random, and a power cut before the run's end must not
+// make the next boot draw another (a second inventory on the server).
+func TestEmulatedSeedSavedBeforeRegistering(t *testing.T) {
+	root := t.TempDir()
+	seeds := map[int64]bool{}
+	for range 2 {
+		r := newRun(Options{Root: root})
+		st, _, err := state.Load(r.files, r.o.StatePath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.state = st
+		r.cfg = &protocol.Config{}
+		r.cfg.Elemental.Registration.Auth = authTPM
+		r.cfg.Elemental.Registration.EmulateTPM = true
+		r.cfg.Elemental.Registration.EmulatedTPMSeed = tpm.RandomSeed
+		// In the default build the emulation is missing and Open fails:
+		// the seed must be on disk all the same, the run stopping here.
+		if err := r.openTPM(r.log); err == nil {
+			r.tpm.Close()
+		}
+		saved, _, err := state.Load(r.files, r.o.StatePath)
+		if err != nil || !saved.EmulatedTPM || saved.EmulatedTPMSeed != r.state.EmulatedTPMSeed {
+			t.Fatalf("state after the identity phase: %+v, %v; want seed %d", saved, err, r.state.EmulatedTPMSeed)
+		}
+		seeds[saved.EmulatedTPMSeed] = true
+	}
+	if len(seeds) != 1 {
+		t.Errorf("two runs cut before their end used seeds %v, want one", seeds)
 	}
 }

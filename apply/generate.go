@@ -5,15 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
-	"path/filepath"
+	"path"
 	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/internal/host"
-	"github.com/nodereg/nodereg/internal/safefile"
 	"github.com/nodereg/nodereg/nmstate"
 )
 
@@ -163,28 +161,28 @@ type nmcGenerator struct {
 }
 
 func (g nmcGenerator) Generate(ctx context.Context, digested []byte) ([]Keyfile, []host.Command, error) {
-	tmp, err := os.MkdirTemp("", "nodereg-nmc-")
+	tmp, remove, err := host.TempDir("nodereg-nmc-")
 	if err != nil {
 		return nil, nil, err
 	}
-	defer os.RemoveAll(tmp)
-	in, out := filepath.Join(tmp, "desired-states"), filepath.Join(tmp, "network-config")
-	if err := os.Mkdir(in, 0o700); err != nil {
+	defer remove()
+	const in, out = "/desired-states", "/network-config"
+	if err := tmp.MkdirAll(in, 0o700); err != nil {
 		return nil, nil, err
 	}
-	if err := os.WriteFile(filepath.Join(in, "_all.yaml"), digested, 0o600); err != nil {
+	if err := tmp.WriteFile(path.Join(in, "_all.yaml"), digested, 0o600); err != nil {
 		return nil, nil, err
 	}
 	// ReadOnly for the host: it writes only into the private directory.
-	gen := host.Command{Name: g.path, Args: []string{"generate", "--config-dir", in, "--output-dir", out}, ReadOnly: true}
+	gen := host.Command{Name: g.path, Args: []string{"generate", "--config-dir", tmp.Path(in), "--output-dir", tmp.Path(out)}, ReadOnly: true}
 	if _, err := g.run(ctx, gen); err != nil {
 		return nil, []host.Command{gen}, fmt.Errorf("generating keyfiles: %w", err)
 	}
 	var kfs []Keyfile
 	seen := map[string]bool{}
-	err = filepath.WalkDir(out, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(d.Name(), keyfileSuffix) {
-			return err
+	err = host.Walk(tmp, out, func(p string, d fs.DirEntry) error {
+		if d.IsDir() || !strings.HasSuffix(d.Name(), keyfileSuffix) {
+			return nil
 		}
 		name := d.Name()
 		if err := checkFileName("nmc output "+name, name); err != nil {
@@ -194,7 +192,7 @@ func (g nmcGenerator) Generate(ctx context.Context, digested []byte) ([]Keyfile,
 			return fmt.Errorf("nmc generated %s twice", name)
 		}
 		seen[name] = true
-		b, err := safefile.ReadFile(p, maxOwnedFile)
+		b, err := tmp.ReadFile(p, maxOwnedFile)
 		if err != nil {
 			return err
 		}

@@ -48,6 +48,7 @@ func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(con
 	if err != nil {
 		return fmt.Errorf("apply network live (%s): %w", p.Configurator, err)
 	}
+	undoDir := a.stateDirUndo()
 	// What is up now comes back on a rollback, though matchBoot may have
 	// disconnected its device.
 	prevActive, err := a.activeUUIDs(ctx, nmcli)
@@ -58,7 +59,7 @@ func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(con
 	back := func(step string, cause error) error {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.checkpointTimeout())
 		defer cancel()
-		errs := []error{prevKeyfiles.restore(files), prevFiles.restore(files)}
+		errs := []error{prevKeyfiles.restore(files), prevFiles.restore(files), undoDir()}
 		if _, err := a.activate(rctx, nmcli, a.hostPaths(prevFilesUp), a.byHostPath(prevKeyfiles)); err != nil {
 			errs = append(errs, err)
 		}
@@ -68,6 +69,11 @@ func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(con
 	}
 	if err := files.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("apply network live (%s): %w", p.Configurator, err)
+	}
+	// The intent goes first: a power cut after any keyfile leaves them
+	// recognisably ours (docs/apply.md, "Crash consistency").
+	if err := a.writeIntent(p); err != nil {
+		return back("recording the change", err)
 	}
 	for i, t := range targets {
 		if err := files.WriteFile(t, p.Keyfiles[i].Content, 0o600); err != nil {
@@ -123,16 +129,17 @@ func keyfileTargets(p *Plan) ([]string, error) {
 	return targets, nil
 }
 
-// staleKeyfiles are the keyfiles owned by the previous config and not by
-// this one: they go away too, else NetworkManager keeps two profiles for
-// one device.
+// staleKeyfiles are the keyfiles owned by the previous config (or by a
+// change cut short; without a manifest, named by the applicator:
+// ownedBefore) and not by this one: they go away too, else
+// NetworkManager keeps two profiles for one device.
 func (a *Applier) staleKeyfiles(p *Plan, targets []string) ([]string, error) {
 	old, err := a.readManifest()
 	if err != nil {
 		return nil, err
 	}
 	var stale []string
-	for _, f := range old.Files {
+	for _, f := range a.ownedBefore(old) {
 		if f.Kind != state.KindKeyfile || path.Dir(f.Path) != p.paths.KeyfileDir {
 			continue
 		}

@@ -65,6 +65,7 @@ func (a *Applier) applyNmstate(ctx context.Context, p *Plan, reachable func(cont
 	if err != nil {
 		return fmt.Errorf("apply network live (nmstate): %w", err)
 	}
+	undoDir := a.stateDirUndo()
 	back := func(step string, cause error, restoreFiles bool) error {
 		// A fresh context: the caller's may be what just expired.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.checkpointTimeout())
@@ -81,14 +82,20 @@ func (a *Applier) applyNmstate(ctx context.Context, p *Plan, reachable func(cont
 			}
 		}
 		if restoreFiles {
-			errs = append(errs, prev.restore(a.files()))
+			errs = append(errs, prev.restore(a.files()), undoDir())
 		}
 		log.WithError(cause).WithField("step", step).Warn("network change rolled back")
 		return &LiveApplyError{Step: step, Err: cause, RollbackErr: errors.Join(errs...)}
 	}
+	// The intent goes before NetworkManager writes the keyfiles
+	// (docs/apply.md, "Crash consistency"); a way back restores the
+	// manifest without it.
+	if err := a.writeIntent(p); err != nil {
+		return back("recording the change", err, true)
+	}
 	log.Info("applying network config with a checkpoint")
 	if _, err := a.run(ctx, apply); err != nil {
-		return back("nmstatectl apply", err, false)
+		return back("nmstatectl apply", err, true)
 	}
 	if nmcli, err := host.Lookup("nmcli", a.tools().Nmcli); err == nil {
 		// As the next boot will have it (live_boot.go).
@@ -97,7 +104,7 @@ func (a *Applier) applyNmstate(ctx context.Context, p *Plan, reachable func(cont
 		}
 	}
 	if err := a.checkReachable(ctx, reachable); err != nil {
-		return back("reachability check", err, false)
+		return back("reachability check", err, true)
 	}
 	if err := a.Persist(p); err != nil {
 		return back("persist", err, true)

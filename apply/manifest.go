@@ -13,7 +13,6 @@ import (
 // manifest is what the plan owns once persisted: its keyfiles, the
 // digested config and the applicator.
 func (p *Plan) manifest() state.Manifest {
-	sum := func(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 	m := state.Manifest{Version: 1, Configurator: p.Configurator, Digest: p.Digest()}
 	for _, kf := range p.Keyfiles {
 		m.Files = append(m.Files, state.ManifestFile{Path: path.Join(p.paths.KeyfileDir, kf.Name), Kind: state.KindKeyfile, SHA256: sum(kf.Content)})
@@ -23,6 +22,9 @@ func (p *Plan) manifest() state.Manifest {
 		state.ManifestFile{Path: p.paths.Applicator, Kind: state.KindApplicator, SHA256: sum(p.Applicator)})
 	return m
 }
+
+// sum is the hex SHA-256 the manifest records of a file's content.
+func sum(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
 
 // manifestPath is the manifest's host path (without Root).
 func (p Paths) manifestPath() string { return state.ManifestPath(p.StateDir) }

@@ -30,7 +30,8 @@ func (e *NotOwnedError) Error() string {
 }
 
 // checkOwnership refuses every keyfile target that exists and is not ours.
-// Ours: listed in the manifest. The yip applicator writes our keyfiles at
+// Ours: listed in the manifest, or named by the intent of a change cut
+// short and holding what it wrote (pendingOwns). The yip applicator writes our keyfiles at
 // every boot before the agent runs, so an existing file the manifest lists
 // is ours; the first run after an install finds the manifest the hand-over
 // put in /oem. Without a readable manifest (none, or corrupt), the files
@@ -38,16 +39,13 @@ func (e *NotOwnedError) Error() string {
 // anyway, and an image installed by elemental-register is taken over this
 // way. It reads only: a plan has no side effects.
 func (a *Applier) checkOwnership(p *Plan) error {
-	if len(p.Keyfiles) == 0 {
-		return nil
+	owned, err := a.planOwned(p)
+	if owned == nil {
+		return err
 	}
-	owned, err := a.ownedPaths()
-	if err != nil {
-		return fmt.Errorf("plan network (%s): %w", p.Configurator, err)
-	}
-	for _, kf := range p.Keyfiles {
-		target := path.Join(p.paths.KeyfileDir, kf.Name)
-		if owned[target] {
+	pending := a.pendingByPath()
+	for i, target := range p.targets() {
+		if owned[target] || a.pendingOwns(pending[target], p.Keyfiles[i].Content) {
 			continue
 		}
 		if _, err := a.files().Lstat(target); err == nil {
@@ -59,6 +57,29 @@ func (a *Applier) checkOwnership(p *Plan) error {
 	return nil
 }
 
+// planOwned is ownedPaths for the checks of a plan, which both refuse the
+// same way when the manifest cannot be read; nil (and no error) when the
+// plan writes no keyfile.
+func (a *Applier) planOwned(p *Plan) (map[string]bool, error) {
+	if len(p.Keyfiles) == 0 {
+		return nil, nil
+	}
+	owned, err := a.ownedPaths()
+	if err != nil {
+		return nil, fmt.Errorf("plan network (%s): %w", p.Configurator, err)
+	}
+	return owned, nil
+}
+
+// targets are where the plan's keyfiles go, as host paths.
+func (p *Plan) targets() []string {
+	out := make([]string, len(p.Keyfiles))
+	for i, kf := range p.Keyfiles {
+		out[i] = path.Join(p.paths.KeyfileDir, kf.Name)
+	}
+	return out
+}
+
 // ownedPaths are the host paths (without Root) the agent owns, by its
 // manifest or, without a readable one, by its applicator.
 func (a *Applier) ownedPaths() (map[string]bool, error) {
@@ -68,7 +89,7 @@ func (a *Applier) ownedPaths() (map[string]bool, error) {
 	var corrupt *state.CorruptError
 	switch {
 	case err == nil && m != nil:
-		files = m.Files
+		files = a.ownedNow(m)
 	case err == nil, errors.As(err, &corrupt):
 		if files, err = a.applicatorFiles(); err != nil {
 			return nil, err

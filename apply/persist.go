@@ -40,9 +40,12 @@ func (a *Applier) persistTargets(p *Plan) []string {
 }
 
 // Persist writes the digested config, the yip applicator and the manifest
-// under /oem, each atomically. The manifest is written first with the
-// union of old and new files, so an interruption never leaves an owned file
-// unlisted. A none plan persists nothing.
+// under /oem, each atomically, in the order docs/apply.md ("Crash
+// consistency") proves safe at every prefix: the intent first (the
+// manifest with what the agent owns now and p's files pending; a live
+// apply has written it already, before its keyfiles), then the digested
+// config and the applicator, then the manifest that owns exactly p's files.
+// A none plan persists nothing.
 func (a *Applier) Persist(p *Plan) error {
 	if p.Configurator == protocol.ConfiguratorNone {
 		return nil
@@ -51,21 +54,10 @@ func (a *Applier) Persist(p *Plan) error {
 		return fmt.Errorf("persist network: plan for %s has no applicator", p.Configurator)
 	}
 	files := a.files()
-	old, err := a.readManifest()
-	if err != nil {
+	if err := a.writeIntent(p); err != nil {
 		return fmt.Errorf("persist network: %w", err)
-	}
-	m := p.manifest()
-	union := m
-	union.Files = mergeFiles(old.Files, m.Files)
-	stateDir := a.paths().StateDir
-	if err := files.MkdirAll(stateDir, 0o700); err != nil {
-		return fmt.Errorf("persist network: creating %s: %w", a.host(stateDir), err)
 	}
 	if err := files.MkdirAll(path.Dir(p.paths.Applicator), 0o755); err != nil {
-		return fmt.Errorf("persist network: %w", err)
-	}
-	if err := a.writeManifest(&union); err != nil {
 		return fmt.Errorf("persist network: %w", err)
 	}
 	if err := files.WriteFile(p.digestedPath(), p.Digested, 0o600); err != nil {
@@ -74,6 +66,7 @@ func (a *Applier) Persist(p *Plan) error {
 	if err := files.WriteFile(p.paths.Applicator, p.Applicator, 0o600); err != nil {
 		return fmt.Errorf("persist network: yip applicator: %w", err)
 	}
+	m := p.manifest()
 	if err := a.writeManifest(&m); err != nil {
 		return fmt.Errorf("persist network: %w", err)
 	}

@@ -1,9 +1,6 @@
 package apply
 
 import (
-	"fmt"
-	"path"
-
 	"github.com/nodereg/nodereg/netpolicy"
 )
 
@@ -32,15 +29,12 @@ func (a *Applier) checkPolicyKeyfiles(p *Plan) error {
 // on the host. Ours: what the manifest (or the applicator) names, and the
 // plan's own targets.
 func (a *Applier) checkPolicyForeign(p *Plan) error {
-	if len(p.Keyfiles) == 0 {
-		return nil
+	owned, err := a.planOwned(p)
+	if owned == nil {
+		return err
 	}
-	owned, err := a.ownedPaths()
-	if err != nil {
-		return fmt.Errorf("plan network (%s): %w", p.Configurator, err)
-	}
-	for _, kf := range p.Keyfiles {
-		owned[path.Join(p.paths.KeyfileDir, kf.Name)] = true
+	for _, target := range p.targets() {
+		owned[target] = true
 	}
 	foreign, err := a.Policy.Foreign(a.files(), func(hp string) bool { return owned[hp] })
 	if err != nil {

@@ -33,7 +33,8 @@ func (a *Applier) ResetNetwork(ctx context.Context) error {
 }
 
 // RemoveNetwork removes the network config this agent wrote: the files in
-// its manifest (only inside its own directories: foreign keyfiles and other
+// its manifest and those of a change cut short that hold what it wrote
+// (ownedNow; only inside its own directories: foreign keyfiles and other
 // /oem files are never touched), the applicator and the manifest. It
 // returns the host paths of those that existed and went through Files (a
 // dry run's PrintFiles lists them), and has NetworkManager reload its
@@ -54,7 +55,7 @@ func (a *Applier) RemoveNetwork(ctx context.Context) ([]string, error) {
 		}
 	}
 	var candidates []string
-	for _, f := range m.Files {
+	for _, f := range a.ownedNow(m) {
 		p := path.Clean(f.Path)
 		if dir := path.Dir(p); p != pp.Applicator && dir != pp.KeyfileDir && dir != pp.StateDir {
 			a.log().WithField("path", f.Path).Warn("reset network: manifest entry outside the agent's directories ignored")

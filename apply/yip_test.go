@@ -13,28 +13,53 @@ import (
 
 	"github.com/mudler/yip/pkg/executor"
 	"github.com/mudler/yip/pkg/plugins"
+	"github.com/mudler/yip/pkg/schema"
 	"github.com/sirupsen/logrus"
 	"github.com/twpayne/go-vfs/v4"
+	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/internal/host"
 )
 
-// rootConsole runs yip's `if` and `commands` with the scratch root's /run
-// bind-mounted over /run in a private mount namespace, so the applicator's
-// sentinel checks see the boot mode the test set up, as they would in
-// Elemental's chrooted initramfs stage.
+// rootConsole runs yip's `if` and `commands` in the scratch root, so the
+// applicator's guards see the boot mode the test set up and the root's
+// /oem, as they would in Elemental's chrooted initramfs stage.
 type rootConsole struct {
-	run string // <root>/run
+	root string
 }
 
+// Run runs cmd chrooted into the scratch root, as the initramfs stage runs
+// chrooted into the node's root: a guard sees the root's /run and /oem. The
+// host's /usr is bound read-only into the root for the shell, in a private
+// mount namespace that ends with the command.
 func (c rootConsole) Run(cmd string, opts ...func(*exec.Cmd)) (string, error) {
+	if err := shellRoot(c.root); err != nil {
+		return "", err
+	}
 	e := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c",
-		`mount --bind "$1" /run && exec sh -c "$2"`, "sh", c.run, cmd)
+		`mount --bind /usr "$1/usr" && mount -o remount,bind,ro "$1/usr" && exec chroot "$1" /bin/sh -c "$2"`, "sh", c.root, cmd)
 	for _, o := range opts {
 		o(e)
 	}
 	out, err := e.CombinedOutput()
 	return string(out), err
+}
+
+// shellRoot gives the scratch root an empty /usr to mount over and
+// Debian's merged-/usr links.
+func shellRoot(root string) error {
+	if err := os.MkdirAll(filepath.Join(root, "usr"), 0o755); err != nil {
+		return err
+	}
+	for _, d := range []string{"bin", "sbin", "lib", "lib64"} {
+		if _, err := os.Lstat(filepath.Join(root, d)); err == nil {
+			continue
+		}
+		if err := os.Symlink("usr/"+d, filepath.Join(root, d)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (c rootConsole) Start(cmd *exec.Cmd, opts ...func(*exec.Cmd)) error {
@@ -76,7 +101,7 @@ func runInitramfs(t *testing.T, root string) {
 	ex := executor.NewExecutor(executor.WithLogger(l),
 		executor.WithConditionals(plugins.NodeConditional, plugins.IfConditional))
 	fs := vfs.NewPathFS(vfs.OSFS, root)
-	if err := ex.Run("initramfs", fs, rootConsole{run: filepath.Join(root, "run")}, "/oem"); err != nil {
+	if err := ex.Run("initramfs", fs, rootConsole{root: root}, "/oem"); err != nil {
 		t.Fatalf("yip initramfs: %v", err)
 	}
 }
@@ -146,7 +171,7 @@ func TestApplicatorUnderYip(t *testing.T) {
 			l := logrus.New()
 			l.SetOutput(io.Discard)
 			ex := executor.NewExecutor(executor.WithLogger(l), executor.WithConditionals(plugins.NodeConditional, plugins.IfConditional))
-			if err := ex.Run("boot", vfs.NewPathFS(vfs.OSFS, root), rootConsole{run: filepath.Join(root, "run")}, "/oem"); err != nil {
+			if err := ex.Run("boot", vfs.NewPathFS(vfs.OSFS, root), rootConsole{root: root}, "/oem"); err != nil {
 				t.Errorf("boot stage: %v", err)
 			}
 		})
@@ -196,5 +221,37 @@ func TestApplicatorNmconnectionsUnderYip(t *testing.T) {
 	got := readFile(t, root, "etc/NetworkManager/system-connections/eth0.nmconnection")
 	if !bytes.Equal([]byte(got), r.Keyfiles[0].Content) || !strings.Contains(got, "address1=192.168.122.10/24,") {
 		t.Errorf("keyfile after yip:\n%s", got)
+	}
+}
+
+// An applicator torn by a power cut (a prefix of it, where a rename is not
+// atomic) may still parse as yip: its step must write nothing, or the node
+// would boot a truncated profile. The whole one writes the keyfile.
+func TestTornApplicatorWritesNothing(t *testing.T) {
+	needNamespaces(t)
+	r := renderNmconnections(t, "192.168.122.10")
+	root := bootRoot(t, "active_mode")
+	a := &Applier{Files: host.Root(root)}
+	p := mustPlan(t, a, r)
+	if err := a.Persist(p); err != nil {
+		t.Fatal(err)
+	}
+	whole := readFile(t, root, applicatorPath)
+	cut := strings.Index(whole, "address1=") + len("address1=19")
+	for _, torn := range []string{whole[:cut], strings.TrimSuffix(whole, "\n"), whole[:len(whole)-len(applicatorEnd)-1]} {
+		writeFile(t, root, applicatorPath, torn, 0o600)
+		var y schema.YipConfig
+		if err := yaml.Unmarshal([]byte(torn), &y); err != nil || len(y.Stages["initramfs"]) != 1 {
+			t.Fatalf("the torn applicator does not parse as one step (%v): the case tests nothing", err)
+		}
+		runInitramfs(t, root)
+		if _, err := os.Stat(filepath.Join(root, keyfileDirRel, "eth0.nmconnection")); err == nil {
+			t.Errorf("a torn applicator wrote a keyfile:\n%s", torn)
+		}
+	}
+	writeFile(t, root, applicatorPath, whole, 0o600)
+	runInitramfs(t, root)
+	if got := readFile(t, root, keyfileDirRel+"/eth0.nmconnection"); got != string(r.Keyfiles[0].Content) {
+		t.Errorf("the whole applicator wrote:\n%s", got)
 	}
 }

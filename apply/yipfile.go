@@ -8,6 +8,8 @@ import (
 
 	"github.com/mudler/yip/pkg/schema"
 	"gopkg.in/yaml.v3"
+
+	"github.com/nodereg/nodereg/internal/host"
 )
 
 const (
@@ -21,6 +23,14 @@ const (
 	// the step: recovery must reach the registration server with the same
 	// addresses until a reset-network removes this file.
 	notLive = "[ ! -f /run/elemental/live_mode ] && [ ! -f /run/cos/live_mode ]"
+	// applicatorEnd is the applicator's last line. The step runs only when
+	// the file at the applicator's boot path ends with it (wholeFile): a
+	// file torn by a power cut where a rename is not atomic may still parse,
+	// and would bring up a truncated profile; skipped, the node boots as it
+	// did before the change and the agent writes the file again
+	// (docs/apply.md, "Crash consistency"). Pure sh: no tool is assumed.
+	applicatorEnd = "# end of the nodereg network applicator"
+	wholeFile     = `{ l=; while IFS= read -r x; do l="$x"; done < ` + host.Applicator + `; [ "$l" = "` + applicatorEnd + `" ]; }`
 )
 
 // applicatorHeader is a YAML comment: yip ignores it, and it is not the
@@ -34,7 +44,7 @@ const applicatorHeader = "# Written by the nodereg agent; replaced or removed by
 func buildApplicator(keyfileDir string, kfs []Keyfile) ([]byte, error) {
 	step := schema.Stage{
 		Name:        keyfileStep,
-		If:          notLive,
+		If:          notLive + " && " + wholeFile,
 		Directories: []schema.Directory{{Path: keyfileDir, Permissions: 0o755}},
 	}
 	for _, kf := range kfs {
@@ -48,17 +58,63 @@ func buildApplicator(keyfileDir string, kfs []Keyfile) ([]byte, error) {
 		Name:   applicatorName,
 		Stages: map[string][]schema.Stage{"initramfs": {step}},
 	}
+	var doc yaml.Node
+	if err := doc.Encode(&cfg); err != nil {
+		return nil, fmt.Errorf("encoding yip applicator: %w", err)
+	}
+	guardsFirst(&doc)
 	var b bytes.Buffer
 	b.WriteString(applicatorHeader)
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
-	if err := enc.Encode(&cfg); err != nil {
+	if err := enc.Encode(&doc); err != nil {
 		return nil, fmt.Errorf("encoding yip applicator: %w", err)
 	}
 	if err := enc.Close(); err != nil {
 		return nil, fmt.Errorf("encoding yip applicator: %w", err)
 	}
+	b.WriteString(applicatorEnd + "\n")
 	return b.Bytes(), nil
+}
+
+// guardsFirst puts each step's name and if before its files: a prefix of
+// the file that names a keyfile then also holds the guard that skips it
+// (schema.Stage declares if after files, and yaml keeps that order).
+func guardsFirst(doc *yaml.Node) {
+	for _, stages := range mappingValues(doc, "stages") {
+		for _, seq := range stages.Content {
+			if seq.Kind != yaml.MappingNode && seq.Kind != yaml.SequenceNode {
+				continue
+			}
+			for _, step := range seq.Content {
+				moveFirst(step, "if")
+				moveFirst(step, "name")
+			}
+		}
+	}
+}
+
+// mappingValues is the value of key in mapping m, as a one-element list
+// (none when absent).
+func mappingValues(m *yaml.Node, key string) []*yaml.Node {
+	for i := 0; m.Kind == yaml.MappingNode && i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return []*yaml.Node{m.Content[i+1]}
+		}
+	}
+	return nil
+}
+
+// moveFirst moves key and its value to the front of mapping m.
+func moveFirst(m *yaml.Node, key string) {
+	for i := 0; m.Kind == yaml.MappingNode && i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			pair := []*yaml.Node{m.Content[i], m.Content[i+1]}
+			rest := append(append([]*yaml.Node(nil), m.Content[:i]...), m.Content[i+2:]...)
+			m.Content = append(pair, rest...)
+			return
+		}
+	}
 }
 
 // NeutraliseTemplate makes yip's text/template pass render s to itself:

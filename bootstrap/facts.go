@@ -3,13 +3,13 @@ package bootstrap
 import (
 	"errors"
 	"fmt"
-	"net"
-	"os"
+	"io/fs"
 	"path"
 	"slices"
 	"strings"
 
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/nic"
 )
 
 // Facts are what a static entry can match and what seeds a range's start:
@@ -50,61 +50,20 @@ func (f Facts) String() string {
 	return fmt.Sprintf("mac=%s serial=%q uuid=%q", macs, f.Serial, f.UUID)
 }
 
-// permAddrFunc reads a NIC's burnt-in address from the kernel.
-type permAddrFunc func(ifname string) (net.HardwareAddr, error)
-
 // ReadFacts reads the facts of the machine files is (the agent's --root;
-// host.Root("/") for the real system).
-//
-// MACs: on the real system each NIC's permanent address comes from the
-// kernel (the ETHTOOL_GPERMADDR ioctl), because /sys/class/net/*/address
-// is the current address, which a bond, a team or a cloned-mac-address
-// profile rewrites. Where the driver reports none, and always under a
-// scratch root (whose sysfs is files, not devices), the sysfs address is
-// taken only when addr_assign_type says it is permanent (0). Interfaces
-// under devices/virtual (veth, bridges, bonds) are skipped: their MACs are
-// random or borrowed, as for the PLAIN mac identifier.
+// host.Root("/") for the real system). The MACs follow nic.PermanentMACs,
+// the rule the PLAIN mac identifier uses too; a machine without
+// /sys/class/net has none.
 func ReadFacts(files host.FS) (Facts, error) {
-	var perm permAddrFunc
-	if files.Path("/") == "/" {
-		perm = permanentMAC
-	}
-	return readFacts(files, perm)
-}
-
-func readFacts(files host.FS, perm permAddrFunc) (Facts, error) {
 	var f Facts
-	const dir = host.SysClassNet
-	entries, err := files.ReadDir(dir)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return f, fmt.Errorf("bootstrap: reading %s: %w", files.Path(dir), err)
+	macs, err := nic.PermanentMACs(files)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return f, fmt.Errorf("bootstrap: reading %s: %w", files.Path(host.SysClassNet), err)
 	}
-	for _, e := range entries {
-		name := e.Name()
-		if name == "lo" || name == "bonding_masters" {
-			continue
-		}
-		if dest, err := os.Readlink(files.Path(path.Join(dir, name))); err == nil && strings.Contains(dest, "devices/virtual/") {
-			continue
-		}
-		mac := ""
-		if perm != nil {
-			if hw, err := perm(name); err == nil && !zeroMAC(hw) {
-				mac = hw.String()
-			}
-		}
-		if mac == "" && readTrim(files, path.Join(dir, name, "addr_assign_type")) == "0" {
-			mac = readTrim(files, path.Join(dir, name, "address"))
-		}
-		if m, err := normaliseMAC(mac); err == nil && m != "00:00:00:00:00:00" {
-			f.MACs = append(f.MACs, m)
-		}
-	}
-	slices.Sort(f.MACs)
-	f.MACs = slices.Compact(f.MACs)
+	f.MACs = macs
 	const dmi = host.DMIIDDir
-	f.Serial = usableDMI(readTrim(files, path.Join(dmi, "product_serial")))
-	f.UUID = strings.ToLower(usableDMI(readTrim(files, path.Join(dmi, "product_uuid"))))
+	f.Serial = usableDMI(host.ReadAttr(files, path.Join(dmi, "product_serial")))
+	f.UUID = strings.ToLower(usableDMI(host.ReadAttr(files, path.Join(dmi, "product_uuid"))))
 	return f, nil
 }
 
@@ -121,32 +80,6 @@ func usableDMI(v string) string {
 	return v
 }
 
-// maxSysfsValue bounds one sysfs attribute read (a page at most).
-const maxSysfsValue = 64 << 10
-
-func readTrim(files host.FS, p string) string {
-	b, err := files.ReadFile(p, maxSysfsValue)
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
-}
-
-func zeroMAC(hw net.HardwareAddr) bool {
-	for _, b := range hw {
-		if b != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// normaliseMAC accepts the spellings admins copy from labels and tools
-// (colons, dashes, upper case) for 6-byte Ethernet addresses.
-func normaliseMAC(s string) (string, error) {
-	hw, err := net.ParseMAC(strings.TrimSpace(s))
-	if err != nil || len(hw) != 6 {
-		return "", fmt.Errorf("%q is not an Ethernet MAC address", s)
-	}
-	return hw.String(), nil
-}
+// normaliseMAC is nic.Normalise: a static entry's MAC is compared with the
+// facts in the same spelling.
+func normaliseMAC(s string) (string, error) { return nic.Normalise(s) }

@@ -173,7 +173,7 @@ func TestReadFactsFromSysfs(t *testing.T) {
 	if err := os.Symlink("../../../devices/virtual/net/br0", filepath.Join(root, "sys/class/net/br0")); err != nil {
 		t.Fatal(err)
 	}
-	f, err := readFacts(host.Root(root), nil)
+	f, err := ReadFacts(host.Root(root))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestReadFactsDropsFirmwarePlaceholders(t *testing.T) {
 		"sys/class/dmi/id/product_serial": "To Be Filled By O.E.M.",
 		"sys/class/dmi/id/product_uuid":   "03000200-0400-0500-0006-000700080009",
 	})
-	f, err := readFacts(host.Root(root), nil)
+	f, err := ReadFacts(host.Root(root))
 	if err != nil || f.Serial != "" || f.UUID != "" || len(f.MACs) != 0 {
 		t.Fatalf("facts %s, %v", f, err)
 	}

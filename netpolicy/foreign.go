@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"slices"
 	"strings"
@@ -156,7 +155,7 @@ func resolve(files host.FS, hostPath string) (string, error) {
 		if links++; links > maxLinks {
 			return "", fmt.Errorf("%s: more than %d symlinks", hostPath, maxLinks)
 		}
-		t, err := os.Readlink(files.Path(next))
+		t, err := files.Readlink(next)
 		if err != nil {
 			return "", err
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/safefile"
 )
 
@@ -27,7 +28,7 @@ func CAPEM(caCert string) ([]byte, error) {
 		}
 		return []byte(caCert), nil
 	}
-	b, err := safefile.ReadPEM(caCert)
+	b, err := host.ReadPEM(host.Root(""), caCert)
 	if err != nil {
 		return nil, fmt.Errorf("ca-cert: %w", err)
 	}

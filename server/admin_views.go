@@ -6,26 +6,19 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/server/store"
 )
 
-// InventoryView is one inventory in the admin JSON.
+// InventoryView is one inventory in the admin JSON: the store's record as
+// it is kept (network template included), its claims, and in the
+// single-inventory view the hardware data.
 type InventoryView struct {
-	Name         string            `json:"name"`
-	Hash         string            `json:"hash"`
-	AuthKind     string            `json:"authKind"`
-	Registration string            `json:"registration"`
-	CreatedAt    time.Time         `json:"createdAt"`
-	UpdatedAt    time.Time         `json:"updatedAt"`
-	Labels       map[string]string `json:"labels,omitempty"`
-	Annotations  map[string]string `json:"annotations,omitempty"`
-	Claims       []store.Claim     `json:"claims,omitempty"`
+	store.Inventory
+	Claims []store.Claim `json:"claims,omitempty"`
 	// SMBIOS and SystemData only in the single-inventory view.
-	SMBIOS     map[string]any `json:"smbios,omitempty"`
-	SystemData map[string]any `json:"systemData,omitempty"`
+	store.Hardware
 	// HardwareError says why the hardware data could not be read (a
 	// damaged store page): the rest of the view is still good.
 	HardwareError string `json:"hardwareError,omitempty"`
@@ -156,10 +149,7 @@ func (s *Server) adminPools(w http.ResponseWriter) {
 }
 
 func view(st *store.State, inv *store.Inventory, full bool) InventoryView {
-	v := InventoryView{
-		Name: inv.Name, Hash: inv.Hash, AuthKind: inv.AuthKind, Registration: inv.Registration,
-		CreatedAt: inv.CreatedAt, UpdatedAt: inv.UpdatedAt, Labels: inv.Labels, Annotations: inv.Annotations,
-	}
+	v := InventoryView{Inventory: *inv}
 	for _, c := range st.ClaimsOf(inv.Hash) {
 		v.Claims = append(v.Claims, *c)
 	}
@@ -169,7 +159,7 @@ func view(st *store.State, inv *store.Inventory, full bool) InventoryView {
 		if err != nil {
 			v.HardwareError = err.Error()
 		}
-		v.SMBIOS, v.SystemData = hw.SMBIOS, hw.SystemData
+		v.Hardware = hw
 	}
 	return v
 }

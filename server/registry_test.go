@@ -3,9 +3,9 @@ package server
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
 
+	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/server/regconfig"
 	"github.com/nodereg/nodereg/server/store"
 )
@@ -102,24 +102,13 @@ func TestRegistryConcurrentTwoPools(t *testing.T) {
 	st := memStore(t)
 	s := newServer(t, cfg, st, nil)
 	const n = 120
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r, err := handler(s).Get(context.Background(), machine(fmt.Sprintf("uuid-%03d", i)))
-			if err == nil && (r.Network == nil || len(r.Network.IPAddresses) != 2) {
-				err = fmt.Errorf("machine %d: no full network config", i)
-			}
-			if err != nil {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	for _, err := range testutil.Concurrently(n, func(i int) error {
+		r, err := handler(s).Get(context.Background(), machine(fmt.Sprintf("uuid-%03d", i)))
+		if err == nil && (r.Network == nil || len(r.Network.IPAddresses) != 2) {
+			err = fmt.Errorf("machine %d: no full network config", i)
+		}
+		return err
+	}) {
 		t.Fatal(err)
 	}
 	if got := assertNoAddressTwice(t, st); got != 2*n {

@@ -330,17 +330,12 @@ func BenchmarkEmulatedCommands(b *testing.B) {
 		tp.Close()
 		return tp.Counts()
 	}
-	report := func(b *testing.B, c Counts) {
-		b.ReportMetric(float64(c.Commands), "cmds/op")
-		b.ReportMetric(float64(c.CreatePrimary), "primaries/op")
-		b.ReportMetric(float64(c.Create), "creates/op")
-	}
 	b.Run("cold", func(b *testing.B) {
 		var c Counts
 		for i := 0; i < b.N; i++ {
 			c = run(b, nil)
 		}
-		report(b, c)
+		reportCounts(b, c)
 	})
 	b.Run("warm", func(b *testing.B) {
 		run(b, nil)
@@ -350,6 +345,6 @@ func BenchmarkEmulatedCommands(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			c = run(b, cached)
 		}
-		report(b, c)
+		reportCounts(b, c)
 	})
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"net"
-	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/google/go-tpm/tpm2"
 	"github.com/google/go-tpm/tpm2/transport"
-	"github.com/google/go-tpm/tpm2/transport/linuxtpm"
 
 	"github.com/nodereg/nodereg/internal/host"
 )
@@ -47,13 +45,14 @@ func openTransport(opts Options) (transport.TPMCloser, string, error) {
 		}
 		return t, fmt.Sprintf("emulated TPM (seed %d)", opts.Seed), nil
 	}
+	files := host.Root(opts.Root)
 	if sock, ok := strings.CutPrefix(opts.Device, SocketScheme); ok {
-		path := host.Root(opts.Root).Path(sock)
+		path := files.Path(sock)
 		timeout := opts.CommandTimeout
 		if timeout <= 0 {
 			timeout = defaultCommandTimeout
 		}
-		t, err := openSocket(path, timeout)
+		t, err := openSocket(files, sock, timeout)
 		if err != nil {
 			return nil, "", err
 		}
@@ -65,10 +64,10 @@ func openTransport(opts Options) (transport.TPMCloser, string, error) {
 	}
 	var errs []error
 	for _, c := range candidates {
-		path := host.Root(opts.Root).Path(c)
-		t, err := linuxtpm.Open(path)
+		path := files.Path(c)
+		dev, err := files.OpenDevice(c)
 		if err == nil {
-			return t, path, nil
+			return transport.FromReadWriteCloser(dev), path, nil
 		}
 		switch {
 		case errors.Is(err, syscall.EBUSY):
@@ -97,8 +96,9 @@ type socketTPM struct {
 	timeout time.Duration
 }
 
-func openSocket(path string, timeout time.Duration) (*socketTPM, error) {
-	if _, err := os.Stat(path); err != nil {
+func openSocket(files host.FS, sock string, timeout time.Duration) (*socketTPM, error) {
+	path := files.Path(sock)
+	if _, err := files.Stat(sock); err != nil {
 		return nil, fmt.Errorf("%w: swtpm socket %s: %w; start swtpm or fix tpm-device", ErrNoDevice, path, err)
 	}
 	conn, err := net.DialTimeout("unix", path, timeout)

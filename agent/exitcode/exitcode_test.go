@@ -2,16 +2,10 @@ package exitcode_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -29,6 +23,7 @@ import (
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/statelock"
 	"github.com/nodereg/nodereg/internal/testutil/node"
+	"github.com/nodereg/nodereg/internal/testutil/testpki"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/tpm"
 )
@@ -169,26 +164,12 @@ func (instantClock) After(time.Duration) <-chan time.Time {
 	return c
 }
 
-// selfSigned makes a CA-less server certificate valid from notBefore to
-// notAfter for 127.0.0.1, returned with its PEM.
+// selfSigned makes a server certificate for 127.0.0.1 valid from
+// notBefore to notAfter, returned with the PEM of the CA that signed it.
 func selfSigned(t *testing.T, notBefore, notAfter time.Time) (tls.Certificate, []byte) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "regserver"},
-		NotBefore: notBefore, NotAfter: notAfter, IsCA: true, BasicConstraintsValid: true,
-		KeyUsage:    x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	ca := testpki.New(t, "regserver")
+	return testpki.KeyPair(t)(ca.IssueWindowPEM(t, notBefore, notAfter, "127.0.0.1")), ca.CertPEM()
 }
 
 func tlsServer(t *testing.T, cert tls.Certificate) string {

@@ -6,13 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"strings"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/internal/host"
-	"github.com/nodereg/nodereg/internal/safefile"
 )
 
 // AnnotationOptions are the inputs of the MsgAnnotations payload.
@@ -50,7 +48,7 @@ func Annotations(o AnnotationOptions) map[string]string {
 	if files == nil {
 		files = host.Root("/")
 	}
-	b, err := os.ReadFile(files.Path(host.OSRelease))
+	b, err := files.ReadFile(host.OSRelease, host.MaxAttr)
 	if err != nil {
 		return out
 	}
@@ -81,7 +79,9 @@ func Labels(config map[string]string, labelsFile string, flags []string) (map[st
 		out[k] = v
 	}
 	if labelsFile != "" {
-		b, err := safefile.ReadFile(labelsFile, maxLabelsFile)
+		// labelsFile is where the file is on this machine (the caller
+		// joined --root), hence the host itself here.
+		b, err := host.Root("").ReadFile(labelsFile, maxLabelsFile)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 		case err != nil:

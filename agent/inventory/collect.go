@@ -8,9 +8,6 @@ import (
 	"log/slog"
 	"maps"
 	"net/netip"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"sort"
@@ -57,11 +54,18 @@ const (
 
 // Options configures Collect.
 type Options struct {
-	Files     host.FS       // the machine: host.Root("/") in production (nil), a temp dir in tests
-	NoSMBIOS  bool          // skip the SMBIOS map entirely
-	Deadline  time.Duration // whole collection; 0 means DefaultDeadline
-	Dmidecode string        // path of dmidecode; "" = look it up in PATH, absent → /sys fallback
-	Log       *logrus.Entry
+	Files    host.FS       // the machine: host.Root("/") in production (nil), a temp dir in tests
+	NoSMBIOS bool          // skip the SMBIOS map entirely
+	Deadline time.Duration // whole collection; 0 means DefaultDeadline
+	Log      *logrus.Entry
+
+	// Dmidecode is the tool table's entry (host.Tools.Dmidecode): a name
+	// looked up in PATH or a path. "" runs "dmidecode" on the live system
+	// only: it reads the running machine, not a root prefix. Without it,
+	// or when it fails, the DMI tables under /sys are decoded instead.
+	Dmidecode string
+	// Runner runs dmidecode (nil: host.ExecRunner).
+	Runner host.Runner
 
 	// InterfaceAddrs returns the addresses of a network interface, in the
 	// order the kernel lists them. nil means: the live interfaces when Files
@@ -130,7 +134,7 @@ func Collect(ctx context.Context, o Options) (*Inventory, error) {
 	// ghw reads below a directory of its own (its chroot): the one place
 	// the edge's root is needed as a path.
 	root := files.Path("/")
-	if fi, err := os.Stat(root); err != nil || !fi.IsDir() {
+	if fi, err := files.Stat("/"); err != nil || !fi.IsDir() {
 		if err == nil {
 			err = errors.New("not a directory")
 		}
@@ -146,10 +150,10 @@ func Collect(ctx context.Context, o Options) (*Inventory, error) {
 	gate := &logGate{}
 	defer gate.close()
 
-	jobs := ghwJobs(root, o.InterfaceAddrs, log, gate)
+	jobs := ghwJobs(files, o.InterfaceAddrs, log, gate)
 	if !o.NoSMBIOS {
 		jobs[FamilySMBIOS] = func() (func(*ghwHost, *Inventory), error) {
-			m, err := collectSMBIOS(ctx, root, o.Dmidecode, log)
+			m, err := collectSMBIOS(ctx, files, o, log)
 			return func(_ *ghwHost, inv *Inventory) { inv.SMBIOS = m }, err
 		}
 	}
@@ -175,29 +179,23 @@ func Collect(ctx context.Context, o Options) (*Inventory, error) {
 // job is one family's collection: it returns what to store, or an error.
 type job func() (func(*ghwHost, *Inventory), error)
 
-// ghwJobs is the table of ghw's families, each read under root; addrs
-// (nil: the live interfaces' on the real root) gives the NICs' addresses.
-func ghwJobs(root string, addrs func(string) ([]netip.Addr, error), log *logrus.Entry, gate *logGate) map[string]job {
+// ghwJobs is the table of ghw's families, each read from files; addrs
+// (nil: the live interfaces' on the live system) gives the NICs' addresses.
+func ghwJobs(files host.FS, addrs func(string) ([]netip.Addr, error), log *logrus.Entry, gate *logGate) map[string]job {
 	ghwOpts := []any{
-		ghw.WithChroot(root),
+		// ghw reads below a directory of its own (its chroot): the one
+		// place the edge's root is needed as a path.
+		ghw.WithChroot(files.Path("/")),
 		// ethtool per NIC is slow and its output differs between versions;
 		// speed and duplex then come from sysfs.
 		ghw.WithDisableTools(),
 		ghw.WithDisableTopology(),
 		ghw.WithLogger(slog.New(logrusHandler{log, gate})),
 	}
-	if addrs == nil && filepath.Clean(root) == "/" {
+	if addrs == nil && host.Live(files) {
 		addrs = liveInterfaceAddrs
 	}
-	// tree refuses a family whose sysfs tree cannot be read: ghw reports
-	// an unreadable /sys/block as "no disks", and a broken tree must not
-	// pass for a diskless machine.
-	tree := func(p, what string) error {
-		if _, err := os.ReadDir(host.Root(root).Path(p)); err != nil {
-			return fmt.Errorf("reading the %s tree: %w", what, err)
-		}
-		return nil
-	}
+	tree := func(p, what string) error { return readableTree(files, p, what) }
 	return map[string]job{
 		FamilyProduct: func() (func(*ghwHost, *Inventory), error) {
 			i, err := product.New(ghwOpts...)
@@ -243,7 +241,7 @@ func ghwJobs(root string, addrs func(string) ([]netip.Addr, error), log *logrus.
 			return collectNetwork(ghwOpts, addrs)
 		},
 		FamilyGPU: func() (func(*ghwHost, *Inventory), error) {
-			i, err := collectGPU(root, log)
+			i, err := collectGPU(files, log)
 			return func(h *ghwHost, _ *Inventory) { h.GPU = i }, err
 		},
 		FamilyTopology: func() (func(*ghwHost, *Inventory), error) {
@@ -251,10 +249,20 @@ func ghwJobs(root string, addrs func(string) ([]netip.Addr, error), log *logrus.
 			return func(h *ghwHost, _ *Inventory) { h.Topology = i }, err
 		},
 		FamilyRuntime: func() (func(*ghwHost, *Inventory), error) {
-			name, err := hostname(root)
+			name, err := hostname(files)
 			return func(h *ghwHost, _ *Inventory) { h.Runtime = &runtimeInfo{Hostname: name} }, err
 		},
 	}
+}
+
+// readableTree refuses a family whose sysfs tree cannot be read: ghw
+// reports an unreadable /sys/block as "no disks", and a broken tree must
+// not pass for a diskless machine.
+func readableTree(files host.FS, p, what string) error {
+	if _, err := files.ReadDir(p); err != nil {
+		return fmt.Errorf("reading the %s tree: %w", what, err)
+	}
+	return nil
 }
 
 // collectNetwork is ghw's NICs and, through addrs, their addresses.
@@ -347,33 +355,31 @@ func Stopped(ctx context.Context) bool { return stoppedEarly(ctx) }
 
 // collectSMBIOS prefers dmidecode, whose text is what upstream sends; without
 // it (or when it fails) the DMI tables exported by the kernel are decoded
-// here. dmidecode is looked up in PATH only for the live root: it reads the
-// running machine, not a root prefix.
-func collectSMBIOS(ctx context.Context, root, dmidecode string, log *logrus.Entry) (map[string]any, error) {
-	path := dmidecode
-	if path == "" && filepath.Clean(root) == "/" {
-		path, _ = exec.LookPath("dmidecode")
-	}
+// here (Options.Dmidecode says when it is run).
+func collectSMBIOS(ctx context.Context, files host.FS, o Options, log *logrus.Entry) (map[string]any, error) {
 	var dmiErr error
-	if path != "" {
-		out, err := runDmidecode(ctx, path)
+	if o.Dmidecode != "" || host.Live(files) {
+		out, err := runDmidecode(ctx, o.Runner, o.Dmidecode)
 		if err == nil {
 			return ParseDmidecode(out)
 		}
-		dmiErr = err
-		log.Debugf("inventory: dmidecode failed, decoding the DMI tables under /sys: %v", err)
+		var missing *host.ToolMissingError
+		if o.Dmidecode != "" || !errors.As(err, &missing) {
+			dmiErr = err
+			log.Debugf("inventory: dmidecode failed, decoding the DMI tables under /sys: %v", err)
+		}
 	}
-	m, err := sysfsSMBIOS(root)
+	m, err := sysfsSMBIOS(files)
 	if err != nil && dmiErr != nil {
 		return nil, fmt.Errorf("%w; %w", dmiErr, err)
 	}
 	return m, err
 }
 
-func hostname(root string) (string, error) {
+func hostname(files host.FS) (string, error) {
 	var errs []error
 	for _, p := range []string{host.HostnameProc, host.HostnameFile} {
-		b, err := os.ReadFile(host.Root(root).Path(p))
+		b, err := files.ReadFile(p, host.MaxAttr)
 		if err != nil {
 			errs = append(errs, err)
 			continue

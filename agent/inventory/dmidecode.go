@@ -5,9 +5,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
 	"strconv"
 	"strings"
+
+	"github.com/nodereg/nodereg/internal/host"
 )
 
 // dmidecodeTypes are the DMI types upstream asks for (BIOS, System, Base
@@ -27,13 +28,9 @@ func RecordKey(title string, n int) string {
 // parser produces (docs/protocol.md §5.1), and adds every record of a repeated type
 // under RecordKey(title, n).
 func ParseDmidecode(out []byte) (map[string]any, error) {
-	type record struct {
-		title string
-		value any
-	}
 	var (
-		records []*record
-		cur     *record
+		records []*dmiRecord
+		cur     *dmiRecord
 		path    []string // keys of the last line seen at each depth below the title
 	)
 	sc := bufio.NewScanner(bytes.NewReader(out))
@@ -55,7 +52,7 @@ func ParseDmidecode(out []byte) (map[string]any, error) {
 		}
 		depth := len(line) - len(strings.TrimLeft(line, "\t"))
 		if wantTitle || depth == 0 {
-			cur = &record{title: trimmed, value: map[string]any{}}
+			cur = &dmiRecord{title: trimmed, value: map[string]any{}}
 			records = append(records, cur)
 			path, wantTitle = path[:0], false
 			continue
@@ -76,6 +73,24 @@ func ParseDmidecode(out []byte) (map[string]any, error) {
 		return nil, fmt.Errorf("parsing dmidecode output: %w", err)
 	}
 
+	flat := make([]dmiRecord, len(records))
+	for i, r := range records {
+		flat[i] = *r
+	}
+	return keyRecords(flat), nil
+}
+
+// dmiRecord is one SMBIOS structure: dmidecode's section title and what
+// its lines hold.
+type dmiRecord struct {
+	title string
+	value any
+}
+
+// keyRecords keeps each record under its title (the last one of a repeated
+// type, as upstream's parser does) and, for a repeated type, every one
+// under RecordKey(title, n) too.
+func keyRecords(records []dmiRecord) map[string]any {
 	result := map[string]any{}
 	count := map[string]int{}
 	for _, r := range records {
@@ -89,7 +104,7 @@ func ParseDmidecode(out []byte) (map[string]any, error) {
 			result[RecordKey(r.title, seen[r.title])] = r.value
 		}
 	}
-	return result, nil
+	return result
 }
 
 // splitDMILine applies upstream's rule: split at the first ": "; a line is a
@@ -146,13 +161,15 @@ func appendListItem(root any, parents []string, item string) any {
 	return m
 }
 
-// runDmidecode runs dmidecode once for all the types we send.
-func runDmidecode(ctx context.Context, path string) ([]byte, error) {
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, path, "-t", dmidecodeTypes)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("running %s -t %s: %w (stderr: %q)", path, dmidecodeTypes, err, strings.TrimSpace(stderr.String()))
+// runDmidecode runs dmidecode (entry: the tool table's value, "" for the
+// default name) once for all the types we send; it only reads.
+func runDmidecode(ctx context.Context, runner host.Runner, entry string) ([]byte, error) {
+	path, err := host.Lookup("dmidecode", entry)
+	if err != nil {
+		return nil, err
 	}
-	return stdout.Bytes(), nil
+	if runner == nil {
+		runner = host.ExecRunner{}
+	}
+	return runner.Run(ctx, host.Command{Name: path, Args: []string{"-t", dmidecodeTypes}, ReadOnly: true})
 }

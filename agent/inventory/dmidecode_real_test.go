@@ -6,6 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/nodereg/nodereg/internal/host"
 )
 
 // dmidecodeDump writes a table in dmidecode's --dump-bin layout: an SMBIOS 3
@@ -70,7 +72,7 @@ func TestDMITablesAgreeWithRealDmidecode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ours, err := sysfsSMBIOS(writeTables(t, structs))
+	ours, err := sysfsSMBIOS(host.Root(writeTables(t, structs)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +105,7 @@ func TestRunDmidecodeLive(t *testing.T) {
 	if err != nil {
 		t.Skip("dmidecode not installed (apt-get install dmidecode)")
 	}
-	out, err := runDmidecode(context.Background(), bin)
+	out, err := runDmidecode(context.Background(), nil, bin)
 	if err != nil {
 		t.Logf("dmidecode failed here (no SMBIOS?): %v", err)
 		return

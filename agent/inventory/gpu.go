@@ -7,8 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
+	"path"
 	"regexp"
 	"strconv"
 	"strings"
@@ -31,9 +30,9 @@ var rePCIAddress = regexp.MustCompile(`^[[:xdigit:]]{4}:[[:xdigit:]]{2}:[[:xdigi
 // to a PCI device) but looks up only their vendor and product names instead
 // of loading the whole PCI database, which costs more than the rest of the
 // inventory together. Without a database the names are left out.
-func collectGPU(root string, log *logrus.Entry) (*gpu.Info, error) {
-	drm := host.Root(root).Path(host.SysDRM)
-	entries, err := os.ReadDir(drm)
+func collectGPU(files host.FS, log *logrus.Entry) (*gpu.Info, error) {
+	const drm = host.SysDRM
+	entries, err := files.ReadDir(drm)
 	if errors.Is(err, fs.ErrNotExist) {
 		// Virtual machines and containers without graphics have no DRM class.
 		return &gpu.Info{GraphicsCards: []*gpu.GraphicsCard{}}, nil
@@ -53,7 +52,7 @@ func collectGPU(root string, log *logrus.Entry) (*gpu.Info, error) {
 		if err != nil {
 			idx = -1
 		}
-		dest, err := os.Readlink(filepath.Join(drm, name))
+		dest, err := files.Readlink(path.Join(drm, name))
 		if err != nil {
 			continue
 		}
@@ -68,12 +67,12 @@ func collectGPU(root string, log *logrus.Entry) (*gpu.Info, error) {
 		if addr == "" {
 			continue
 		}
-		dev := filepath.Join(drm, name, "device")
-		vendor := strings.TrimPrefix(readTrim(filepath.Join(dev, "vendor")), "0x")
-		product := strings.TrimPrefix(readTrim(filepath.Join(dev, "device")), "0x")
+		dev := path.Join(drm, name, "device")
+		vendor := strings.TrimPrefix(host.ReadAttr(files, path.Join(dev, "vendor")), "0x")
+		product := strings.TrimPrefix(host.ReadAttr(files, path.Join(dev, "device")), "0x")
 		driver := ""
-		if d, err := os.Readlink(filepath.Join(dev, "driver")); err == nil {
-			driver = filepath.Base(d)
+		if d, err := files.Readlink(path.Join(dev, "driver")); err == nil {
+			driver = path.Base(d)
 		}
 		info.GraphicsCards = append(info.GraphicsCards, &gpu.GraphicsCard{
 			Address: addr,
@@ -98,7 +97,7 @@ func collectGPU(root string, log *logrus.Entry) (*gpu.Info, error) {
 	for _, w := range wants {
 		vendors[strings.ToLower(w.vendor)] = true
 	}
-	names, err := lookupPCINames(root, vendors)
+	names, err := lookupPCINames(files, vendors)
 	if err != nil {
 		log.Infof("inventory: GPU vendor and product names left out: %v", err)
 		return info, nil
@@ -111,12 +110,16 @@ func collectGPU(root string, log *logrus.Entry) (*gpu.Info, error) {
 	return info, nil
 }
 
+// maxPCIIDs bounds the PCI ID database, compressed and not: some 1.5 MB
+// today, and a file far larger is not one.
+const maxPCIIDs = 64 << 20
+
 // lookupPCINames reads the names of the given vendors and their devices from
 // the first PCI ID database found under root and returns a lookup; product
 // "" asks for the vendor name.
-func lookupPCINames(root string, vendors map[string]bool) (func(vendor, product string) string, error) {
+func lookupPCINames(files host.FS, vendors map[string]bool) (func(vendor, product string) string, error) {
 	for _, p := range pciIDsPaths {
-		f, err := os.Open(host.Root(root).Path(p))
+		f, err := files.Open(p, maxPCIIDs)
 		if err != nil {
 			continue
 		}
@@ -127,7 +130,7 @@ func lookupPCINames(root string, vendors map[string]bool) (func(vendor, product 
 			if err != nil {
 				return nil, fmt.Errorf("reading %s: %w", p, err)
 			}
-			r = gz
+			r = &capped{r: gz, left: maxPCIIDs, what: p}
 		}
 		names := map[string]string{}
 		sc := bufio.NewScanner(r)
@@ -169,10 +172,22 @@ func lookupFrom(names map[string]string) func(vendor, product string) string {
 	}
 }
 
-func readTrim(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return ""
+// capped fails a decompressed stream past its bound, so a small gzip file
+// cannot unpack into an unbounded read.
+type capped struct {
+	r    io.Reader
+	left int64
+	what string
+}
+
+func (c *capped) Read(b []byte) (int, error) {
+	if c.left <= 0 {
+		return 0, fmt.Errorf("%s: more than %d bytes uncompressed", c.what, maxPCIIDs)
 	}
-	return strings.TrimSpace(string(b))
+	if int64(len(b)) > c.left {
+		b = b[:c.left]
+	}
+	n, err := c.r.Read(b)
+	c.left -= int64(n)
+	return n, err
 }

@@ -3,11 +3,11 @@ package inventory
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"path"
 	"strings"
 
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/nic"
 )
 
 // ErrNoIdentifier is returned when no usable PLAIN identifier exists.
@@ -15,39 +15,18 @@ var ErrNoIdentifier = errors.New("no usable identifier")
 
 // MACAddress returns the PLAIN `mac` identifier (docs/protocol.md §4.3): the
 // lexicographically smallest permanent MAC of a non-virtual interface,
-// including interfaces that are down, on the machine files is.
+// including interfaces that are down, on the machine files is. The rule for
+// "permanent" is nic.PermanentMACs, the one the bootstrap facts use.
 func MACAddress(files host.FS) (string, error) {
 	dir := files.Path(host.SysClassNet)
-	entries, err := os.ReadDir(dir)
+	macs, err := nic.PermanentMACs(files)
 	if err != nil {
 		return "", fmt.Errorf("mac identifier: reading %s: %w", dir, err)
 	}
-	best := ""
-	for _, e := range entries {
-		name := e.Name()
-		if name == "lo" || name == "bonding_masters" {
-			continue
-		}
-		if dest, err := os.Readlink(filepath.Join(dir, name)); err == nil && strings.Contains(dest, "devices/virtual/net") {
-			continue
-		}
-		// Only permanent addresses (type 0) identify the hardware; random
-		// or stolen ones change or are shared (bonds, bridges).
-		if readTrim(filepath.Join(dir, name, "addr_assign_type")) != "0" {
-			continue
-		}
-		mac := readTrim(filepath.Join(dir, name, "address"))
-		if mac == "" || mac == "00:00:00:00:00:00" {
-			continue
-		}
-		if best == "" || mac < best {
-			best = mac
-		}
-	}
-	if best == "" {
+	if len(macs) == 0 {
 		return "", fmt.Errorf("mac identifier: no physical interface with a permanent MAC under %s: %w", dir, ErrNoIdentifier)
 	}
-	return best, nil
+	return macs[0], nil
 }
 
 // SystemUUID returns the PLAIN `sys-uuid` identifier (docs/protocol.md §4.3): the
@@ -57,15 +36,15 @@ func MACAddress(files host.FS) (string, error) {
 // machine would then share one hash and take over each other's inventory,
 // so an unreadable file is an error here.
 func SystemUUID(files host.FS) (string, error) {
-	path := files.Path(filepath.Join(dmiIDDir, "product_uuid"))
-	b, err := os.ReadFile(path)
+	p := path.Join(host.DMIIDDir, "product_uuid")
+	b, err := files.ReadFile(p, host.MaxAttr)
 	if err != nil {
 		return "", fmt.Errorf("sys-uuid identifier: %w (%w)", err, ErrNoIdentifier)
 	}
 	id := strings.TrimSpace(string(b))
 	switch {
 	case id == "", id == "Unspecified", id == "None", strings.HasPrefix(id, "Not "):
-		return "", fmt.Errorf("sys-uuid identifier: %s holds %q: %w", path, id, ErrNoIdentifier)
+		return "", fmt.Errorf("sys-uuid identifier: %s holds %q: %w", files.Path(p), id, ErrNoIdentifier)
 	}
 	return id, nil
 }

@@ -82,7 +82,7 @@ func writeTables(t *testing.T, structs [][]byte) string {
 // the same machine.
 func TestDMITablesMatchUpstreamDmidecode(t *testing.T) {
 	raw := vectors.Read(t, "upstream-smbios.json")
-	got, err := sysfsSMBIOS(writeTables(t, vectorMachineTable()))
+	got, err := sysfsSMBIOS(host.Root(writeTables(t, vectorMachineTable())))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +103,7 @@ const xeonFlags = `["FPU (Floating-point unit on-chip)","VME (Virtual mode exten
 
 func TestDMITablesRepeatedRecordsAndMemoryDevice(t *testing.T) {
 	structs := append(vectorMachineTable()[1:2], twoXeonsAndADIMM()...)
-	got, err := sysfsSMBIOS(writeTables(t, structs))
+	got, err := sysfsSMBIOS(host.Root(writeTables(t, structs)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestDMITablesTruncated(t *testing.T) {
 	if err := os.WriteFile(host.Root(root).Path(dmiTable), table, 0o400); err != nil {
 		t.Fatal(err)
 	}
-	got, err := sysfsSMBIOS(root)
+	got, err := sysfsSMBIOS(host.Root(root))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestDMITablesTruncated(t *testing.T) {
 }
 
 func TestSMBIOSNoSource(t *testing.T) {
-	if _, err := sysfsSMBIOS(t.TempDir()); err == nil {
+	if _, err := sysfsSMBIOS(host.Root(t.TempDir())); err == nil {
 		t.Fatal("want an error without DMI tables or dmi/id")
 	}
 }

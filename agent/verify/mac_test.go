@@ -4,13 +4,10 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
-	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/internal/testutil/netns"
-	"github.com/nodereg/nodereg/protocol"
 )
 
 const mgmtMAC = "52:54:00:29:07:07"
@@ -20,27 +17,9 @@ const mgmtMAC = "52:54:00:29:07:07"
 func TestMACIdentifiedInterfaceUnderItsKernelName(t *testing.T) {
 	l := newLab(t)
 	netns.IP(t, l.ns, "link", "set", "vd0", "address", mgmtMAC)
-	root := t.TempDir()
-	r, err := apply.Render(&protocol.NetworkConfig{
-		Configurator: protocol.ConfiguratorNmconnections,
-		IPAddresses:  map[string]string{"ip": "10.77.0.5"},
-		Config: map[string]protocol.RawValue{"mgmt": {Value: "[connection]\nid=mgmt\ntype=ethernet\n[ethernet]\nmac-address=" + mgmtMAC +
-			"\n[ipv4]\nmethod=manual\naddress1={ip}/24\n"}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := &apply.Applier{Files: host.Root(root), Runner: host.ExecRunner{}}
-	p, err := a.PlanKeyfiles(t.Context(), r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Persist(p); err != nil {
-		t.Fatal(err)
-	}
-	st := &state.State{InitialRegistration: time.Date(2026, 6, 9, 10, 11, 12, 0, time.UTC)}
-	st.NetworkDigest, st.NetworkAddresses = p.Digest(), state.FormatAddresses(apply.InterfaceAddresses(r))
-	n := &node{root: root, state: st}
+	n := nodeWith(t, "mgmt", "[connection]\nid=mgmt\ntype=ethernet\n[ethernet]\nmac-address="+mgmtMAC+
+		"\n[ipv4]\nmethod=manual\naddress1={ip}/24\n")
+	st := n.state
 	if _, ok := st.Addresses()["mgmt"]; !ok {
 		t.Fatalf("the state records %v, want the profile name mgmt", st.Addresses())
 	}
@@ -52,11 +31,11 @@ func TestMACIdentifiedInterfaceUnderItsKernelName(t *testing.T) {
 	wantStatus(t, rep, Addresses, Failed, "10.77.0.5/24 missing on mgmt (device vd0, by MAC)")
 
 	// The profiles finding matches nmcli's DEVICE, the kernel's name.
-	in := Input{Files: host.Root(root), State: n.state, ByMAC: func(string) (string, error) { return "vd0", nil }}
+	in := Input{Files: host.Root(n.root), State: n.state, ByMAC: func(string) (string, error) { return "vd0", nil }}
 	in.addresses = st.Addresses()
 	in.devices = deviceNames(in)
 	rep = &Report{}
-	checkProfiles(rep, in, []activeProfile{{Name: "mgmt", Device: "vd0", File: host.Root(root).Path("/etc/NetworkManager/system-connections/mgmt.nmconnection")}}, "")
+	checkProfiles(rep, in, []activeProfile{{Name: "mgmt", Device: "vd0", File: host.Root(n.root).Path("/etc/NetworkManager/system-connections/mgmt.nmconnection")}}, "")
 	wantStatus(t, rep, Profiles, OK, "")
 }
 

@@ -36,11 +36,18 @@ const vd0Template = "[connection]\nid=vd0\ntype=ethernet\ninterface-name=vd0\n[i
 
 func newNode(t *testing.T) *node {
 	t.Helper()
+	return nodeWith(t, "vd0", vd0Template)
+}
+
+// nodeWith is newNode with one nmconnections profile of its own, whose
+// address is 10.77.0.5 ({ip}).
+func nodeWith(t *testing.T, name, keyfile string) *node {
+	t.Helper()
 	root := t.TempDir()
 	r, err := apply.Render(&protocol.NetworkConfig{
 		Configurator: protocol.ConfiguratorNmconnections,
 		IPAddresses:  map[string]string{"ip": "10.77.0.5"},
-		Config:       map[string]protocol.RawValue{"vd0": {Value: vd0Template}},
+		Config:       map[string]protocol.RawValue{name: {Value: keyfile}},
 	})
 	if err != nil {
 		t.Fatal(err)

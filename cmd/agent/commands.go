@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,6 +11,7 @@ import (
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/agent/exitcode"
 	cmdline "github.com/nodereg/nodereg/internal/cli"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/logging"
 )
 
@@ -46,7 +46,7 @@ person, 130/143 stopped by SIGINT/SIGTERM.`,
 		if !cmd.Flags().Changed("root") {
 			return nil
 		}
-		if fi, err := os.Stat(c.root); err != nil || !fi.IsDir() {
+		if fi, err := host.Root("").Stat(c.root); err != nil || !fi.IsDir() {
 			return fmt.Errorf("--root %s: not a directory", c.root)
 		}
 		return nil

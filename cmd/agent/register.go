@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
 
 	"github.com/sirupsen/logrus"
@@ -14,6 +13,7 @@ import (
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/agent/exitcode"
 	cmdline "github.com/nodereg/nodereg/internal/cli"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/systemd"
 )
 
@@ -69,7 +69,7 @@ func (c *cli) register(cmd *cobra.Command, f *registerFlags) error {
 		Labels:             f.labels,
 		LabelsFile:         f.labelsFile,
 		DryRun:             f.dryRun,
-		PersistOnly:        filepath.Clean(c.root) != "/" && !f.applyLive,
+		PersistOnly:        !host.Live(host.Root(c.root)) && !f.applyLive,
 		Deadline:           f.deadline,
 		NetworkTimeout:     f.networkTimeout,
 		ReachabilityWindow: f.reachabilityWindow,

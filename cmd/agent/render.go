@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -15,6 +14,7 @@ import (
 	"github.com/nodereg/nodereg/apply"
 	cmdline "github.com/nodereg/nodereg/internal/cli"
 	"github.com/nodereg/nodereg/internal/errclass"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/machinereg"
 )
 
@@ -114,7 +114,7 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 }
 
 func render(w io.Writer, file string, node agent.RenderFor, set map[string]string, nmstate apply.NmstateChoice) error {
-	b, err := readFile(file, maxRenderInput)
+	b, err := host.ReadInput(file, maxRenderInput)
 	if err != nil {
 		return &errclass.ConfigError{Err: err}
 	}
@@ -158,20 +158,4 @@ func parseSet(set []string) (map[string]string, error) {
 		out[name] = addr
 	}
 	return out, nil
-}
-
-func readFile(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(b)) > limit {
-		return nil, fmt.Errorf("%s is larger than %d bytes", path, limit)
-	}
-	return b, nil
 }

@@ -3,15 +3,8 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"io"
-	"math/big"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,6 +16,7 @@ import (
 	"time"
 
 	cmdline "github.com/nodereg/nodereg/internal/cli"
+	"github.com/nodereg/nodereg/internal/testutil/testpki"
 )
 
 // syncBuffer is a log sink the server writes from many goroutines.
@@ -372,24 +366,12 @@ func TestVersion(t *testing.T) {
 	}
 }
 
-// writeCert writes a self-signed certificate valid from nb to na and its key.
+// writeCert writes a certificate for regserver.test valid from nb to na
+// and its key.
 func writeCert(t *testing.T, dir, name string, nb, na time.Time) (certFile, keyFile string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "regserver.test"},
-		DNSNames: []string{"regserver.test"}, NotBefore: nb, NotAfter: na}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile = writeFile(t, filepath.Join(dir, name+".crt"), string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
-	keyFile = writeFile(t, filepath.Join(dir, name+".key"), string(pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})))
+	certPEM, keyPEM := testpki.New(t, name).IssueWindowPEM(t, nb, na, "regserver.test")
+	certFile = writeFile(t, filepath.Join(dir, name+".crt"), string(certPEM))
+	keyFile = writeFile(t, filepath.Join(dir, name+".key"), string(keyPEM))
 	return certFile, keyFile
 }

@@ -76,3 +76,33 @@ func Remove(path string) error {
 	}
 	return nil
 }
+
+// MkdirAll creates dir and its missing parents with perm, and syncs the
+// parent of each directory it created: a file written into a new directory
+// is only durable with the directory's own entry, and a later write in
+// another directory must not reach the disk while this one does not
+// (docs/apply.md, "Crash consistency").
+func MkdirAll(dir string, perm os.FileMode) error {
+	dir = filepath.Clean(dir)
+	var missing []string
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil {
+			break
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := os.MkdirAll(dir, perm); err != nil {
+		return err
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := SyncDir(filepath.Dir(missing[i])); err != nil {
+			return fmt.Errorf("creating %s: %w", missing[i], err)
+		}
+	}
+	return nil
+}

@@ -50,3 +50,28 @@ func TestWriteFailureKeepsOld(t *testing.T) {
 		}
 	}
 }
+
+func TestMkdirAllCreatesParents(t *testing.T) {
+	root := t.TempDir()
+	p := filepath.Join(root, "a", "b", "c")
+	if err := MkdirAll(p, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"a", "a/b", "a/b/c"} {
+		st, err := os.Stat(filepath.Join(root, d))
+		if err != nil || !st.IsDir() || st.Mode().Perm() != 0o700 {
+			t.Errorf("%s: %v %v", d, st, err)
+		}
+	}
+	// Existing: nothing to do, no error; a file in the way: an error.
+	if err := MkdirAll(p, 0o700); err != nil {
+		t.Error(err)
+	}
+	f := filepath.Join(root, "file")
+	if err := os.WriteFile(f, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := MkdirAll(filepath.Join(f, "sub"), 0o700); err == nil {
+		t.Error("MkdirAll under a regular file succeeded")
+	}
+}

@@ -7,9 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"strings"
 
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/safefile"
 )
 
@@ -34,7 +34,9 @@ func CheckTPM(dev string) error {
 	if !strings.HasPrefix(path, "/") {
 		return fmt.Errorf("tpm-device %q: %w: neither an absolute device path nor unix:///path", dev, ErrNotTPM)
 	}
-	fi, err := os.Stat(path)
+	// The setting names the device as it is on this machine, not below
+	// --root: hence the host itself.
+	fi, err := host.Root("").Stat(path)
 	if err != nil {
 		return fmt.Errorf("tpm-device: %w", err)
 	}

@@ -8,6 +8,7 @@
 package host
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"io/fs"
@@ -28,8 +29,18 @@ type FS interface {
 	// ReadFile reads a regular file of at most limit bytes without
 	// following a symlink in its last component (safefile.ReadFile).
 	ReadFile(p string, limit int64) ([]byte, error)
-	// ReadDir lists a directory, sorted by name.
+	// ReadDir lists a directory, sorted by name; one of more than
+	// MaxDirEntries entries is an error, not a partial list.
 	ReadDir(p string) ([]fs.DirEntry, error)
+	// Readlink is the target of the symlink p (sysfs' links name the bus
+	// and driver of a device).
+	Readlink(p string) (string, error)
+	// Open opens a regular file as ReadFile does, for a reader that ends
+	// in an error past limit bytes (a stream too large to hold whole).
+	Open(p string, limit int64) (io.ReadCloser, error)
+	// OpenDevice opens a character device for reading and writing (the
+	// TPM); anything else is refused before a byte is written.
+	OpenDevice(p string) (io.ReadWriteCloser, error)
 	// Lstat describes p without following a final symlink; Stat follows.
 	Lstat(p string) (fs.FileInfo, error)
 	Stat(p string) (fs.FileInfo, error)
@@ -37,8 +48,15 @@ type FS interface {
 	WriteFile(p string, data []byte, perm fs.FileMode) error
 	// Remove removes p; a missing file is not an error.
 	Remove(p string) error
-	// MkdirAll creates a directory and its parents.
+	// MkdirAll creates a directory and its parents, durably (the
+	// parent of each one created is synced).
 	MkdirAll(p string, perm fs.FileMode) error
+	// Lock takes the inter-process lock file p, waiting at most wait for
+	// another holder (statelock); release gives it back.
+	Lock(ctx context.Context, p string, wait time.Duration) (release func() error, err error)
+	// RemoveStale removes the temp files an interrupted WriteFile left in
+	// directory p and returns where they were; the caller holds the lock.
+	RemoveStale(p string) ([]string, error)
 	// SetAside keeps a file that cannot be parsed under a new name
 	// (<path>.corrupt-<unix time>) and says which; it never removes one.
 	SetAside(p string) (string, error)
@@ -65,9 +83,6 @@ func (r Root) ReadFile(p string, limit int64) ([]byte, error) {
 	return safefile.ReadFile(r.Path(p), limit)
 }
 
-// ReadDir implements FS.
-func (r Root) ReadDir(p string) ([]fs.DirEntry, error) { return os.ReadDir(r.Path(p)) }
-
 // Lstat implements FS.
 func (r Root) Lstat(p string) (fs.FileInfo, error) { return os.Lstat(r.Path(p)) }
 
@@ -76,17 +91,39 @@ func (r Root) Stat(p string) (fs.FileInfo, error) { return os.Stat(r.Path(p)) }
 
 // WriteFile implements FS.
 func (r Root) WriteFile(p string, data []byte, perm fs.FileMode) error {
-	return atomicfile.Write(r.Path(p), data, perm)
+	if err := atomicfile.Write(r.Path(p), data, perm); err != nil {
+		return err
+	}
+	durable("write", p, data, perm)
+	return nil
 }
 
 // Remove implements FS.
-func (r Root) Remove(p string) error { return atomicfile.Remove(r.Path(p)) }
+func (r Root) Remove(p string) error {
+	if err := atomicfile.Remove(r.Path(p)); err != nil {
+		return err
+	}
+	durable("remove", p, nil, 0)
+	return nil
+}
 
 // MkdirAll implements FS.
-func (r Root) MkdirAll(p string, perm fs.FileMode) error { return os.MkdirAll(r.Path(p), perm) }
+func (r Root) MkdirAll(p string, perm fs.FileMode) error {
+	if err := atomicfile.MkdirAll(r.Path(p), perm); err != nil {
+		return err
+	}
+	durable("mkdir", p, nil, perm)
+	return nil
+}
 
 // SetAside implements FS.
-func (r Root) SetAside(p string) (string, error) { return safefile.SetAside(r.Path(p), time.Now()) }
+func (r Root) SetAside(p string) (string, error) {
+	aside, err := safefile.SetAside(r.Path(p), time.Now())
+	if err == nil {
+		durable("aside", p, []byte(aside), 0)
+	}
+	return aside, err
+}
 
 // Print is a dry run's FS: it reads through Root and prints what would be
 // written or removed, content included, touching nothing.
@@ -113,6 +150,9 @@ func (p Print) Remove(path string) error {
 
 // MkdirAll implements FS: directories are implied by the files.
 func (Print) MkdirAll(string, fs.FileMode) error { return nil }
+
+// RemoveStale implements FS: a dry run removes nothing.
+func (Print) RemoveStale(string) ([]string, error) { return nil, nil }
 
 // SetAside implements FS: it says what a run would do and leaves the file
 // where it is.

@@ -40,9 +40,9 @@ func TestExecRunner(t *testing.T) {
 }
 
 func TestToolsFromEnv(t *testing.T) {
-	env := map[string]string{EnvNmstatectl: "/opt/nmstatectl", EnvElemental: "/usr/bin/elemental-test", "NODEREG_SYSTEMCTL": "/bin/sc"}
+	env := map[string]string{EnvNmstatectl: "/opt/nmstatectl", EnvElemental: "/usr/bin/elemental-test", EnvDmidecode: "/sbin/dmi", "NODEREG_SYSTEMCTL": "/bin/sc"}
 	got := ToolsFromEnv(func(k string) string { return env[k] })
-	want := Tools{Nmstatectl: "/opt/nmstatectl", Nmcli: "nmcli", Nmc: "nmc", Elemental: "/usr/bin/elemental-test"}
+	want := Tools{Nmstatectl: "/opt/nmstatectl", Nmcli: "nmcli", Nmc: "nmc", Elemental: "/usr/bin/elemental-test", Dmidecode: "/sbin/dmi"}
 	if got != want {
 		t.Errorf("ToolsFromEnv = %+v, want %+v", got, want)
 	}

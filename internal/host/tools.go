@@ -16,6 +16,7 @@ type Tools struct {
 	Nmcli      string // NODEREG_NMCLI
 	Nmc        string // NODEREG_NMC (nm-configurator)
 	Elemental  string // NODEREG_ELEMENTAL (the toolkit's installer, for install/reset)
+	Dmidecode  string // NODEREG_DMIDECODE (the inventory's SMBIOS, read only)
 }
 
 // Environment variables that override the tool table.
@@ -24,11 +25,12 @@ const (
 	EnvNmcli      = "NODEREG_NMCLI"
 	EnvNmc        = "NODEREG_NMC"
 	EnvElemental  = "NODEREG_ELEMENTAL"
+	EnvDmidecode  = "NODEREG_DMIDECODE"
 )
 
 // DefaultTools are the names upstream's client runs.
 func DefaultTools() Tools {
-	return Tools{Nmstatectl: "nmstatectl", Nmcli: "nmcli", Nmc: "nmc", Elemental: "elemental"}
+	return Tools{Nmstatectl: "nmstatectl", Nmcli: "nmcli", Nmc: "nmc", Elemental: "elemental", Dmidecode: "dmidecode"}
 }
 
 func (t *Tools) entries() []struct {
@@ -43,6 +45,7 @@ func (t *Tools) entries() []struct {
 		{EnvNmcli, "nmcli", &t.Nmcli},
 		{EnvNmc, "nmc", &t.Nmc},
 		{EnvElemental, "elemental", &t.Elemental},
+		{EnvDmidecode, "dmidecode", &t.Dmidecode},
 	}
 }
 

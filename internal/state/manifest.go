@@ -24,6 +24,13 @@ type Manifest struct {
 	Configurator string         `json:"configurator"`
 	Digest       string         `json:"digest"`
 	Files        []ManifestFile `json:"files"`
+	// Pending is the intent of a change in flight (docs/apply.md, "Crash
+	// consistency"): the files it is about to write and the hash of what
+	// it writes, on disk before any of them. apply owns the rule by which
+	// an entry owns the file at its path (only while the file holds those
+	// bytes); a reader that does not apply it must not count these as the
+	// agent's.
+	Pending []ManifestFile `json:"pending,omitempty"`
 	// Corrupt: the manifest on disk could not be parsed and was kept
 	// aside; this one is empty.
 	Corrupt bool `json:"-"`

@@ -239,3 +239,24 @@ func (s Stub) Subcommands(tb testing.TB) []string {
 	}
 	return out
 }
+
+// Concurrently calls f(0) … f(n-1), each on a goroutine of its own, all
+// at once, and returns the errors they returned, in no particular order.
+func Concurrently(n int, f func(i int) error) []error {
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			if err := f(i); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	var out []error
+	for err := range errs {
+		out = append(out, err)
+	}
+	return out
+}

@@ -8,10 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -110,20 +110,9 @@ func TestConcurrentUpdatesCommitInOrder(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "state.db")
 	s := open(t, path)
 	const n = 300
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := addInventory(s, fmt.Sprint("h", i), fmt.Sprint(i)); err != nil {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	for _, err := range testutil.Concurrently(n, func(i int) error {
+		return addInventory(s, fmt.Sprint("h", i), fmt.Sprint(i))
+	}) {
 		t.Fatal(err)
 	}
 	var inMemory []string

@@ -4,7 +4,6 @@ package boot
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nodereg/nodereg/internal/testutil/nsclient"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
 
@@ -38,11 +37,7 @@ const (
 	udevd     = "/lib/systemd/systemd-udevd"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // requireLab skips unless this machine can run the simulation.
 func requireLab(t *testing.T) {
@@ -330,69 +325,12 @@ func (l *lab) url() string {
 	return "http://" + net.JoinHostPort(serverIP, port) + "/elemental/registration/boot-token"
 }
 
-// admin calls regserver's admin API from inside the server's namespace.
+// admin calls regserver's admin API from inside the server's namespace
+// with the token regserver generates beside its store at each start.
 func (l *lab) admin(method, path string) ([]byte, error) {
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return dialIn(ctx, l.srvNS, network, addr)
-		},
-		DisableKeepAlives: true,
-	}}
-	req, err := http.NewRequest(method, "http://"+net.JoinHostPort(serverIP, adminPort)+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	// regserver generates the admin token beside its store at each start.
-	if tok, err := os.ReadFile(l.store + ".admin-token"); err == nil {
-		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var b bytes.Buffer
-	if _, err := b.ReadFrom(resp.Body); err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return b.Bytes(), fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, b.Bytes())
-	}
-	return b.Bytes(), nil
-}
-
-// dialIn opens a TCP connection from inside the named network namespace: the
-// socket is created on a thread switched into it, and keeps it.
-func dialIn(ctx context.Context, ns, network, addr string) (net.Conn, error) {
-	runtime.LockOSThread()
-	orig, err := os.Open("/proc/thread-self/ns/net")
-	if err != nil {
-		runtime.UnlockOSThread()
-		return nil, err
-	}
-	defer orig.Close()
-	target, err := os.Open(filepath.Join("/run/netns", ns))
-	if err != nil {
-		runtime.UnlockOSThread()
-		return nil, err
-	}
-	defer target.Close()
-	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-		runtime.UnlockOSThread()
-		return nil, fmt.Errorf("entering netns %s: %w", ns, err)
-	}
-	var d net.Dialer
-	conn, dialErr := d.DialContext(ctx, network, addr)
-	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-		// The thread stays locked and dies with this goroutine rather
-		// than run anything else in the wrong namespace.
-		if conn != nil {
-			conn.Close()
-		}
-		return nil, fmt.Errorf("leaving netns %s: %w", ns, err)
-	}
-	runtime.UnlockOSThread()
-	return conn, dialErr
+	tok, _ := os.ReadFile(l.store + ".admin-token")
+	a := nsclient.Admin{NS: l.srvNS, Addr: net.JoinHostPort(serverIP, adminPort), Token: strings.TrimSpace(string(tok))}
+	return a.Do(method, path)
 }
 
 // inventory is the part of regserver's admin view the cases check.

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodereg/nodereg/internal/testutil/node"
 )
 
 // The nmstate cases: the configurator of the IPAM design, on a node without
@@ -24,24 +26,7 @@ import (
 // nmstateSeedTemplate is the IPAM design's seed template (docs/protocol.md
 // §7.1) on the lab's NIC and subnet: the pool address, a default
 // route via the server with metric 150, the server as DNS.
-const nmstateSeedTemplate = `
-    configurator: nmstate
-    ipAddresses:
-      inventory-ip: pool-a
-    config:
-      interfaces:
-      - name: ` + nodeIf + `
-        type: ethernet
-        description: Main-NIC
-        state: up
-        ipv4: {enabled: true, dhcp: false, address: [{ip: "{inventory-ip}", prefix-length: 24}]}
-        ipv6: {enabled: false}
-      routes:
-        config:
-        - {destination: 0.0.0.0/0, next-hop-interface: ` + nodeIf + `, next-hop-address: ` + serverIP + `, metric: 150, table-id: 254}
-      dns-resolver:
-        config: {server: [` + serverIP + `], search: []}
-`
+var nmstateSeedTemplate = strings.NewReplacer("enp1s0", nodeIf, "192.168.122.1", serverIP).Replace(node.NmstateTemplate)
 
 // The VLAN the nmstate VLAN template puts the node on; the server's end
 // carries vlanServerIP, so the registration URL stays reachable over it.

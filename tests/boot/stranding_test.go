@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nodereg/nodereg/internal/testutil/nsclient"
 )
 
 // The stranding shapes (docs/apply.md, "The rollback check tests the next
@@ -59,7 +61,7 @@ const nmstateDownTemplate = `
 func (l *lab) reachesServer() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	c, err := dialIn(ctx, l.nodeNS, "tcp", net.JoinHostPort(serverIP, port))
+	c, err := nsclient.DialIn(ctx, l.nodeNS, "tcp", net.JoinHostPort(serverIP, port))
 	if err != nil {
 		return false
 	}

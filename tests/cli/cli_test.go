@@ -22,11 +22,7 @@ import (
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // regserver starts the reference server on loopback with one registration
 // (token cli-token, auth mac) and no network config.

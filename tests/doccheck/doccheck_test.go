@@ -25,11 +25,7 @@ import (
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // notRun: ```sh lines these tests do not run, and why.
 var notRun = map[string]string{

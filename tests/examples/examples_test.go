@@ -26,11 +26,7 @@ import (
 	"github.com/nodereg/nodereg/tpm/tpmtest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 func examples(t *testing.T, pattern string) []string {
 	t.Helper()

@@ -25,11 +25,7 @@ import (
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // A state file from an earlier, unfinished run: it must come out of a
 // failed run byte for byte.

@@ -9,17 +9,9 @@ package hostile
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,6 +27,7 @@ import (
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
+	"github.com/nodereg/nodereg/internal/testutil/testpki"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -478,28 +471,7 @@ func TestTokenNeverPrinted(t *testing.T) {
 // serverPKI writes a CA-signed certificate for 127.0.0.1 and returns the
 // cert and key paths and the CA's PEM.
 func serverPKI(t *testing.T, dir string) (cert, key, caPEM string) {
-	newKey := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		testutil.Must(t, err)
-		return k
-	}
-	caKey, leafKey := newKey(), newKey()
-	now := time.Now()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "hostile test CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	testutil.Must(t, err)
-	caCert, err := x509.ParseCertificate(caDER)
-	testutil.Must(t, err)
-	leafTmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	leafDER, err := x509.CreateCertificate(rand.Reader, leafTmpl, caCert, &leafKey.PublicKey, caKey)
-	testutil.Must(t, err)
-	keyDER, err := x509.MarshalECPrivateKey(leafKey)
-	testutil.Must(t, err)
-	cert, key = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	testutil.Must(t, os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}), 0o600))
-	testutil.Must(t, os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600))
-	return cert, key, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}))
+	ca := testpki.New(t, "hostile test CA")
+	f := ca.WriteFiles(t, dir, "127.0.0.1")
+	return f.Cert, f.Key, string(ca.CertPEM())
 }

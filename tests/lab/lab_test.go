@@ -27,11 +27,7 @@ import (
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testbin.Main(m) }
 
 // Addresses exist only on the veth between the two namespaces.
 const (

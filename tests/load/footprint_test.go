@@ -10,10 +10,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 	"github.com/nodereg/nodereg/internal/vectors"
@@ -94,33 +94,22 @@ func TestFootprint1000PLAIN(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()
-	var wg sync.WaitGroup
-	errs := make(chan error, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			id := mac(i)
-			cc, err := protocol.Dial(ctx, protocol.DialOptions{URL: url, SessionDeadline: time.Minute, HandshakeTimeout: time.Minute}, protocol.Plain{AuthKind: "mac", ID: id})
-			if err != nil {
-				errs <- err
-				return
-			}
-			defer cc.Close()
-			var c protocol.Config
-			reply, err := cc.Register(ctx, payloads(fmt.Sprintf("00000000-0000-4000-8000-%012d", i)), &c)
-			if err == nil && (reply.Network == nil || reply.Network.IPAddresses["inventory-ip"] == "") {
-				err = fmt.Errorf("%s: no address", id)
-			}
-			if err != nil {
-				errs <- err
-			}
-		}()
-	}
-	wg.Wait()
+	errs := testutil.Concurrently(n, func(i int) error {
+		id := mac(i)
+		cc, err := protocol.Dial(ctx, protocol.DialOptions{URL: url, SessionDeadline: time.Minute, HandshakeTimeout: time.Minute}, protocol.Plain{AuthKind: "mac", ID: id})
+		if err != nil {
+			return err
+		}
+		defer cc.Close()
+		var c protocol.Config
+		reply, err := cc.Register(ctx, payloads(fmt.Sprintf("00000000-0000-4000-8000-%012d", i)), &c)
+		if err == nil && (reply.Network == nil || reply.Network.IPAddresses["inventory-ip"] == "") {
+			err = fmt.Errorf("%s: no address", id)
+		}
+		return err
+	})
 	took := time.Since(start)
-	close(errs)
-	for err := range errs {
+	for _, err := range errs {
 		t.Fatalf("registration: %v\n%s", err, rs.Stderr.String())
 	}
 	peak := procKB(t, pid, "VmHWM")

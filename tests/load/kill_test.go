@@ -108,24 +108,10 @@ func TestKillDuringAllocations(t *testing.T) {
 	t.Logf("final: %d machines, %d claims, %d acknowledged before kills, %d moved", len(all), len(claims), len(told), moved)
 }
 
+// herdCounting is herd that counts the registrations that succeeded in ok
+// while they run, for the kill loop to read.
 func herdCounting(ctx context.Context, url string, first, n int, ok *atomic.Int64) []result {
-	out := make([]result, n)
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			id := mac(first + i)
-			t0 := time.Now()
-			addr, err := register(ctx, url, id, time.Minute)
-			out[i] = result{id: id, addr: addr, err: err, latency: time.Since(t0)}
-			if err == nil {
-				ok.Add(1)
-			}
-		}()
-	}
-	wg.Wait()
-	return out
+	return herdOf(ctx, url, first, n, time.Minute, ok)
 }
 
 // adminURL is the admin listener's address from the server's start line.

@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -26,9 +26,7 @@ import (
 
 func TestMain(m *testing.M) {
 	raiseFDLimit()
-	code := m.Run()
-	testbin.Cleanup()
-	os.Exit(code)
+	testbin.Main(m)
 }
 
 // raiseFDLimit lifts the soft limit to the hard one: 1,000 clients and
@@ -104,6 +102,12 @@ type result struct {
 // herd registers n machines at once (all dial together) and returns each
 // one's outcome.
 func herd(ctx context.Context, url string, first, n int, deadline time.Duration) []result {
+	return herdOf(ctx, url, first, n, deadline, nil)
+}
+
+// herdOf is herd, adding each success to ok while the herd runs (nil: no
+// count).
+func herdOf(ctx context.Context, url string, first, n int, deadline time.Duration, ok *atomic.Int64) []result {
 	out := make([]result, n)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -116,6 +120,9 @@ func herd(ctx context.Context, url string, first, n int, deadline time.Duration)
 			t0 := time.Now()
 			addr, err := register(ctx, url, id, deadline)
 			out[i] = result{id: id, addr: addr, err: err, latency: time.Since(t0)}
+			if err == nil && ok != nil {
+				ok.Add(1)
+			}
 		}()
 	}
 	close(start)

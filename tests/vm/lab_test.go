@@ -4,7 +4,6 @@ package vm
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -12,13 +11,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/nodereg/nodereg/internal/testutil/nsclient"
 )
 
 // The segment between the guests and the server's namespace: a plain bridge,
@@ -188,63 +186,7 @@ func (l *lab) stopServer() {
 
 // admin calls regserver's admin API from inside the lab namespace.
 func (l *lab) admin(method, path string) ([]byte, error) {
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			return dialIn(ctx, l.ns, network, addr)
-		},
-		DisableKeepAlives: true,
-	}}
-	req, err := http.NewRequest(method, "http://"+adminAddr+path, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+labAdminToken)
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var b bytes.Buffer
-	if _, err := b.ReadFrom(resp.Body); err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return b.Bytes(), fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, b.Bytes())
-	}
-	return b.Bytes(), nil
-}
-
-// dialIn opens a TCP connection from a thread switched into namespace ns.
-func dialIn(ctx context.Context, ns, network, addr string) (net.Conn, error) {
-	runtime.LockOSThread()
-	orig, err := os.Open("/proc/thread-self/ns/net")
-	if err != nil {
-		runtime.UnlockOSThread()
-		return nil, err
-	}
-	defer orig.Close()
-	target, err := os.Open(filepath.Join("/run/netns", ns))
-	if err != nil {
-		runtime.UnlockOSThread()
-		return nil, err
-	}
-	defer target.Close()
-	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-		runtime.UnlockOSThread()
-		return nil, err
-	}
-	var d net.Dialer
-	conn, dialErr := d.DialContext(ctx, network, addr)
-	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-		// Stay locked: the thread dies with the goroutine rather than run
-		// anything else in the wrong namespace.
-		if conn != nil {
-			conn.Close()
-		}
-		return nil, err
-	}
-	runtime.UnlockOSThread()
-	return conn, dialErr
+	return nsclient.Admin{NS: l.ns, Addr: adminAddr, Token: labAdminToken}.Do(method, path)
 }
 
 // inventory is the part of regserver's admin view the cases check.

@@ -8,15 +8,7 @@ import (
 // NmstateTemplate is the network template of the foundation issue (and of
 // cmd/regserver/example.yaml), indented to sit under a registration's
 // `network:` key in a regserver config. Its address comes from pool-a.
-const NmstateTemplate = `
-    configurator: nmstate
-    ipAddresses:
-      inventory-ip: pool-a
-    config:
-      interfaces:
-      - name: enp1s0
-        type: ethernet
-        description: Main-NIC
+const NmstateTemplate = templateHead + `        description: Main-NIC
         state: up
         ipv4: {enabled: true, dhcp: false, address: [{ip: "{inventory-ip}", prefix-length: 24}]}
         ipv6: {enabled: false}
@@ -25,6 +17,18 @@ const NmstateTemplate = `
         - {destination: 0.0.0.0/0, next-hop-interface: enp1s0, next-hop-address: 192.168.122.1, metric: 150, table-id: 254}
       dns-resolver:
         config: {server: [192.168.122.1], search: []}
+`
+
+// templateHead is what the templates share: nmstate, the pool address, and
+// the first interface up to its type.
+const templateHead = `
+    configurator: nmstate
+    ipAddresses:
+      inventory-ip: pool-a
+    config:
+      interfaces:
+      - name: enp1s0
+        type: ethernet
 `
 
 // NmstateConfig returns the nmstate state under NmstateTemplate's config:
@@ -37,15 +41,7 @@ func NmstateConfig() string {
 // AddressOnlyTemplate is a smaller nmstate template: one interface with the
 // pool address at the given prefix length, nothing else.
 func AddressOnlyTemplate(prefix int) string {
-	return `
-    configurator: nmstate
-    ipAddresses:
-      inventory-ip: pool-a
-    config:
-      interfaces:
-      - name: enp1s0
-        type: ethernet
-        state: up
+	return templateHead + `        state: up
         ipv4: {enabled: true, dhcp: false, address: [{ip: "{inventory-ip}", prefix-length: ` + strconv.Itoa(prefix) + `}]}
 `
 }

@@ -82,3 +82,11 @@ func Cleanup() {
 		built = map[string]string{}
 	}
 }
+
+// Main is a TestMain for packages that build binaries: it runs the tests,
+// removes what Build made and exits with the tests' status.
+func Main(m *testing.M) {
+	code := m.Run()
+	Cleanup()
+	os.Exit(code)
+}

@@ -58,8 +58,17 @@ func (c *CA) CertPEM() []byte { return c.pem }
 // names) and returns it and its PKCS#8 key, PEM-encoded.
 func (c *CA) IssuePEM(t testing.TB, hosts ...string) (certPEM, keyPEM []byte) {
 	t.Helper()
+	now := time.Now()
+	return c.IssueWindowPEM(t, now.Add(-time.Hour), now.Add(24*time.Hour), hosts...)
+}
+
+// IssueWindowPEM is IssuePEM for a certificate valid from notBefore to
+// notAfter: an expired one, or one not valid yet.
+func (c *CA) IssueWindowPEM(t testing.TB, notBefore, notAfter time.Time, hosts ...string) (certPEM, keyPEM []byte) {
+	t.Helper()
 	key := newKey(t)
 	tmpl := template(t, "server "+c.name)
+	tmpl.NotBefore, tmpl.NotAfter = notBefore, notAfter
 	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
 	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 	for _, h := range hosts {
@@ -80,11 +89,20 @@ func (c *CA) IssuePEM(t testing.TB, hosts ...string) (certPEM, keyPEM []byte) {
 // Issue is IssuePEM as a certificate a tls.Config can serve.
 func (c *CA) Issue(t testing.TB, hosts ...string) tls.Certificate {
 	t.Helper()
-	cert, err := tls.X509KeyPair(c.IssuePEM(t, hosts...))
-	if err != nil {
-		t.Fatal(err)
+	return KeyPair(t)(c.IssuePEM(t, hosts...))
+}
+
+// KeyPair turns PEM certificate and key into what a tls.Config serves,
+// failing t on a bad pair.
+func KeyPair(t testing.TB) func(certPEM, keyPEM []byte) tls.Certificate {
+	return func(certPEM, keyPEM []byte) tls.Certificate {
+		t.Helper()
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cert
 	}
-	return cert
 }
 
 // Chain is a server certificate for hosts as a TLS client sees it: the

@@ -1,4 +1,4 @@
-package bootstrap
+package nic
 
 import (
 	"fmt"
@@ -24,9 +24,10 @@ type ethtoolPermAddr struct {
 	data [32]byte
 }
 
-// permanentMAC asks the kernel for a NIC's permanent (burnt-in) address.
-// Drivers without one (veth, most virtual devices) report zeros or length 0.
-func permanentMAC(ifname string) (net.HardwareAddr, error) {
+// Permanent asks the kernel for a NIC's permanent (burnt-in) address
+// (ETHTOOL_GPERMADDR). Drivers without one (veth, most virtual devices)
+// report zeros or length 0: that is an error.
+func Permanent(ifname string) (net.HardwareAddr, error) {
 	if len(ifname) >= unix.IFNAMSIZ {
 		return nil, fmt.Errorf("interface name %q too long", ifname)
 	}
@@ -44,7 +45,7 @@ func permanentMAC(ifname string) (net.HardwareAddr, error) {
 	if errno != 0 {
 		return nil, fmt.Errorf("ETHTOOL_GPERMADDR on %s: %w", ifname, errno)
 	}
-	if req.size == 0 || int(req.size) > len(req.data) || zeroMAC(req.data[:req.size]) {
+	if req.size == 0 || int(req.size) > len(req.data) || zero(req.data[:req.size]) {
 		return nil, fmt.Errorf("ETHTOOL_GPERMADDR on %s: no permanent address", ifname)
 	}
 	return net.HardwareAddr(append([]byte(nil), req.data[:req.size]...)), nil

@@ -1,0 +1,89 @@
+// Package nsclient holds the clients the labs run from inside a network
+// namespace they made: a dialer, and regserver's admin API reached through
+// it. tests/boot and tests/vm share it.
+package nsclient
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// DialIn opens a connection from inside the named network namespace: the
+// socket is created on a thread switched into it, and keeps it.
+func DialIn(ctx context.Context, ns, network, addr string) (net.Conn, error) {
+	runtime.LockOSThread()
+	orig, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		runtime.UnlockOSThread()
+		return nil, err
+	}
+	defer orig.Close()
+	target, err := os.Open(filepath.Join("/run/netns", ns))
+	if err != nil {
+		runtime.UnlockOSThread()
+		return nil, err
+	}
+	defer target.Close()
+	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+		runtime.UnlockOSThread()
+		return nil, fmt.Errorf("entering netns %s: %w", ns, err)
+	}
+	var d net.Dialer
+	conn, dialErr := d.DialContext(ctx, network, addr)
+	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
+		// The thread stays locked and dies with this goroutine rather
+		// than run anything else in the wrong namespace.
+		if conn != nil {
+			conn.Close()
+		}
+		return nil, fmt.Errorf("leaving netns %s: %w", ns, err)
+	}
+	runtime.UnlockOSThread()
+	return conn, dialErr
+}
+
+// Admin is regserver's admin API at Addr (host:port), called from inside
+// namespace NS with the bearer Token ("" sends none).
+type Admin struct {
+	NS, Addr, Token string
+}
+
+// Do sends one request without a body and returns the response body; a
+// status other than 200 is an error carrying the body too.
+func (a Admin) Do(method, path string) ([]byte, error) {
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return DialIn(ctx, a.NS, network, addr)
+		},
+		DisableKeepAlives: true,
+	}}
+	req, err := http.NewRequest(method, "http://"+a.Addr+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	if a.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.Token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	if _, err := b.ReadFrom(resp.Body); err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return b.Bytes(), fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, b.Bytes())
+	}
+	return b.Bytes(), nil
+}

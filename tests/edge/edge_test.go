@@ -1,0 +1,218 @@
+// Package edge checks that the agent reaches the machine only through
+// internal/host (docs/architecture.md, "Where side effects live"): no
+// package linked into the agent binary, other than the edge itself, calls
+// an os function that touches the file system, imports os/exec, walks a
+// tree with path/filepath, or calls the file functions of the packages the
+// edge is built from. A scratch --root, a dry run and the tests then see
+// every read, write and program run the agent makes.
+package edge
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/nodereg/nodereg"
+
+// edge are the packages the edge is made of: internal/host and the parts
+// it is built from, which hold the file system's calls on its behalf.
+var edge = []string{
+	"internal/host",
+	"internal/safefile",   // reads without following a planted link, bounded
+	"internal/atomicfile", // temp file, fsync, rename; stale temp removal
+	"internal/statelock",  // the inter-process lock file
+}
+
+// exceptions are the calls allowed outside the edge, each with its reason
+// (at most three, and each must still be there: a stale entry fails).
+var exceptions = map[string]string{}
+
+// fileFuncs are the os functions that reach the file system (or a
+// process's files) by name.
+var fileFuncs = map[string]map[string]bool{
+	"os": set("Open", "OpenFile", "Create", "CreateTemp", "ReadFile", "WriteFile", "ReadDir",
+		"Readlink", "Stat", "Lstat", "Mkdir", "MkdirAll", "MkdirTemp", "Remove", "RemoveAll",
+		"Rename", "Link", "Symlink", "Chmod", "Chown", "Lchown", "Chtimes", "Truncate", "DirFS",
+		"CopyFS", "OpenRoot", "OpenInRoot", "Chdir", "NewFile", "SameFile"),
+	"path/filepath": set("Walk", "WalkDir", "Glob", "EvalSymlinks"),
+	// The parts of the edge: their pure helpers (CheckPEM, Kind, IsTemp,
+	// the error values) may be used anywhere, their file calls only
+	// through internal/host.
+	module + "/internal/safefile":   set("Open", "ReadFile", "ReadPEM", "SetAside"),
+	module + "/internal/atomicfile": set("Write", "Remove", "RemoveStale", "SyncDir"),
+	module + "/internal/statelock":  set("Acquire"),
+}
+
+// forbiddenImports may not be imported at all outside the edge.
+var forbiddenImports = set("os/exec")
+
+func set(names ...string) map[string]bool {
+	m := map[string]bool{}
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+// violations lists every use in one parsed file of what the edge owns, as
+// "file:line: what".
+func violations(fset *token.FileSet, f *ast.File) []string {
+	var out []string
+	names := map[string]string{} // local name -> import path
+	for _, im := range f.Imports {
+		p, _ := strconv.Unquote(im.Path.Value)
+		if forbiddenImports[p] {
+			out = append(out, fmt.Sprintf("%s: imports %s", fset.Position(im.Pos()), p))
+		}
+		name := p[strings.LastIndex(p, "/")+1:]
+		if im.Name != nil {
+			name = im.Name.Name
+		}
+		if fileFuncs[p] != nil {
+			names[name] = p
+		}
+	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		sel, ok := n.(*ast.SelectorExpr)
+		if !ok {
+			return true
+		}
+		id, ok := sel.X.(*ast.Ident)
+		if !ok || id.Obj != nil { // a local variable, not a package
+			return true
+		}
+		if p, ok := names[id.Name]; ok && fileFuncs[p][sel.Sel.Name] {
+			out = append(out, fmt.Sprintf("%s: %s.%s", fset.Position(sel.Pos()), id.Name, sel.Sel.Name))
+		}
+		return true
+	})
+	return out
+}
+
+// agentPackages are the module's packages linked into the agent binary,
+// with their directory and non-test Go files.
+func agentPackages(t *testing.T) []goPackage {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-deps", "-json=ImportPath,Dir,GoFiles,CgoFiles", "./cmd/agent")
+	cmd.Dir = filepath.Join("..", "..")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.Bytes())
+	}
+	var pkgs []goPackage
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var p goPackage
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		if rel, ok := strings.CutPrefix(p.ImportPath, module+"/"); ok {
+			p.Rel = rel
+			pkgs = append(pkgs, p)
+		}
+	}
+	return pkgs
+}
+
+type goPackage struct {
+	ImportPath, Dir, Rel string
+	GoFiles, CgoFiles    []string
+}
+
+func TestNoWayAroundTheHostEdge(t *testing.T) {
+	pkgs := agentPackages(t)
+	// The scan must reach what it is meant to guard: a list that lost
+	// these would pass while checking nothing.
+	var rels []string
+	for _, p := range pkgs {
+		rels = append(rels, p.Rel)
+	}
+	for _, want := range []string{"agent", "agent/inventory", "apply", "bootstrap", "netpolicy", "nmstate", "tpm", "protocol", "cmd/agent", "internal/host"} {
+		if !slices.Contains(rels, want) {
+			t.Fatalf("%s is not among the agent's packages %v", want, rels)
+		}
+	}
+	used := map[string]bool{}
+	fset := token.NewFileSet()
+	for _, p := range pkgs {
+		if slices.Contains(edge, p.Rel) {
+			continue
+		}
+		for _, name := range append(p.GoFiles, p.CgoFiles...) {
+			path := filepath.Join(p.Dir, name)
+			f, err := parser.ParseFile(fset, path, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rel := filepath.ToSlash(filepath.Join(p.Rel, name))
+			for _, v := range violations(fset, f) {
+				key := rel + ": " + v[strings.LastIndex(v, ": ")+2:]
+				if _, ok := exceptions[key]; ok {
+					used[key] = true
+					continue
+				}
+				t.Errorf("%s: goes around internal/host (read, write or run through host.FS and host.Runner)", v)
+			}
+		}
+	}
+	if len(exceptions) > 3 {
+		t.Errorf("%d exceptions: at most three", len(exceptions))
+	}
+	for k := range exceptions {
+		if !used[k] {
+			t.Errorf("exception %q matches nothing any more: remove it", k)
+		}
+	}
+}
+
+// The checker itself must catch each kind of use, renamed imports and the
+// edge's parts included, and leave a local variable named os alone.
+func TestViolationsCatchesEachKind(t *testing.T) {
+	src := `package p
+
+import (
+	"os"
+	run "os/exec"
+	fp "path/filepath"
+	"github.com/nodereg/nodereg/internal/safefile"
+)
+
+func f() {
+	_, _ = os.ReadFile("/etc/x")
+	_ = run.Command("true")
+	_ = fp.WalkDir("/", nil)
+	_, _ = safefile.ReadFile("/x", 1)
+	_ = safefile.CheckPEM(nil)
+	_ = os.Getenv("HOME")
+	var os struct{ Stat int }
+	_ = os.Stat
+}
+`
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "p.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := violations(fset, f)
+	want := []string{"imports os/exec", "os.ReadFile", "fp.WalkDir", "safefile.ReadFile"}
+	if len(got) != len(want) {
+		t.Fatalf("violations = %q, want %d of them (%q)", got, len(want), want)
+	}
+	for i, w := range want {
+		if !strings.HasSuffix(got[i], w) {
+			t.Errorf("violation %d = %q, want one ending in %q", i, got[i], w)
+		}
+	}
+}
