@@ -21,7 +21,7 @@ STATIC    := CGO_ENABLED=0
 # records the skipped tests and their reasons for make test's summary.
 GOTEST    ?= $(GOTEST_WRAP) $(GO) test -count=1 -p 4
 
-.PHONY: help version build build-emulated test test-unit test-race test-slow test-emulated test-fuzz test-boot test-vm demo bench bench-short lint clean
+.PHONY: help version build build-emulated man package package-build test test-unit test-race test-slow test-emulated test-fuzz test-boot test-vm demo bench bench-short lint clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -119,4 +119,31 @@ clean: ## remove build output
 	rm -rf $(BIN)
 
 -include systemd/install.mk
-install: $(if $(filter yes,$(EMULATED)),build-emulated,build)
+install: $(if $(filter yes,$(EMULATED)),build-emulated,build) man
+
+# The man pages come from the command tree (cobra/doc): a build with the
+# tag genman has the hidden gen-man-pages command; the shipped agent not.
+man: ## generate the agent's man pages into bin/man (section 8, from the cobra commands)
+	$(STATIC) $(GO) build -tags genman -ldflags '$(LDFLAGS)' -o $(BIN)/genman/nodereg-agent ./cmd/agent
+	rm -rf $(BIN)/man && $(BIN)/genman/nodereg-agent gen-man-pages $(BIN)/man
+
+# nfpm (goreleaser's packager) at a pinned version through the Go module
+# proxy, verified against the checksum database; built once into bin/.
+NFPM_VERSION ?= v2.48.0
+NFPM := $(BIN)/nfpm-$(NFPM_VERSION)
+$(NFPM):
+	@mkdir -p $(BIN)/nfpm-build
+	GOBIN=$(abspath $(BIN)/nfpm-build) $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+	mv $(BIN)/nfpm-build/nfpm $@
+
+PKG_DIR := $(BIN)/pkg
+package: package-build ## build the .deb and .rpm (nfpm) from make install's files into bin/pkg, and check both against make install (tests/package; needs dpkg, rpm, man)
+	$(GOTEST) ./tests/package/ -args -pkg-dir=$(abspath $(PKG_DIR))
+
+package-build: build man $(NFPM) ## build the .deb and .rpm into bin/pkg, unchecked
+	rm -rf $(PKG_DIR) && mkdir -p $(PKG_DIR)
+	$(MAKE) --no-print-directory -s -f systemd/install.mk install BIN=$(BIN) DESTDIR=$(abspath $(PKG_DIR)/root) >/dev/null
+	$(MAKE) --no-print-directory -s -f systemd/install.mk install-list BIN=$(BIN) >$(PKG_DIR)/files.txt
+	./packaging/nfpm.sh $(abspath $(PKG_DIR)/root) '$(VERSION)' <$(PKG_DIR)/files.txt >$(PKG_DIR)/nfpm.yaml
+	$(NFPM) package -f $(PKG_DIR)/nfpm.yaml -p deb -t $(PKG_DIR)/
+	$(NFPM) package -f $(PKG_DIR)/nfpm.yaml -p rpm -t $(PKG_DIR)/

@@ -97,7 +97,7 @@ func (e *env) fetchNetwork(ctx context.Context, ph *phase, c *configured, id *id
 		// that succeeds hands its own on.
 		got, err := e.askNetwork(ctx, ph, src, c, id, reg)
 		if err != nil {
-			return classifyNetwork(err)
+			return classifyNetwork(err, src == sourceExplicit && !reply.ExplicitNetworkConfig)
 		}
 		if !got.config.IsReal() {
 			if w := got.config.Unused(); w != "" {

@@ -34,7 +34,7 @@ func collectInventory(ctx context.Context, o inventory.Options) *pendingInventor
 			o.Log.WithError(err).Warn("hardware inventory unavailable: registering without it")
 			inv = &inventory.Inventory{}
 		}
-		if len(inv.Degraded) > 0 {
+		if len(inv.Degraded) > 0 && !inventory.Stopped(ctx) {
 			o.Log.WithField("families", strings.Join(inv.Degraded, ",")).Warn("inventory is partial")
 		}
 		p.inv = inv

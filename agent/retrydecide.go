@@ -35,7 +35,7 @@ func classifyRegister(err error) error {
 		// asking again gives the same answer (its class says so).
 		return fmt.Errorf("the server refused the registration: %w", err)
 	}
-	return markNotUpYet(classifyNetwork(err))
+	return markNotUpYet(classifyNetwork(err, false))
 }
 
 // classifyRender: an unresolved placeholder is a pending claim (transient)
@@ -55,8 +55,16 @@ func classifyRender(err error, unresolvedIsFinal bool) error {
 // classifyNetwork: pending addresses are retried (honouring the server's
 // retry-after); an exhausted pool or a failed claim ends the run with the
 // server's reason, final in this process and retried later by systemd
-// (exit 75).
-func classifyNetwork(err error) error {
+// (exit 75). unannounced: the question was MsgNetworkConfig to a server
+// that never announced it (network-config: explicit); one that drops the
+// connection on it is a released operator, which no retry changes
+// (docs/protocol.md §7.4).
+func classifyNetwork(err error, unannounced bool) error {
+	if unannounced && errors.Is(err, protocol.ErrNetworkConfigDropped) {
+		return &errclass.ConfigError{Err: fmt.Errorf("network-config is explicit, but this server never announced the explicit exchange "+
+			"and closed the connection on MsgNetworkConfig: a released elemental-operator, which gives the network config only inside MsgConfig; "+
+			"set elemental.registration.network-config to auto (the default), which asks only servers that announce it: %w", err)}
+	}
 	var er *protocol.ErrorReply
 	if errors.As(err, &er) {
 		switch er.Reason {

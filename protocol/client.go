@@ -257,11 +257,16 @@ func closedBeforeAnything(err error, auth Authenticator) error {
 // closedDuringAuth explains the silent close upstream servers use to
 // reject a client (docs/protocol.md §1.5).
 func closedDuringAuth(err error) error {
-	var ce *websocket.CloseError
-	if errors.As(err, &ce) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isNetClosed(err) {
+	if closedByPeer(err) {
 		return fmt.Errorf("%w: the server closed the connection (rejected credentials?): %v", ErrAuth, err)
 	}
 	return err
+}
+
+// closedByPeer: err is the connection ending, not a frame or a reply.
+func closedByPeer(err error) bool {
+	var ce *websocket.CloseError
+	return errors.As(err, &ce) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isNetClosed(err)
 }
 
 func isNetClosed(err error) bool {
@@ -410,34 +415,4 @@ func (cc *ClientConn) sendRaw(step string, t MsgType, p []byte) error {
 	}
 	_, err := cc.c.Expect(MsgReady)
 	return stepErr(step, err)
-}
-
-// ExplicitNetworkConfig asks for the network config with MsgNetworkConfig on
-// this (fresh) connection. Only for servers that announced it or that the
-// admin configured as explicit: released operators drop the connection on
-// 0x0C (docs/protocol.md §7.3). The answer is the config, or *ErrorReply with a
-// reason such as WaitingForIPAddress.
-func (cc *ClientConn) ExplicitNetworkConfig(ctx context.Context) (*NetworkConfig, error) {
-	nc, err := cc.explicitNetworkConfig(ctx)
-	if err != nil {
-		return nil, redactError(err, cc.token)
-	}
-	return nc, nil
-}
-
-func (cc *ClientConn) explicitNetworkConfig(ctx context.Context) (*NetworkConfig, error) {
-	stop := context.AfterFunc(ctx, func() { cc.c.ws.Close() })
-	defer stop()
-	if cc.Version < versionNetworkConfig {
-		return nil, stepErr(StepNetworkConfig, fmt.Errorf("server negotiated protocol version %d, explicit network config needs %d", cc.Version, versionNetworkConfig))
-	}
-	if err := cc.c.Write(MsgNetworkConfig, nil); err != nil {
-		return nil, stepErr(StepNetworkConfig, err)
-	}
-	p, err := cc.c.Expect(MsgNetworkConfig)
-	if err != nil {
-		return nil, stepErr(StepNetworkConfig, err)
-	}
-	nc, err := DecodeNetworkConfigJSON(p)
-	return nc, stepErr(StepNetworkConfig, err)
 }

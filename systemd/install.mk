@@ -4,7 +4,9 @@
 #
 # The installed binary path is NODEREG_AGENT. The unit files in systemd/
 # name the default, /usr/sbin/nodereg-agent, so that they verify as shipped;
-# install rewrites their ExecStart= to NODEREG_AGENT.
+# install rewrites their ExecStart= to NODEREG_AGENT. systemd/install.sh
+# does the work and holds the list of units; it also runs alone from a
+# checkout (docs/rancher.md's Dockerfile), with the defaults below.
 
 NODEREG_SYSTEMD_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 
@@ -30,34 +32,36 @@ endif
 # replaced; set COMPAT_LINKS=no to skip them.
 COMPAT_LINKS ?= yes
 
-NODEREG_UNITS := nodereg.service nodereg-update.service nodereg-update.timer nodereg-reset.service nodereg-install.service nodereg-verify.service
-NODEREG_DEFAULT_AGENT := /usr/sbin/nodereg-agent
 
-INSTALL ?= install
+# no: refuse to install over upstream's elemental-register (an Elemental
+# image) with nothing written; replace: take over: upstream's binary kept
+# as elemental-register.upstream, the compatibility links in its place,
+# upstream's units masked in ADMIN_UNITDIR and nodereg's enabled
+# (systemctl --root; docs/rancher.md, "Installing into an Elemental image").
+ELEMENTAL_REGISTER ?= no
+# yes: enable nodereg's units (those with an [Install] section) after the
+# install, with systemctl --root=DESTDIR; replace implies it.
+SYSTEMD_ENABLE ?= no
+ADMIN_UNITDIR ?= /etc/systemd/system
+MANDIR ?= $(PREFIX)/share/man
+DOCDIR ?= $(PREFIX)/share/doc/nodereg
+# The man pages (make man) and the docs, from the repository's root.
+NODEREG_ROOT := $(patsubst %/,%,$(dir $(NODEREG_SYSTEMD_DIR)))
+MAN_SRC ?= $(if $(BIN),$(BIN)/man)
+DOC_FILES ?= $(patsubst $(NODEREG_ROOT)/%,%,$(wildcard $(NODEREG_ROOT)/README.md $(NODEREG_ROOT)/LICENSE $(NODEREG_ROOT)/docs/*.md))
 
-# link_compat(target, link): create link -> target unless a file that is not
-# already a symlink sits there (it belongs to someone else).
-define link_compat
-	@if [ -e '$(2)' ] && [ ! -L '$(2)' ]; then \
-		echo "install: refusing to replace $(2), not ours (COMPAT_LINKS=no skips it)" >&2; exit 1; \
-	fi
-	ln -sfn '$(1)' '$(2)'
-endef
+NODEREG_INSTALL_ENV = DESTDIR='$(DESTDIR)' NODEREG_AGENT='$(NODEREG_AGENT)' SYSTEMD_UNITDIR='$(SYSTEMD_UNITDIR)' \
+	AGENT_BIN='$(AGENT_BIN)' UNIT_SRC='$(NODEREG_SYSTEMD_DIR)' \
+	COMPAT_LINKS='$(COMPAT_LINKS)' ELEMENTAL_REGISTER='$(ELEMENTAL_REGISTER)' \
+	SYSTEMD_ENABLE='$(SYSTEMD_ENABLE)' ADMIN_UNITDIR='$(ADMIN_UNITDIR)' NODEREG_BUILD_TARGET='$(NODEREG_BUILD_TARGET)' \
+	MAN_SRC='$(MAN_SRC)' MANDIR='$(MANDIR)' DOC_FILES='$(DOC_FILES)' DOC_ROOT='$(NODEREG_ROOT)' DOCDIR='$(DOCDIR)'
 
-.PHONY: install
+.PHONY: install install-list
 # AGENT_BIN is checked, not made: the including Makefile decides how to
-# build it (`make build`), and install must never rebuild as root.
-install: $(addprefix $(NODEREG_SYSTEMD_DIR)/,$(NODEREG_UNITS)) ## install bin/agent (EMULATED=yes: bin/agent-emulated) and the systemd units (DESTDIR, PREFIX)
-	@test -f '$(AGENT_BIN)' || { echo "install: $(AGENT_BIN) not found: build it first (make $(NODEREG_BUILD_TARGET))" >&2; exit 1; }
-	$(INSTALL) -d -m 0755 '$(DESTDIR)$(dir $(NODEREG_AGENT))' '$(DESTDIR)$(SYSTEMD_UNITDIR)'
-	$(INSTALL) -m 0755 '$(AGENT_BIN)' '$(DESTDIR)$(NODEREG_AGENT)'
-	@set -e; for u in $(NODEREG_UNITS); do \
-		sed 's|$(NODEREG_DEFAULT_AGENT)|$(NODEREG_AGENT)|g' '$(NODEREG_SYSTEMD_DIR)/'"$$u" > '$(DESTDIR)$(SYSTEMD_UNITDIR)/'"$$u.tmp"; \
-		chmod 0644 '$(DESTDIR)$(SYSTEMD_UNITDIR)/'"$$u.tmp"; \
-		mv -f '$(DESTDIR)$(SYSTEMD_UNITDIR)/'"$$u.tmp" '$(DESTDIR)$(SYSTEMD_UNITDIR)/'"$$u"; \
-		echo "installed $(DESTDIR)$(SYSTEMD_UNITDIR)/$$u"; \
-	done
-ifeq ($(COMPAT_LINKS),yes)
-	$(call link_compat,$(notdir $(NODEREG_AGENT)),$(DESTDIR)$(dir $(NODEREG_AGENT))elemental-register)
-	$(call link_compat,nodereg-reset.service,$(DESTDIR)$(SYSTEMD_UNITDIR)/elemental-register-reset.service)
-endif
+# build it (`make build`), and install must never rebuild as root. Every
+# target is checked before any is written (systemd/install.sh).
+install: ## install bin/agent (EMULATED=yes: bin/agent-emulated), the units, man pages and docs (DESTDIR, PREFIX, ELEMENTAL_REGISTER=replace, SYSTEMD_ENABLE=yes)
+	@$(NODEREG_INSTALL_ENV) sh '$(NODEREG_SYSTEMD_DIR)/install.sh'
+
+install-list: ## print the files make install writes (below DESTDIR)
+	@$(NODEREG_INSTALL_ENV) sh '$(NODEREG_SYSTEMD_DIR)/install.sh' --list

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -170,8 +171,11 @@ func TestInstallKeepsForeignFiles(t *testing.T) {
 	out, err := runMake(t, "DESTDIR="+root, "AGENT_BIN="+agent)
 	if err == nil {
 		t.Errorf("make install replaced or ignored a foreign elemental-register:\n%s", out)
-	} else if !strings.Contains(out, "refusing to replace") {
+	} else if !strings.Contains(out, "upstream's elemental-register is installed") || !strings.Contains(out, "nothing written") {
 		t.Errorf("make install failed without saying why:\n%s", out)
+	}
+	if got := tree(t, root); !slices.Equal(got, []string{"usr/sbin/elemental-register"}) {
+		t.Errorf("a refused install wrote %v", got)
 	}
 	if got, _ := os.ReadFile(upstream); string(got) != "upstream binary" {
 		t.Errorf("foreign elemental-register now holds %q", got)

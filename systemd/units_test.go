@@ -353,8 +353,8 @@ func TestExitStatusesMatchTheAgentsTable(t *testing.T) {
 func TestVerifyService(t *testing.T) {
 	u := parseUnit(t, "nodereg-verify.service")
 	exec := strings.Fields(u.one(t, "Service.ExecStart"))
-	if len(exec) != 2 || exec[0] != agentPath || exec[1] != "verify" {
-		t.Errorf("ExecStart=%v, want %s verify", exec, agentPath)
+	if len(exec) < 2 || exec[0] != agentPath || exec[1] != "verify" {
+		t.Errorf("ExecStart=%v, want %s verify …", exec, agentPath)
 	}
 	if got := u.one(t, "Service.Type"); got != "oneshot" {
 		t.Errorf("Type=%s, want oneshot", got)
@@ -381,6 +381,7 @@ func TestEachServiceHasItsOwnArgs(t *testing.T) {
 		"nodereg-update.service":  "$NODEREG_UPDATE_ARGS",
 		"nodereg-reset.service":   "$NODEREG_RESET_ARGS",
 		"nodereg-install.service": "$NODEREG_INSTALL_ARGS",
+		"nodereg-verify.service":  "$NODEREG_VERIFY_ARGS",
 	} {
 		exec := strings.Fields(parseUnit(t, name).one(t, "Service.ExecStart"))
 		if n := len(exec); n < 3 || exec[0] != agentPath || exec[n-2] != "$NODEREG_ARGS" || exec[n-1] != own {

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -319,10 +321,19 @@ func gather(ctx context.Context, jobs map[string]job, deadline time.Duration, lo
 			r.apply(h, inv)
 		case <-ctx.Done():
 			for f := range pending {
-				failed[f] = fmt.Errorf("not finished before the %s deadline: %w", deadline, ctx.Err())
+				failed[f] = fmt.Errorf("not finished before the %s deadline", deadline)
 			}
 			pending = nil
 		}
+	}
+	if stoppedEarly(ctx) {
+		// The caller stopped the collection (its run ended, say a phase
+		// failed in 35 ms): the inventory will not be sent, and neither a
+		// deadline nor a family's failure is news. One debug line, so
+		// nothing is logged after the run's final line.
+		log.WithField("families", len(failed)).Debug("inventory: stopped before it finished: not sent")
+		inv.Degraded = slices.Sorted(maps.Keys(failed))
+		return h, inv
 	}
 	for f, err := range failed {
 		inv.Degraded = append(inv.Degraded, f)
@@ -331,6 +342,16 @@ func gather(ctx context.Context, jobs map[string]job, deadline time.Duration, lo
 	sort.Strings(inv.Degraded)
 	return h, inv
 }
+
+// stoppedEarly: ctx ended by a cancellation, not by a deadline (ours, or
+// the caller's, which is a deadline all the same).
+func stoppedEarly(ctx context.Context) bool {
+	return ctx.Err() != nil && !errors.Is(ctx.Err(), context.DeadlineExceeded)
+}
+
+// Stopped reports whether Collect ended because ctx was cancelled: its
+// inventory is partial and nothing about it was logged above debug.
+func Stopped(ctx context.Context) bool { return stoppedEarly(ctx) }
 
 // collectSMBIOS prefers dmidecode, whose text is what upstream sends; without
 // it (or when it fails) the DMI tables exported by the kernel are decoded

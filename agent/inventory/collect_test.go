@@ -438,3 +438,42 @@ func TestCollectWithoutPCIIDs(t *testing.T) {
 		t.Errorf("want one line about the missing pci.ids, got %q", lines)
 	}
 }
+
+// A collection its caller stops (the run ended long before the deadline)
+// is no deadline: nothing is logged above debug, nothing says "deadline",
+// and Stopped says why the inventory is partial.
+func TestCollectStoppedIsNotADeadline(t *testing.T) {
+	root := copyTree(t, "testdata/vm1")
+	meminfo := host.Root(root).Path("/proc/meminfo")
+	if err := os.Remove(meminfo); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(meminfo, 0o644); err != nil {
+		t.Skipf("cannot create a FIFO here: %v", err)
+	}
+	t.Cleanup(func() {
+		if f, err := os.OpenFile(meminfo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	})
+	log, hook := testLogger()
+	ctx, cancel := context.WithCancel(context.Background())
+	// The hung module holds the collection open until the cancel; the
+	// deadline is far away.
+	time.AfterFunc(50*time.Millisecond, cancel)
+	inv, err := Collect(ctx, Options{Files: host.Root(root), Log: log, InterfaceAddrs: vm1Addrs, Deadline: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !Stopped(ctx) || !slices.Contains(inv.Degraded, FamilyMemory) {
+		t.Fatalf("stopped %v, degraded %v", Stopped(ctx), inv.Degraded)
+	}
+	if w := warnings(hook); len(w) != 0 {
+		t.Errorf("a stopped collection warned: %q", w)
+	}
+	for _, e := range hook.AllEntries() {
+		if strings.Contains(e.Message, "deadline") {
+			t.Errorf("a cancellation labelled a deadline: %s", e.Message)
+		}
+	}
+}

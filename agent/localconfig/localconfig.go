@@ -101,7 +101,23 @@ type File struct {
 	// Nmstate is what writes an nmstate config's keyfiles: --nmstate,
 	// else the file's elemental.registration.nmstate, else auto.
 	Nmstate apply.NmstateChoice
+	// DropIns are the drop-ins merged into the file, in order.
+	DropIns []string
 	doc     yaml.Node
+	// unknown are the keys no part reads, of the file and each drop-in;
+	// notes say which key the file and a drop-in both set; from is the
+	// file each elemental.registration key came from.
+	unknown []UnknownKey
+	notes   []string
+	from    map[string]string
+}
+
+// where is the file that set elemental.registration.key, for messages.
+func (f *File) where(key string) string {
+	if p, ok := f.from[key]; ok {
+		return p
+	}
+	return f.Path
 }
 
 // Bootstrap returns the file's bootstrap settings (local only: never from
@@ -138,8 +154,14 @@ func Read(files host.FS, path string, o Overrides, log *logrus.Entry) (*File, er
 	}
 	f.Config = cfg
 	if log != nil {
-		for _, u := range unknownKeys(f.Path, &f.doc) {
+		for _, u := range f.unknown {
 			log.WithField("file", u.File).WithField("key", u.Key).WithField("closest", u.Closest).Warn(u.String())
+		}
+		for _, n := range f.notes {
+			log.Warn(n)
+		}
+		if len(f.DropIns) > 0 {
+			log.WithField("drop-ins", strings.Join(f.DropIns, " ")).Info("config: drop-ins merged into " + f.Path)
 		}
 	}
 	r := &cfg.Elemental.Registration
@@ -164,10 +186,10 @@ func Read(files host.FS, path string, o Overrides, log *logrus.Entry) (*File, er
 	if f.Nmstate, err = nmstateChoice(f.Path, &f.doc, o.Nmstate); err != nil {
 		return nil, err
 	}
-	if err := validate(f.Path, r); err != nil {
+	if err := validate(f.where, r); err != nil {
 		return nil, err
 	}
-	if err := checkCA(files, f.Path, r.CACert, o.CACert != nil); err != nil {
+	if err := checkCA(files, f.where("ca-cert"), r.CACert, o.CACert != nil); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -208,6 +230,18 @@ func parse(files host.FS, path string, sayMissing bool) (*File, error) {
 	if err := yaml.Unmarshal(b, &f.doc); err != nil {
 		return nil, errclass.Configf("config file %s: %w", f.Path, err)
 	}
+	f.unknown = unknownKeys(f.Path, &f.doc)
+	ins, err := readDropIns(files, path)
+	if err != nil {
+		return nil, err
+	}
+	for i := range ins {
+		f.unknown = append(f.unknown, unknownKeys(ins[i].Path, &ins[i].doc)...)
+		f.DropIns = append(f.DropIns, ins[i].Path)
+	}
+	if f.notes, f.from, err = mergeDropIns(f.Path, &f.doc, ins); err != nil {
+		return nil, err
+	}
 	return f, nil
 }
 
@@ -246,25 +280,27 @@ func set[T any](dst *T, v *T) {
 	}
 }
 
-func validate(path string, r *protocol.Registration) error {
+// validate checks the registration's values; where names the file that
+// set a key (the config file or a drop-in).
+func validate(where func(key string) string, r *protocol.Registration) error {
 	if r.URL == "" {
-		return errclass.Configf("%s: elemental.registration.url: registration URL is empty", path)
+		return errclass.Configf("%s: elemental.registration.url: registration URL is empty", where("url"))
 	}
 	if _, err := protocol.WebSocketURL(r.URL); err != nil {
-		return errclass.Configf("%s: elemental.registration.url: %w", path, err)
+		return errclass.Configf("%s: elemental.registration.url: %w", where("url"), err)
 	}
 	switch r.Auth {
 	case AuthTPM, AuthMAC, AuthSysUUID:
 	default:
-		return errclass.Configf("%s: elemental.registration.auth: unsupported authentication: %s (want tpm, mac or sys-uuid)", path, r.Auth)
+		return errclass.Configf("%s: elemental.registration.auth: unsupported authentication: %s (want tpm, mac or sys-uuid)", where("auth"), r.Auth)
 	}
 	switch r.NetworkConfig {
 	case NetworkAuto, NetworkEmbedded, NetworkExplicit:
 	default:
-		return errclass.Configf("%s: elemental.registration.network-config: %q is not auto, embedded or explicit", path, r.NetworkConfig)
+		return errclass.Configf("%s: elemental.registration.network-config: %q is not auto, embedded or explicit", where("network-config"), r.NetworkConfig)
 	}
 	if r.TPMDevice != "" && !strings.HasPrefix(r.TPMDevice, "/") && !strings.HasPrefix(r.TPMDevice, "unix://") {
-		return errclass.Configf("%s: elemental.registration.tpm-device: %q is neither a device path nor unix:///socket", path, r.TPMDevice)
+		return errclass.Configf("%s: elemental.registration.tpm-device: %q is neither a device path nor unix:///socket", where("tpm-device"), r.TPMDevice)
 	}
 	return nil
 }

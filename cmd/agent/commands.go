@@ -82,6 +82,7 @@ person, 130/143 stopped by SIGINT/SIGTERM.`,
 		Args:  cmdline.NoArgs,
 		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(c.stdout, version) },
 	})
+	root.AddCommand(c.extraCommands()...)
 	return root
 }
 

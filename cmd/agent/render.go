@@ -1,14 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
-	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/agent/exitcode"
@@ -16,7 +15,7 @@ import (
 	cmdline "github.com/nodereg/nodereg/internal/cli"
 	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/internal/host"
-	"github.com/nodereg/nodereg/protocol"
+	"github.com/nodereg/nodereg/machinereg"
 )
 
 // maxRenderInput bounds the file render reads; a network config is a few
@@ -26,14 +25,22 @@ const maxRenderInput = 1 << 20
 func (c *cli) renderCommand() *cobra.Command {
 	var file, configPath string
 	var boot bool
+	var set []string
 	nmstate := newNmstateChoice()
 	cmd := &cobra.Command{
-		Use:   "render --input FILE | --bootstrap",
-		Short: "Render a NetworkConfig file offline: what --dry-run prints, with no server",
-		Long: `Renders a NetworkConfig YAML file (configurator, ipAddresses, config) and
-prints what a dry run prints: the digested config, the keyfiles, the yip
-applicator and the commands. Talks to no server; writes nothing. A key the
-NetworkConfig does not have is an error. An nmstate config's keyfiles come
+		Use:   "render --input FILE [--set NAME=ADDRESS]... | --bootstrap",
+		Short: "Render a NetworkConfig or a MachineRegistration offline: what --dry-run prints, with no server",
+		Long: `Renders a network config and prints what a dry run prints: the digested
+config, the keyfiles, the yip applicator and the commands. Talks to no
+server; writes nothing. The input is a NetworkConfig as a node gets it
+(configurator, ipAddresses: placeholder to address, config), or
+elemental-operator's MachineRegistration, whole or its spec.config.network,
+whose ipAddresses name an IPAM pool per placeholder: --set NAME=ADDRESS (or
+ADDRESS/PREFIX; the prefix is dropped, as the operator sends the address
+only) gives a placeholder the address its pool would, and a placeholder no
+--set names gets a sample address from 192.0.2.0/24 (TEST-NET-1, from .10
+up in name order); the output says which. A key the input does not have
+is an error. An nmstate config's keyfiles come
 from nmstatectl gc when it is installed, else from the built-in translator
 (--nmstate chooses); the output says which. Without --root the plan is
 for some other machine: the checks on this machine's disk (keyfiles that
@@ -60,6 +67,8 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 			switch {
 			case boot && file != "":
 				return errors.New("--bootstrap and --input are mutually exclusive")
+			case boot && len(set) > 0:
+				return errors.New("--set goes with --input, not --bootstrap")
 			case boot:
 				var flag *string // nil: the config file's elemental.registration.nmstate, else auto
 				if cmd.Flags().Changed("nmstate") {
@@ -69,6 +78,10 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 			case file == "":
 				return errors.New(`required flag(s) "input" not set (or --bootstrap)`)
 			default:
+				addrs, perr := parseSet(set)
+				if perr != nil {
+					return perr
+				}
 				// --root: the node under it, its disk checked and its config
 				// file's policy judging the config; else another machine
 				// (default policy, unless --config-path names its file).
@@ -79,7 +92,7 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 				if cmd.Flags().Changed("config-path") {
 					node.ConfigPath, node.Required = configPath, true
 				}
-				err = render(c.stdout, file, node, apply.NmstateChoice(nmstate.value))
+				err = render(c.stdout, file, node, addrs, apply.NmstateChoice(nmstate.value))
 			}
 			if err != nil {
 				fmt.Fprintf(c.stderr, "render: %v\n", err)
@@ -88,7 +101,8 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&file, "input", "f", "", "NetworkConfig YAML file (required unless --bootstrap)")
+	cmd.Flags().StringVarP(&file, "input", "f", "", "NetworkConfig, MachineRegistration or its spec.config.network, YAML (required unless --bootstrap)")
+	cmd.Flags().StringArrayVar(&set, "set", nil, "NAME=ADDRESS[/PREFIX]: the address of placeholder {NAME} (repeatable)")
 	// The old spelling, kept working but not shown: on register
 	// --network-config is a mode (auto, embedded, explicit), not a file.
 	cmd.Flags().StringVar(&file, "network-config", "", "old spelling of --input")
@@ -99,18 +113,30 @@ comes from, and the runtime keyfiles. Nothing is probed or written.`,
 	return cmd
 }
 
-func render(w io.Writer, file string, node agent.RenderFor, nmstate apply.NmstateChoice) error {
+func render(w io.Writer, file string, node agent.RenderFor, set map[string]string, nmstate apply.NmstateChoice) error {
 	b, err := host.ReadInput(file, maxRenderInput)
 	if err != nil {
 		return &errclass.ConfigError{Err: err}
 	}
-	var nc protocol.NetworkConfig
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&nc); err != nil && !errors.Is(err, io.EOF) {
-		return &errclass.ConfigError{Err: fmt.Errorf("%s: %w (%s)", file, err, networkConfigKeys)}
+	in, err := machinereg.Parse(b)
+	if err != nil {
+		return &errclass.ConfigError{Err: fmt.Errorf("%s: %w", file, err)}
 	}
-	if err := agent.PrintRenderFor(context.Background(), w, &nc, nmstate, node); err != nil {
+	nc, assigned, err := in.Resolve(set)
+	if err != nil {
+		return &errclass.ConfigError{Err: fmt.Errorf("%s: %w", file, err)}
+	}
+	if in.Pools != nil {
+		fmt.Fprintf(w, "# %s: %s\n", file, in.What)
+		for _, a := range assigned {
+			how := "--set"
+			if a.Sample {
+				how = "sample address (no --set " + a.Name + "=ADDRESS)"
+			}
+			fmt.Fprintf(w, "# {%s} from pool %s: %s, %s\n", a.Name, a.Pool, a.Address, how)
+		}
+	}
+	if err := agent.PrintRenderFor(context.Background(), w, nc, nmstate, node); err != nil {
 		// Offline, an unresolved placeholder is the file's fault, not a
 		// server that is not ready yet.
 		return &errclass.ConfigError{Err: fmt.Errorf("%s: %w", file, err)}
@@ -118,8 +144,18 @@ func render(w io.Writer, file string, node agent.RenderFor, nmstate apply.Nmstat
 	return nil
 }
 
-// networkConfigKeys says what a render input holds, for an error about it:
-// yaml.v3 names only the Go type (protocol.NetworkConfig) of a key it does
-// not know.
-const networkConfigKeys = "a NetworkConfig has the keys configurator (nmstate, nmconnections, nmc or none), " +
-	"ipAddresses (a map of placeholder to IP pool) and config (the template)"
+// parseSet reads the --set values: NAME=ADDRESS[/PREFIX], one per name.
+func parseSet(set []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, s := range set {
+		name, addr, ok := strings.Cut(s, "=")
+		if !ok || name == "" || addr == "" {
+			return nil, fmt.Errorf("--set %q: want NAME=ADDRESS or NAME=ADDRESS/PREFIX", s)
+		}
+		if _, dup := out[name]; dup {
+			return nil, fmt.Errorf("--set %s given twice", name)
+		}
+		out[name] = addr
+	}
+	return out, nil
+}

@@ -4,17 +4,17 @@ import (
 	"context"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/agent/exitcode"
 	cmdline "github.com/nodereg/nodereg/internal/cli"
-	"github.com/nodereg/nodereg/internal/host"
 )
 
 // verifyCommand is `agent verify` (docs/verify.md): read-only checks, one
 // exit-status bit a failed finding.
 func (c *cli) verifyCommand() *cobra.Command {
-	var configPath, statePath string
+	reg := newRegisterFlags()
 	format := newChoice("text", "text", "json")
 	cmd := &cobra.Command{
 		Use:   "verify [flags]",
@@ -25,6 +25,12 @@ applied config, every applied address on an interface that is up, the active
 NetworkManager profiles ours, the registration server reachable with TLS
 verified by the stored CA, and no bootstrap network left up.
 
+It takes the registration's flags too, hidden, so nodereg-verify.service can
+pass the units' shared $NODEREG_ARGS: --config-path, --state-path and the
+config overrides (--registration-url, --registration-ca-cert, ...) are used
+as a registration would; the rest (--deadline, --label, ...) change nothing
+here. A mode (--install, --reset, --reset-network, --dry-run) is refused.
+
 Exit status: 0 all passed, else the sum of the failed findings' bits:
 1 registered, 2 applicator, 4 addresses, 8 profiles, 16 server, 32 bootstrap.
 A finding "not checked" (e.g. nmcli not found) says why and sets no bit.`,
@@ -33,7 +39,13 @@ A finding "not checked" (e.g. nmcli not found) says why and sets no bit.`,
 			if _, err := c.logger(); err != nil {
 				return exitcode.Usagef("%v", err)
 			}
-			rep := agent.Verify(context.Background(), agent.Options{Root: c.root, ConfigPath: configPath, StatePath: statePath})
+			for _, mode := range []string{"install", "reset", "reset-network", "dry-run"} {
+				if cmd.Flags().Changed(mode) {
+					return exitcode.Usagef("verify is read-only: --%s is a registration's mode", mode)
+				}
+			}
+			o := agent.Options{Root: c.root, ConfigPath: reg.configPath, StatePath: reg.statePath, Overrides: reg.overrides(cmd.Flags())}
+			rep := agent.Verify(context.Background(), o)
 			if err := rep.Write(c.stdout, format.value); err != nil {
 				return cmdline.Done(exitcode.TempFail)
 			}
@@ -43,7 +55,11 @@ A finding "not checked" (e.g. nmcli not found) says why and sets no bit.`,
 	fs := cmd.Flags()
 	fs.SortFlags = false
 	fs.Var(format, "format", "output format: text or json")
-	fs.StringVar(&configPath, "config-path", host.ConfigFile, "elemental config file (under --root)")
-	fs.StringVar(&statePath, "state-path", host.StateFile, "state file (under --root)")
+	reg.bind(fs)
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Name != "format" && f.Name != "config-path" && f.Name != "state-path" {
+			f.Hidden = true
+		}
+	})
 	return cmd
 }

@@ -54,3 +54,32 @@ func TestVerifyExitIsTheFailedFindingsBits(t *testing.T) {
 		t.Errorf("no config: exit %d, want 16\n%s", code, out)
 	}
 }
+
+// nodereg-verify.service runs verify $NODEREG_ARGS $NODEREG_VERIFY_ARGS:
+// the shared flags of examples/default/nodereg are taken (no exit 64), a
+// config override is used (--registration-url to a server that does not
+// listen fails the server finding, 16), and a mode is refused (64).
+func TestVerifyTakesTheUnitsSharedArgs(t *testing.T) {
+	t.Setenv("NODEREG_NMCLI", "nodereg-test-no-such-nmcli")
+	url, _ := listener(t)
+	root := scratchRoot(t, url)
+	st := filepath.Join(root, "oem/registration/state.yaml")
+	if err := os.WriteFile(st, []byte("initialRegistration: 2026-01-02T03:04:05Z\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	shared := []string{"--deadline", "20m", "--network-timeout", "20m", "--log-format", "json", "--label", "site=lab1"}
+	b, err := os.ReadFile("../../examples/default/nodereg")
+	if err != nil || !strings.Contains(string(b), `NODEREG_ARGS="`+strings.Join(shared, " ")+`"`) {
+		t.Fatalf("examples/default/nodereg no longer sets NODEREG_ARGS to %q: update this test (%v)", shared, err)
+	}
+	if code, out, errs := run(append([]string{"verify", "--root", root}, shared...)...); code != 0 {
+		t.Errorf("verify with the units' shared args: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, _ := run("verify", "--root", root, "--registration-url", "http://127.0.0.1:1/elemental/registration/x")
+	if code != 16 {
+		t.Errorf("verify --registration-url to nowhere: exit %d, want 16 (server)\n%s", code, out)
+	}
+	if code, _, errs := run("verify", "--root", root, "--reset"); code != 64 || !strings.Contains(errs, "verify is read-only: --reset") {
+		t.Errorf("verify --reset: exit %d, want 64\n%s", code, errs)
+	}
+}

@@ -11,6 +11,10 @@ const (
 	LabelsFile        = "/etc/elemental/labels.yaml"
 	InstallConfigFile = "/run/initramfs/live/livecd-cloud-config.yaml"
 	InstallStateFile  = "/tmp/registration/state.yaml"
+	// RuntimeConfigDropIns are drop-ins a cloud-config writes on any boot
+	// medium, after config.d/ beside the config file (agent/localconfig,
+	// docs/config.md).
+	RuntimeConfigDropIns = "/run/nodereg/config.d"
 
 	// The network config (apply): NetworkManager's persistent profiles,
 	// the yip applicator (upstream's name, so upstream's reset removes it

@@ -28,7 +28,7 @@ var tiers = []tier{
 	// The libraries a run drives (and agent/retry, a leaf though it sits
 	// under agent/): internal/* and each other, never agent, agent/*, the
 	// server or a command.
-	{"library", []string{"agent/retry", "agent/retry/", "protocol", "tpm", "tpm/", "nmstate", "netpolicy", "apply", "bootstrap", "systemd"}, []string{"internal", "library"}},
+	{"library", []string{"agent/retry", "agent/retry/", "protocol", "tpm", "tpm/", "nmstate", "netpolicy", "apply", "bootstrap", "systemd", "machinereg"}, []string{"internal", "library"}},
 	// The agent's own parts: libraries and internal/*, not each other and
 	// not the run.
 	{"agent part", []string{"agent/"}, []string{"internal", "library"}},

@@ -94,3 +94,56 @@ func TestExplicitRetriesPendingAddresses(t *testing.T) {
 		})
 	}
 }
+
+// TestExplicitAgainstAReleasedOperator: network-config: explicit against a
+// server that never announced the explicit exchange, embeds no network
+// config (a MachineRegistration without a network template) and closes the
+// connection on MsgNetworkConfig, as released elemental-operators do. One
+// ask, then a configuration error (78) naming auto, long before
+// --network-timeout; nothing written.
+func TestExplicitAgainstAReleasedOperator(t *testing.T) {
+	useStub(t)
+	s := &Server{Config: []byte("elemental:\n    registration:\n        auth: mac\n")} // Network nil: 0x0C closes
+	url, _ := s.Start(t, false, "tok")
+	m := node.New(t, "52:54:00:15:00:0c", url, "    network-config: explicit\n")
+	before := testutil.Files(t, m.Root)
+	var log node.Log
+	start := time.Now()
+	_, err := runAgent(t.Context(), m, &log, agent.Options{Deadline: 5 * time.Second, NetworkTimeout: time.Minute})
+	if code := exitcode.Of(err); code != exitcode.Config {
+		t.Fatalf("exit %d (%v), want 78\n%s", code, err, log.String())
+	}
+	for _, want := range []string{"never announced the explicit exchange", "closed the connection on MsgNetworkConfig (0x0C)", "set elemental.registration.network-config to auto"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	if strings.Contains(log.String(), "retrying in") {
+		t.Errorf("the dropped ask was retried:\n%s", log.String())
+	}
+	// Two connections: the registration and the one explicit ask.
+	if s.Hits() != 2 {
+		t.Errorf("%d connections, want 2 (register, one MsgNetworkConfig)", s.Hits())
+	}
+	after := testutil.Files(t, m.Root)
+	for p := range after {
+		if strings.HasSuffix(p, ".nodereg.lock") {
+			delete(after, p)
+		}
+	}
+	if ch := testutil.Changed(before, after); len(ch) > 0 {
+		t.Errorf("files changed: %v", ch)
+	}
+	t.Logf("%s after %s", err, time.Since(start).Round(time.Millisecond))
+
+	// The same server with network-config: auto: no ask, no network
+	// config for this machine, exit 0.
+	m2 := node.New(t, "52:54:00:15:00:0d", url, "")
+	hits := s.Hits()
+	if _, err := runAgent(t.Context(), m2, &log, agent.Options{Deadline: 5 * time.Second}); err != nil {
+		t.Fatalf("auto: %v\n%s", err, log.String())
+	}
+	if s.Hits() != hits+1 {
+		t.Errorf("auto: %d connections, want 1", s.Hits()-hits)
+	}
+}

@@ -1,7 +1,7 @@
 #!/bin/sh
 # build.sh OUT: the VM lab's guest image (docs/vmlab.md).
 #   OUT/debian-<key>.tar   Debian 12 from the host's apt mirror (mmdebstrap), cached by key
-#   OUT/base.img           raw ext4 root: that tree + the agent (make install DESTDIR=) + the lab's units
+#   OUT/base.img           raw ext4 root: that tree + the agent (its .deb, dpkg --root) + the lab's units
 #   OUT/vmlinuz, initrd.img the guest's kernel and initramfs, for direct kernel boot
 # Run from the repository root, as root, after `make build` and with
 # OUT/yiprun built (the Go test does both).
@@ -31,8 +31,10 @@ rm -rf "$root"
 mkdir -p "$root"
 tar -C "$root" -xf "$base"
 
-# The agent, as an installed system gets it (README "Installing").
-make --no-print-directory install DESTDIR="$root" >"$out/make-install.log"
+# The agent, as an installed system gets it: nodereg's .deb (make package-build,
+# README "Packages"), installed with dpkg into the image root.
+make --no-print-directory package-build >"$out/make-package.log" 2>&1 || { cat "$out/make-package.log" >&2; exit 1; }
+dpkg --root="$root" -i bin/pkg/nodereg_*.deb >"$out/dpkg.log" 2>&1 || { cat "$out/dpkg.log" >&2; exit 1; }
 install -D -m 0755 "$out/yiprun" "$root/usr/libexec/vmlab/yiprun"
 install -m 0755 "$here/probe" "$root/usr/libexec/vmlab/probe"
 for u in "$here"/systemd/*.service; do
