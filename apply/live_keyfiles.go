@@ -70,20 +70,8 @@ func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(con
 	if err := files.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("apply network live (%s): %w", p.Configurator, err)
 	}
-	// The intent goes first: a power cut after any keyfile leaves them
-	// recognisably ours (docs/apply.md, "Crash consistency").
-	if err := a.writeIntent(p); err != nil {
-		return back("recording the change", err)
-	}
-	for i, t := range targets {
-		if err := files.WriteFile(t, p.Keyfiles[i].Content, 0o600); err != nil {
-			return back("installing keyfiles", err)
-		}
-	}
-	for _, s := range stale {
-		if err := files.Remove(s); err != nil {
-			return back("removing stale keyfiles", err)
-		}
+	if step, err := a.writeKeyfiles(p, targets, stale); err != nil {
+		return back(step, err)
 	}
 	content := map[string][]byte{}
 	for i, t := range targets {
@@ -103,6 +91,28 @@ func (a *Applier) applyKeyfiles(ctx context.Context, p *Plan, reachable func(con
 	}
 	log.Info("network keyfiles applied")
 	return nil
+}
+
+// writeKeyfiles puts the plan's keyfiles in place and removes the stale
+// ones, the intent first: a power cut after any keyfile leaves them
+// recognisably ours (docs/apply.md, "Crash consistency"). On failure it
+// names the step for the rollback.
+func (a *Applier) writeKeyfiles(p *Plan, targets, stale []string) (string, error) {
+	if err := a.writeIntent(p); err != nil {
+		return "recording the change", err
+	}
+	files := a.files()
+	for i, t := range targets {
+		if err := files.WriteFile(t, p.Keyfiles[i].Content, 0o600); err != nil {
+			return "installing keyfiles", err
+		}
+	}
+	for _, s := range stale {
+		if err := files.Remove(s); err != nil {
+			return "removing stale keyfiles", err
+		}
+	}
+	return "", nil
 }
 
 // existing are those of paths the snapshot holds a file for, in order.

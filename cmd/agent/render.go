@@ -22,15 +22,7 @@ import (
 // kilobytes.
 const maxRenderInput = 1 << 20
 
-func (c *cli) renderCommand() *cobra.Command {
-	var file, configPath string
-	var boot bool
-	var set []string
-	nmstate := newNmstateChoice()
-	cmd := &cobra.Command{
-		Use:   "render --input FILE [--set NAME=ADDRESS]... | --bootstrap",
-		Short: "Render a NetworkConfig or a MachineRegistration offline: what --dry-run prints, with no server",
-		Long: `Renders a network config and prints what a dry run prints: the digested
+const renderLong = `Renders a network config and prints what a dry run prints: the digested
 config, the keyfiles, the yip applicator and the commands. Talks to no
 server; writes nothing. The input is a NetworkConfig as a node gets it
 (configurator, ipAddresses: placeholder to address, config), or
@@ -60,8 +52,18 @@ config file, by the default policy.
 With --bootstrap it prints the bootstrap network of the config file
 (elemental.registration.bootstrap-network) as this machine would bring it
 up on a segment without DHCP: the address it would try first and where it
-comes from, and the runtime keyfiles. Nothing is probed or written.`,
-		Args: cmdline.NoArgs,
+comes from, and the runtime keyfiles. Nothing is probed or written.`
+
+func (c *cli) renderCommand() *cobra.Command {
+	var file, configPath string
+	var boot bool
+	var set []string
+	nmstate := newNmstateChoice()
+	cmd := &cobra.Command{
+		Use:   "render --input FILE [--set NAME=ADDRESS]... | --bootstrap",
+		Short: "Render a NetworkConfig or a MachineRegistration offline: what --dry-run prints, with no server",
+		Long:  renderLong,
+		Args:  cmdline.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
 			switch {

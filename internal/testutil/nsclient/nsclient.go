@@ -1,3 +1,5 @@
+//go:build bootsim || vmlab
+
 // Package nsclient holds the clients the labs run from inside a network
 // namespace they made: a dialer, and regserver's admin API reached through
 // it. tests/boot and tests/vm share it.
