@@ -104,14 +104,14 @@ func TestIntentCannotClaimForeignFiles(t *testing.T) {
 // Reset after a cut: the keyfile the change wrote goes, a file of other
 // bytes at a path the intent names stays.
 func TestResetRemovesWhatTheCutChangeWrote(t *testing.T) {
-	root, a, _ := cutAfterKeyfile(t, -1)
+	_, a, _ := cutAfterKeyfile(t, -1)
 	if _, err := a.RemoveNetwork(context.Background()); err != nil {
 		t.Logf("reset: %v", err)
 	}
 	if _, err := a.Files.Lstat("/" + keyfileDirRel + "/eth0.nmconnection"); err == nil {
 		t.Error("reset left the keyfile the cut change wrote")
 	}
-	root, a, _ = cutAfterKeyfile(t, -1)
+	root, a, _ := cutAfterKeyfile(t, -1)
 	writeFile(t, root, keyfileDirRel+"/eth0.nmconnection", foreignKeyfile, 0o600)
 	if _, err := a.RemoveNetwork(context.Background()); err != nil {
 		t.Logf("reset: %v", err)
