@@ -76,6 +76,14 @@ func (e *env) handOver(ctx context.Context, ph *phase, c *configured, f *fetched
 	})
 }
 
+// handsOver says whether the run's plan goes to the toolkit, to be
+// brought up by a boot that no reachability check precedes: a reset, or an
+// install that runs the toolkit (cfg, the merged config, as handOver reads
+// it).
+func (e *env) handsOver(cfg *protocol.Config) bool {
+	return e.o.Mode == ModeReset || (e.o.Mode == ModeInstall && !cfg.Elemental.Registration.NoToolkit)
+}
+
 // checkModeTools looks for the tools the mode needs before the run talks
 // to the server (docs/reliability.md, "Hostile server"): a reset or install without the
 // toolkit must not register again and claim new addresses first.

@@ -95,7 +95,7 @@ var phaseList = []stage{
 		return err
 	}},
 	{phase: PhasePlan, modes: always, failed: networkFailed, call: func(ctx context.Context, e *env, ph *phase, h *handoffs) (err error) {
-		h.plan, err = e.plan(ctx, ph, h.conf, h.fetched.reg.state, h.fetched.net)
+		h.plan, err = e.plan(ctx, ph, h.conf, h.fetched.reg.state, h.fetched.net, e.handsOver(h.fetched.reg.cfg))
 		return err
 	}},
 	{phase: PhaseApply, modes: atBoot, failed: networkFailed, call: func(ctx context.Context, e *env, ph *phase, h *handoffs) (err error) {

@@ -51,8 +51,8 @@ func (c *configured) applier(log *logrus.Entry) *apply.Applier { return withLog(
 // plan is PhasePlan: the rendered config turned into a plan: keyfiles
 // (nmstatectl gc for nmstate), the yip applicator, the commands. A nil
 // plan: nothing to apply (no config, or the one applied last time, as st
-// says).
-func (e *env) plan(ctx context.Context, ph *phase, c *configured, st state.State, net *netConfig) (*apply.Plan, error) {
+// says). handOver: the plan goes to the toolkit (Applier.HandOver).
+func (e *env) plan(ctx context.Context, ph *phase, c *configured, st state.State, net *netConfig, handOver bool) (*apply.Plan, error) {
 	if net == nil {
 		return nil, nil
 	}
@@ -62,6 +62,7 @@ func (e *env) plan(ctx context.Context, ph *phase, c *configured, st state.State
 		return nil, nil
 	}
 	a := c.applier(ph.log)
+	a.HandOver = handOver
 	planFn := a.Plan
 	if c.offline {
 		planFn = a.PlanKeyfiles
@@ -284,7 +285,7 @@ func printRender(ctx context.Context, o Options, nc *protocol.NetworkConfig, nms
 	c := &configured{cfg: &protocol.Config{}, nmstate: nmstate, netPolicy: pol, offline: offline, apply: e.ownedApplier(nmstate, pol)}
 	net := &netConfig{config: nc, rendered: rd}
 	ph := e.phase(PhasePlan)
-	plan, err := e.plan(ctx, ph, c, state.State{}, net)
+	plan, err := e.plan(ctx, ph, c, state.State{}, net, false)
 	if err != nil {
 		return err
 	}

@@ -101,6 +101,12 @@ type Applier struct {
 	// Policy judges the config before any keyfile is generated or written
 	// (netpolicy); the zero value allows no opt-in rule.
 	Policy netpolicy.Policy
+	// HandOver: the plan goes to the toolkit's install or reset, whose
+	// boot brings it up with no live apply or reachability check first,
+	// so every profile it writes must autoconnect (rule
+	// handover-autoconnect, docs/apply.md "The rollback check tests the
+	// next boot").
+	HandOver bool
 }
 
 func (a *Applier) paths() paths { return hostPaths }

@@ -15,13 +15,20 @@ func (a *Applier) checkPolicyState(r *Rendered) error {
 
 // checkPolicyKeyfiles judges the keyfiles a plan would write, whoever
 // wrote them (the server's nmconnections, nmstatectl gc, the built-in
-// translator, nmc), as NetworkManager will read them.
+// translator, nmc), as NetworkManager will read them; a hand-over's also
+// for autoconnect (Applier.HandOver).
 func (a *Applier) checkPolicyKeyfiles(p *Plan) error {
 	kfs := policyKeyfiles(p)
 	if err := a.Policy.CheckKeyfiles(kfs); err != nil {
 		return err
 	}
-	return netpolicy.CheckOneProfile(kfs)
+	if err := netpolicy.CheckOneProfile(kfs); err != nil {
+		return err
+	}
+	if a.HandOver {
+		return netpolicy.CheckHandOverAutoconnect(kfs)
+	}
+	return nil
 }
 
 // checkPolicyForeign refuses a plan keyfile whose UUID or id a profile that

@@ -2,6 +2,7 @@ package netpolicy
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -98,6 +99,37 @@ func CheckOneProfile(kfs []Keyfile) error {
 					Reason: fmt.Sprintf("binds %s, as %s does: one interface gets one profile, else the next boot may bring up another profile than the one the reachability check tested", devs[i], kfs[j].Label)}
 			}
 		}
+	}
+	return nil
+}
+
+// HandOverAutoconnect: a profile of a hand-over plan (`--install`,
+// `--reset`) that NetworkManager would not autoconnect at boot. No live
+// apply and no reachability check run before the boot that brings the
+// plan up, so such a profile leaves its NIC without an address
+// (docs/apply.md, "The rollback check tests the next boot"). No config can
+// allow it.
+const HandOverAutoconnect Rule = "handover-autoconnect"
+
+// CheckHandOverAutoconnect refuses every keyfile that sets
+// connection.autoconnect to anything but plainly on (rule
+// HandOverAutoconnect). Pessimistic: only true, yes, on and 1 (any case,
+// blanks trimmed, after GLib's escapes) pass, so no spelling NetworkManager
+// might read as false gets through; no key is NetworkManager's default, on.
+// Keyfiles NetworkManager cannot read are left to CheckKeyfiles.
+func CheckHandOverAutoconnect(kfs []Keyfile) error {
+	for _, kf := range kfs {
+		secs, err := ReadKeyfile(kf.Content)
+		if err != nil {
+			continue
+		}
+		raw, set := secs["connection"]["autoconnect"]
+		v, _ := Unescape(raw)
+		if !set || slices.Contains([]string{"true", "yes", "on", "1"}, strings.ToLower(strings.TrimSpace(v))) {
+			continue
+		}
+		return &Refusal{Path: kf.Label + " [connection] autoconnect", Rule: HandOverAutoconnect,
+			Reason: fmt.Sprintf("is %q: the boot after the install or reset would not bring this profile up, and nothing can check the network before that boot", raw)}
 	}
 	return nil
 }

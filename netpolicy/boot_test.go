@@ -46,3 +46,21 @@ func TestOneProfilePerDevice(t *testing.T) {
 		})
 	}
 }
+
+// TestHandOverAutoconnect: a set connection.autoconnect passes only when
+// plainly on, however NetworkManager might read the other spellings; no
+// key passes (NetworkManager's default is on).
+func TestHandOverAutoconnect(t *testing.T) {
+	eth := func(extra string) string {
+		return "[connection]\nid=a\ntype=ethernet\n" + extra + "\n[ipv4]\nmethod=auto\n"
+	}
+	for _, v := range []string{"false", "FALSE", "0", "no", "off", "", "fals\\e", "maybe"} {
+		err := CheckHandOverAutoconnect([]Keyfile{kf("config.b", eth("")), kf("config.a", eth("autoconnect="+v+"\n"))})
+		wantRefusal(t, err, "config.a [connection] autoconnect", HandOverAutoconnect)
+	}
+	for _, extra := range []string{"", "autoconnect=true\n", "autoconnect=false\nautoconnect=True \n", "autoconnect=1\n", "autoconnect=yes\n"} {
+		if err := CheckHandOverAutoconnect([]Keyfile{kf("config.a", eth(extra))}); err != nil {
+			t.Errorf("%q refused: %v", extra, err)
+		}
+	}
+}
