@@ -228,9 +228,10 @@ func TestCollectBrokenModuleDegradesItsFamilyOnly(t *testing.T) {
 	}
 }
 
-// A module that never returns (a FIFO nobody writes stands for a hung sysfs
-// read) is cut off by the deadline; the others are still sent.
-func TestCollectDeadlineCutsHungModule(t *testing.T) {
+// hungMeminfo is a copy of vm1 whose /proc/meminfo is a FIFO nobody writes:
+// a hung read for the memory module, released when the test ends.
+func hungMeminfo(t *testing.T) string {
+	t.Helper()
 	root := copyTree(t, "testdata/vm1")
 	meminfo := host.Root(root).Path("/proc/meminfo")
 	if err := os.Remove(meminfo); err != nil {
@@ -239,12 +240,18 @@ func TestCollectDeadlineCutsHungModule(t *testing.T) {
 	if err := syscall.Mkfifo(meminfo, 0o644); err != nil {
 		t.Skipf("cannot create a FIFO here: %v", err)
 	}
-	// Release the blocked reader when the test ends.
 	t.Cleanup(func() {
 		if f, err := os.OpenFile(meminfo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
 			f.Close()
 		}
 	})
+	return root
+}
+
+// A module that never returns (a FIFO nobody writes stands for a hung sysfs
+// read) is cut off by the deadline; the others are still sent.
+func TestCollectDeadlineCutsHungModule(t *testing.T) {
+	root := hungMeminfo(t)
 	log, hook := testLogger()
 	// The deadline is the test's whole cost (the hung module waits it
 	// out); the other modules need a few milliseconds of it.
@@ -443,19 +450,7 @@ func TestCollectWithoutPCIIDs(t *testing.T) {
 // is no deadline: nothing is logged above debug, nothing says "deadline",
 // and Stopped says why the inventory is partial.
 func TestCollectStoppedIsNotADeadline(t *testing.T) {
-	root := copyTree(t, "testdata/vm1")
-	meminfo := host.Root(root).Path("/proc/meminfo")
-	if err := os.Remove(meminfo); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mkfifo(meminfo, 0o644); err != nil {
-		t.Skipf("cannot create a FIFO here: %v", err)
-	}
-	t.Cleanup(func() {
-		if f, err := os.OpenFile(meminfo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			f.Close()
-		}
-	})
+	root := hungMeminfo(t)
 	log, hook := testLogger()
 	ctx, cancel := context.WithCancel(context.Background())
 	// The hung module holds the collection open until the cancel; the
