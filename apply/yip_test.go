@@ -19,6 +19,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/testutil/node"
 )
 
 // rootConsole runs yip's `if` and `commands` in the scratch root, so the
@@ -28,38 +29,12 @@ type rootConsole struct {
 	root string
 }
 
-// Run runs cmd chrooted into the scratch root, as the initramfs stage runs
-// chrooted into the node's root: a guard sees the root's /run and /oem. The
-// host's /usr is bound read-only into the root for the shell, in a private
-// mount namespace that ends with the command.
+// Run runs cmd chrooted into the scratch root (node.ChrootRun).
 func (c rootConsole) Run(cmd string, opts ...func(*exec.Cmd)) (string, error) {
-	if err := shellRoot(c.root); err != nil {
+	if err := node.PrepareShellRoot(c.root); err != nil {
 		return "", err
 	}
-	e := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c",
-		`mount --bind /usr "$1/usr" && mount -o remount,bind,ro "$1/usr" && exec chroot "$1" /bin/sh -c "$2"`, "sh", c.root, cmd)
-	for _, o := range opts {
-		o(e)
-	}
-	out, err := e.CombinedOutput()
-	return string(out), err
-}
-
-// shellRoot gives the scratch root an empty /usr to mount over and
-// Debian's merged-/usr links.
-func shellRoot(root string) error {
-	if err := os.MkdirAll(filepath.Join(root, "usr"), 0o755); err != nil {
-		return err
-	}
-	for _, d := range []string{"bin", "sbin", "lib", "lib64"} {
-		if _, err := os.Lstat(filepath.Join(root, d)); err == nil {
-			continue
-		}
-		if err := os.Symlink("usr/"+d, filepath.Join(root, d)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return node.ChrootRun(c.root, cmd, opts...)
 }
 
 func (c rootConsole) Start(cmd *exec.Cmd, opts ...func(*exec.Cmd)) error {

@@ -20,6 +20,8 @@ import (
 	"github.com/mudler/yip/pkg/plugins"
 	"github.com/sirupsen/logrus"
 	"github.com/twpayne/go-vfs/v4"
+
+	"github.com/nodereg/nodereg/internal/testutil/node"
 )
 
 const (
@@ -245,7 +247,7 @@ func runStage(root, dir, stage string) error {
 	ex := executor.NewExecutor(executor.WithLogger(l),
 		executor.WithConditionals(plugins.NodeConditional, plugins.IfConditional))
 	fs := vfs.NewPathFS(vfs.OSFS, root)
-	if err := shellRoot(root); err != nil {
+	if err := node.PrepareShellRoot(root); err != nil {
 		return fmt.Errorf("preparing %s for yip's shell: %w", root, err)
 	}
 	con := rootConsole{root: root}
@@ -268,30 +270,7 @@ type rootConsole struct {
 }
 
 func (c rootConsole) Run(cmd string, opts ...func(*exec.Cmd)) (string, error) {
-	e := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c",
-		`mount --bind /usr "$1/usr" && mount -o remount,bind,ro "$1/usr" && exec chroot "$1" /bin/sh -c "$2"`, "sh", c.root, cmd)
-	for _, o := range opts {
-		o(e)
-	}
-	out, err := e.CombinedOutput()
-	return string(out), err
-}
-
-// shellRoot gives the scratch root what rootConsole needs: an empty /usr
-// to mount over and Debian's merged-/usr links.
-func shellRoot(root string) error {
-	if err := os.MkdirAll(filepath.Join(root, "usr"), 0o755); err != nil {
-		return err
-	}
-	for _, d := range []string{"bin", "sbin", "lib", "lib64"} {
-		if _, err := os.Lstat(filepath.Join(root, d)); err == nil {
-			continue
-		}
-		if err := os.Symlink("usr/"+d, filepath.Join(root, d)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return node.ChrootRun(c.root, cmd, opts...)
 }
 
 func (c rootConsole) Start(cmd *exec.Cmd, opts ...func(*exec.Cmd)) error {
