@@ -100,7 +100,7 @@ var phaseList = []stage{
 	}},
 	{phase: PhaseApply, modes: atBoot, failed: networkFailed, call: func(ctx context.Context, e *env, ph *phase, h *handoffs) (err error) {
 		f := h.fetched
-		h.out, err = e.applyPlan(e, ctx, ph, applyInput{conf: h.conf, reg: f.reg.cfg.Elemental.Registration, state: f.reg.state, net: f.net, plan: h.plan, bootNet: h.bootNet})
+		h.out, err = e.applyPlan(e, ctx, ph, applyInput{conf: h.conf, reg: h.conf.cfg.Elemental.Registration, state: f.reg.state, net: f.net, plan: h.plan, bootNet: h.bootNet})
 		return err
 	}},
 	{phase: PhaseHandOver, modes: notAtBoot, call: func(ctx context.Context, e *env, ph *phase, h *handoffs) (err error) {

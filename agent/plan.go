@@ -98,8 +98,11 @@ type applyInput struct {
 	net     *netConfig
 	plan    *apply.Plan
 	bootNet *bootstrap.Network
-	// reg is the registration the config came with (its URL and CA for
-	// the reachability check).
+	// reg is the registration the next boot asks, which the
+	// reachability check must reach: the local config's (file, drop-ins,
+	// flags), never a URL the reply moved. Nothing persists a moved URL
+	// at boot (the state file holds none), so this is every URL the node
+	// uses from the next boot on (docs/protocol.md §6.5).
 	reg protocol.Registration
 }
 
@@ -174,7 +177,8 @@ func (e *env) applicatorPresent(rd *apply.Rendered) bool {
 }
 
 // serverReachable is the check between a live apply and its commit: the
-// registration server must still answer over the new network. A plain GET
+// registration server the next boot asks (applyInput.reg) must still
+// answer over the new network. A plain GET
 // of the registration URL is answered by every elemental-operator without
 // authentication (docs/protocol.md §1.2).
 func (e *env) serverReachable(ctx context.Context, reg protocol.Registration) error {

@@ -166,6 +166,9 @@ func (e *env) registerOnce(ctx context.Context, ph *phase, c *configured, auth p
 	for _, w := range append(localconfig.KeepLocal(*cfg, &merged), localconfig.ServerSent(reply.Doc)...) {
 		log.Warn(w)
 	}
+	if w := localconfig.MovedURL(*cfg, merged); w != "" {
+		log.WithField("url", protocol.RedactURL(reg.URL)).WithField("moved-to", protocol.RedactURL(merged.Elemental.Registration.URL)).Warn(w)
+	}
 	// The server's CA is never merged: rotation takes it, or not.
 	merged.Elemental.Registration.CACert = reg.CACert
 	e.rotateCA(ctx, log, reg, sentCA, cc.PeerCertificates())

@@ -67,6 +67,20 @@ func KeepLocal(local protocol.Config, merged *protocol.Config) []string {
 	return warns
 }
 
+// MovedURL is the warning for a reply that moved the registration URL
+// from local's to merged's (after KeepLocal); "" when it did not. The move
+// holds for this run only: nothing persists it at boot, so the next boot
+// asks local's URL again, and the reachability check after a live apply
+// asks that one (docs/protocol.md §6.5). Both URLs are shown redacted.
+func MovedURL(local, merged protocol.Config) string {
+	from, to := local.Elemental.Registration.URL, merged.Elemental.Registration.URL
+	if from == to {
+		return ""
+	}
+	return fmt.Sprintf("the server moves elemental.registration.url from %s to %s for this run only: the next boot, and the reachability check after a live apply, ask the local config's URL",
+		protocol.RedactURL(from), protocol.RedactURL(to))
+}
+
 // urlChange says why the server may not move the registration URL from old
 // to next; "" when it may.
 func urlChange(old, next string) string {

@@ -58,3 +58,35 @@ func TestKeepLocal(t *testing.T) {
 		})
 	}
 }
+
+// A reply that moves the URL where KeepLocal lets it is warned about with
+// both URLs, tokens redacted; a reply that keeps it, or one KeepLocal put
+// back, is not.
+func TestMovedURL(t *testing.T) {
+	local := protocol.Config{}
+	local.Elemental.Registration.URL = "https://reg.example/elemental/registration/tok"
+	for _, c := range []struct {
+		reply string
+		moved bool
+	}{
+		{"url: https://new.example/elemental/registration/tok2", true},
+		{"url: https://reg.example/elemental/registration/tok", false},
+		{"url: http://new.example/elemental/registration/tok2", false},
+		{"auth: mac", false},
+	} {
+		merged := local
+		if _, err := protocol.DecodeConfigReply([]byte("elemental:\n    registration:\n        "+c.reply+"\n"), &merged); err != nil {
+			t.Fatal(err)
+		}
+		KeepLocal(local, &merged)
+		w := MovedURL(local, merged)
+		switch {
+		case !c.moved && w != "":
+			t.Errorf("%s: unexpected warning %q", c.reply, w)
+		case c.moved && (!strings.Contains(w, "https://reg.example/") || !strings.Contains(w, "https://new.example/")):
+			t.Errorf("%s: warning %q, want both URLs", c.reply, w)
+		case strings.Contains(w, "tok"):
+			t.Errorf("%s: the warning prints a token: %s", c.reply, w)
+		}
+	}
+}

@@ -301,12 +301,20 @@ func (l *lab) addHolder(srvIf, addr string) {
 // startServer (re)starts regserver with cfg on the lab's store.
 func (l *lab) startServer(cfg string) {
 	l.t.Helper()
+	l.startServerOn(cfg, net.JoinHostPort(serverIP, port))
+}
+
+// startServerOn is startServer with regserver listening on listen, with
+// more flags.
+func (l *lab) startServerOn(cfg, listen string, flags ...string) {
+	l.t.Helper()
 	l.reg.stop()
 	must(l.t, os.WriteFile(l.regCfg, []byte(cfg), 0o600))
 	bin := testbin.Build(l.t, "./cmd/regserver")
-	l.reg = l.start("regserver.log", "ip", "netns", "exec", l.srvNS, bin,
-		"--config", l.regCfg, "--store", l.store, "--listen", net.JoinHostPort(serverIP, port),
-		"--admin-listen", net.JoinHostPort(serverIP, adminPort))
+	argv := []string{"ip", "netns", "exec", l.srvNS, bin,
+		"--config", l.regCfg, "--store", l.store, "--listen", listen,
+		"--admin-listen", net.JoinHostPort(serverIP, adminPort)}
+	l.reg = l.start("regserver.log", append(argv, flags...)...)
 	waitFor(l.t, "regserver listening", func() bool {
 		if l.reg.exited() {
 			return false

@@ -4,6 +4,7 @@ package boot
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -73,7 +74,7 @@ func (l *lab) reachesServer() bool {
 // the server sends a stranding shape: the run must end in wantCode with one
 // of wants in its output (exit 0 is never right here: each shape cuts the
 // node off at the next boot), and the next boot must reach the server.
-func strandCheck(t *testing.T, m *machine, r *report, env []string, wantCode int, wants ...string) {
+func strandCheck(t *testing.T, m *machine, r *report, env []string, wantCode int, wants ...string) agentRun {
 	t.Helper()
 	res := m.runAgent(env)
 	said := false
@@ -86,6 +87,7 @@ func strandCheck(t *testing.T, m *machine, r *report, env []string, wantCode int
 	start := m.boot(active, false)
 	waitFor(t, "the node reaching the server after the next boot", m.reachesServer, m.diag)
 	r.boot("next boot reaches the server", time.Since(start))
+	return res
 }
 
 // TestStrandAutoconnectFalse: a keyfile with autoconnect=false for the NIC
@@ -230,5 +232,37 @@ func TestStrandDownBesideOtherProfile(t *testing.T) {
 	waitFor(t, "the admin's connection back after the rollback", m.reachesServer, m.diag)
 	if m.exists(applicator) {
 		t.Error("the rolled-back config was persisted")
+	}
+}
+
+// movedIP is the server's second address, on pool-b's subnet, where it
+// moves the registration URL to (regserver's --external-url, a real
+// server's way to move it).
+const movedIP = "10.240.0.1"
+
+// TestStrandMovedURL: the server moves `url` to movedIP and sends a
+// config (cutOffTemplate, a pool-b address only) after which only the
+// moved URL answers, not the node's configured server. The next boot asks
+// the configured one, so the check must too: it fails, the apply is rolled
+// back (exit 75), and the node reaches the configured server after the
+// reboot. Asking the moved URL, the check passed, the agent exited 0 and
+// the node was cut off from the next boot on.
+func TestStrandMovedURL(t *testing.T) {
+	t.Parallel()
+	r := newReport(t, "strand: url moved, configured server cut off, rolled back")
+	m := newMachine(t, serverConfig(keyfileTemplate))
+	addr := firstBoot(t, m, r)
+	run(t, "ip", "netns", "exec", m.srvNS, "ip", "addr", "add", fmt.Sprintf("%s/%d", movedIP, prefixLen), "dev", serverIf)
+	m.startServerOn(serverConfig(cutOffTemplate), net.JoinHostPort("0.0.0.0", port), "--external-url", "http://"+net.JoinHostPort(movedIP, port))
+	start := m.boot(active, false)
+	r.boot("reboot", m.waitAddr(start, cidr(addr)))
+	res := strandCheck(t, m, r, nil, 75, "reachability check")
+	moved := "from http://" + net.JoinHostPort(serverIP, port) + "/elemental/registration/"
+	to := "to http://" + net.JoinHostPort(movedIP, port) + "/elemental/registration/"
+	if !strings.Contains(res.out, "moves elemental.registration.url "+moved) || !strings.Contains(res.out, to) || strings.Contains(res.out, "boot-token") {
+		t.Errorf("the agent's output lacks the move's warning with both URLs (tokens redacted)")
+	}
+	if kf := string(m.keyfile(nodeIf)); !strings.Contains(kf, "address1="+cidr(addr)+",10.231.0.1") {
+		t.Errorf("keyfile after the rollback:\n%s", kf)
 	}
 }
