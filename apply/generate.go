@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sirupsen/logrus"
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/internal/host"
@@ -108,12 +109,13 @@ const (
 type NmstatectlGC struct {
 	Path string // the nmstatectl executable
 	Run  host.RunFunc
+	Log  *logrus.Entry // nmstatectl's log lines, at debug; nil: discarded
 }
 
 // Generate implements KeyfileGenerator.
 func (g NmstatectlGC) Generate(ctx context.Context, digested []byte) ([]Keyfile, []host.Command, error) {
 	gc := host.Command{Name: g.Path, Args: []string{"gc", "-"}, Stdin: digested, ReadOnly: true}
-	out, err := g.Run(ctx, gc)
+	out, err := runNmstatectl(ctx, g.Run, g.Log, gc)
 	if err != nil {
 		return nil, []host.Command{gc}, fmt.Errorf("generating keyfiles: %w", err)
 	}

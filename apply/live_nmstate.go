@@ -71,7 +71,7 @@ func (a *Applier) applyNmstate(ctx context.Context, p *Plan, reachable func(cont
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.checkpointTimeout())
 		defer cancel()
 		var errs []error
-		if _, err := a.run(rctx, host.Command{Name: nmstatectl, Args: []string{"rollback"}}); err != nil {
+		if _, err := a.runNmstatectl(rctx, host.Command{Name: nmstatectl, Args: []string{"rollback"}}); err != nil {
 			if step == "nmstatectl apply" {
 				// A failed apply rolls its own checkpoint back, so there
 				// may be nothing left to roll back; a killed one leaves
@@ -94,7 +94,7 @@ func (a *Applier) applyNmstate(ctx context.Context, p *Plan, reachable func(cont
 		return back("recording the change", err, true)
 	}
 	log.Info("applying network config with a checkpoint")
-	if _, err := a.run(ctx, apply); err != nil {
+	if _, err := a.runNmstatectl(ctx, apply); err != nil {
 		return back("nmstatectl apply", err, true)
 	}
 	if nmcli, err := host.Lookup("nmcli", a.tools().Nmcli); err == nil {
@@ -109,7 +109,7 @@ func (a *Applier) applyNmstate(ctx context.Context, p *Plan, reachable func(cont
 	if err := a.Persist(p); err != nil {
 		return back("persist", err, true)
 	}
-	if _, err := a.run(ctx, commit); err != nil {
+	if _, err := a.runNmstatectl(ctx, commit); err != nil {
 		return back("nmstatectl commit", err, true)
 	}
 	log.Info("network config committed")

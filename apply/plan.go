@@ -83,7 +83,7 @@ func (a *Applier) PlanKeyfiles(ctx context.Context, r *Rendered) (*Plan, error) 
 		if nmstatectl == "" {
 			gen, p.Generator = BuiltinNmstate{}, GeneratorBuiltin
 		} else {
-			gen, p.Generator = NmstatectlGC{Path: nmstatectl, Run: a.runFunc()}, GeneratorNmstatectl
+			gen, p.Generator = NmstatectlGC{Path: nmstatectl, Run: a.runFunc(), Log: a.log()}, GeneratorNmstatectl
 			p.Live = nmstateCommands(nmstatectl, a.timeoutArg(), r.Digested)
 		}
 	case protocol.ConfiguratorNmconnections:

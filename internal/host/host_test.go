@@ -1,6 +1,7 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -30,6 +31,17 @@ func TestExecRunner(t *testing.T) {
 	for _, want := range []string{"'A=b c' sh -c", "oops", "out"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	// Stderr gets the command's stderr on success and on failure alike.
+	for _, code := range []string{"0", "4"} {
+		var errOut bytes.Buffer
+		_, err = r.Run(context.Background(), Command{Name: "sh", Args: []string{"-c", "echo banner >&2; echo last >&2; exit " + code}, Stderr: &errOut})
+		if errOut.String() != "banner\nlast\n" {
+			t.Errorf("exit %s: Stderr got %q", code, errOut.String())
+		}
+		if (err == nil) != (code == "0") || err != nil && !strings.Contains(err.Error(), "banner\nlast") {
+			t.Errorf("exit %s: %v", code, err)
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -23,6 +23,10 @@ type Command struct {
 	// ReadOnly: the command changes nothing on the host (nmstatectl gc,
 	// nmcli connection show), so a dry run runs it too.
 	ReadOnly bool
+	// Stderr, when set, also gets what the command writes to stderr,
+	// whether it succeeds or not (a *CommandError carries it only on
+	// failure): nmstatectl logs there on every call.
+	Stderr io.Writer
 }
 
 // String quotes the command the way a shell would need it.
@@ -132,6 +136,9 @@ func (r ExecRunner) Run(ctx context.Context, c Command) ([]byte, error) {
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if c.Stderr != nil {
+		cmd.Stderr = io.MultiWriter(&stderr, c.Stderr)
+	}
 	err := cmd.Run()
 	if err == nil {
 		return stdout.Bytes(), nil
