@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"io"
-	"os"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -32,11 +31,11 @@ func (e *env) extend(d time.Duration) {
 }
 
 // bootstrapEnv is what package bootstrap takes from this run.
-func (e *env) bootstrapEnv(log *logrus.Entry, c *configured, appliedDigest string) bootstrap.Env {
+func (e *env) bootstrapEnv(ph *phase, c *configured, appliedDigest string) bootstrap.Env {
 	return bootstrap.Env{
-		Files: e.files, Applier: c.applier(log), Log: log,
+		Files: ph.files, Applier: c.applier(ph), Log: ph.log,
 		URL: c.cfg.Elemental.Registration.URL, AppliedDigest: appliedDigest, PersistOnly: e.o.PersistOnly,
-		Deadline: e.o.Deadline, Extend: e.extend, ProbeInterval: os.Getenv(bootstrap.ProbeIntervalEnv),
+		Deadline: e.o.Deadline, Extend: e.extend, ProbeInterval: e.probeInterval,
 	}
 }
 
@@ -48,9 +47,9 @@ func (e *env) bootstrapNetwork(ctx context.Context, ph *phase, c *configured, p 
 	if c.boot == nil {
 		return nil, nil
 	}
-	env := e.bootstrapEnv(ph.log, c, p.appliedDigest)
+	env := e.bootstrapEnv(ph, c, p.appliedDigest)
 	if e.o.DryRun {
-		return nil, bootstrap.PrintUp(ctx, e.o.Out, c.boot, env)
+		return nil, bootstrap.PrintUp(ctx, ph.out, c.boot, env)
 	}
 	return bootstrap.Up(ctx, c.boot, env)
 }
@@ -94,9 +93,10 @@ func registrationYAML(reg protocol.Registration, boot *bootstrap.Config) ([]byte
 // elemental.registration.nmstate, else auto.
 func PrintBootstrap(ctx context.Context, w io.Writer, root, configPath string, nmstate *string) error {
 	e := newEnv(Options{DryRun: true, Out: w, Root: root, ConfigPath: configPath})
-	c, choice, err := localconfig.ReadBootstrap(e.files, e.o.ConfigPath, nmstate)
+	ph := e.phase(PhaseBootstrap, redactor{})
+	c, choice, err := localconfig.ReadBootstrap(ph.files, e.o.ConfigPath, nmstate)
 	if err != nil {
 		return err
 	}
-	return bootstrap.PrintPlan(ctx, w, e.files, c, withLog(e.ownedApplier(choice, netpolicy.Policy{}), e.phase(PhaseBootstrap).log))
+	return bootstrap.PrintPlan(ctx, w, ph.files, c, onPhase(e.ownedApplier(choice, netpolicy.Policy{}), ph))
 }

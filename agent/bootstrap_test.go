@@ -243,7 +243,7 @@ func TestLeftoverBootstrapKeyfilesGoOnceAConfigIsApplied(t *testing.T) {
 			conf.apply = e.ownedApplier(apply.NmstateAuto, netpolicy.Policy{})
 			// The "no config applied" case takes the earlier run's profile
 			// over and activates it: that is not this test's subject.
-			bootNet, _ := e.bootstrapNetwork(t.Context(), e.phase(PhaseBootstrap), conf, &prior{appliedDigest: c.appliedHere})
+			bootNet, _ := e.bootstrapNetwork(t.Context(), e.phase(PhaseBootstrap, redactor{}), conf, &prior{appliedDigest: c.appliedHere})
 			_, statErr := os.Stat(leftover)
 			if gone := errors.Is(statErr, os.ErrNotExist); gone != c.wantGone {
 				t.Fatalf("leftover removed: %v, want %v\n%s", gone, c.wantGone, log.String())

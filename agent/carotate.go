@@ -5,8 +5,6 @@ import (
 	"crypto/x509"
 	"errors"
 
-	"github.com/sirupsen/logrus"
-
 	"github.com/nodereg/nodereg/agent/catrust"
 	"github.com/nodereg/nodereg/agent/localconfig"
 	"github.com/nodereg/nodereg/protocol"
@@ -15,24 +13,34 @@ import (
 // trustedCA is the ca-cert a connection trusts: the config's (a file named
 // in the config or on the command line is read under --root), or during a
 // CA rotation the CA in force and the pending one (docs/ca-rotation.md).
-func (e *env) trustedCA(reg protocol.Registration) string {
-	configCA := localconfig.CA(e.files, reg.CACert)
-	ca, err := catrust.Trust{Files: e.files}.Bundle(configCA)
+func (e *env) trustedCA(ph *phase, reg protocol.Registration) string {
+	configCA := localconfig.CA(ph.files, reg.CACert)
+	ca, err := catrust.Trust{Files: ph.files}.Bundle(configCA)
 	if err != nil {
-		e.log.WithError(err).Warn("rotated CA unreadable: trusting the config's ca-cert only")
+		ph.log.WithError(err).Warn("rotated CA unreadable: trusting the config's ca-cert only")
 	}
 	return ca
 }
 
+// caAnnouncement is what one registration conversation says about the
+// server's CA: the registration it dialled with, the ca-cert its reply
+// sent, and the certificates the server presented.
+type caAnnouncement struct {
+	reg  protocol.Registration
+	sent string
+	peer []*x509.Certificate
+}
+
 // rotateCA proves or drops a CA kept pending by an earlier run, then
-// decides on the CA the server announced (sent: its reply's ca-cert) over
-// the conversation that just succeeded, whose server presented peer.
-// A dry run writes nothing, so it rotates nothing.
-func (e *env) rotateCA(ctx context.Context, log *logrus.Entry, reg protocol.Registration, sent string, peer []*x509.Certificate) {
+// decides on the CA the server announced over the conversation a phase
+// went on with (a, once its retries are over: no attempt writes CA
+// files). A dry run writes nothing, so it rotates nothing.
+func (e *env) rotateCA(ctx context.Context, ph *phase, a caAnnouncement) {
 	if e.o.DryRun {
 		return
 	}
-	t := catrust.Trust{Files: e.files}
+	log, reg, sent, peer := ph.log, a.reg, a.sent, a.peer
+	t := catrust.Trust{Files: ph.files}
 	out, err := t.Promote(ctx, reg.URL)
 	switch {
 	case out == catrust.Promoted:
@@ -42,7 +50,7 @@ func (e *env) rotateCA(ctx context.Context, log *logrus.Entry, reg protocol.Regi
 	case err != nil:
 		log.WithError(err).Debug("the pending CA does not verify the server yet: both stay trusted")
 	}
-	out, err = t.Offer(reg.URL, sent, localconfig.CA(e.files, reg.CACert), peer)
+	out, err = t.Offer(reg.URL, sent, localconfig.CA(ph.files, reg.CACert), peer)
 	switch {
 	case errors.Is(err, catrust.ErrNotPinned):
 		log.Debug(err)

@@ -26,8 +26,9 @@ func ResetNetwork(ctx context.Context, o Options) error {
 		return err
 	}
 	defer unlock()
-	log := e.phase(PhaseApply).log
-	removed, err := withLog(e.ownedApplier("", netpolicy.Policy{}), log).RemoveNetwork(ctx)
+	ph := e.phase(PhaseApply, redactor{})
+	log := ph.log
+	removed, err := onPhase(e.ownedApplier("", netpolicy.Policy{}), ph).RemoveNetwork(ctx)
 	if !o.DryRun {
 		for _, p := range removed {
 			log.WithField("path", p).Info("removed")
@@ -49,7 +50,7 @@ func ResetNetwork(ctx context.Context, o Options) error {
 	default:
 		log.WithField("files", len(removed)).Info("reset network: network config removed")
 	}
-	st, note, err := loadState(e.files, e.o.StatePath)
+	st, note, err := loadState(ph.files, e.o.StatePath)
 	if err != nil {
 		return &PhaseError{Phase: PhaseState, Err: err}
 	}
@@ -57,7 +58,7 @@ func ResetNetwork(ctx context.Context, o Options) error {
 		return nil
 	}
 	st.NetworkDigest, st.NetworkState, st.NetworkAddresses = "", "", ""
-	if err := st.Save(e.files, e.o.StatePath); err != nil {
+	if err := e.saveState(ph, *st); err != nil {
 		return &PhaseError{Phase: PhaseState, Err: err}
 	}
 	return nil
@@ -69,11 +70,11 @@ func ResetNetwork(ctx context.Context, o Options) error {
 func DumpInventory(ctx context.Context, o Options) ([]byte, error) {
 	e := newEnv(o)
 	var cfg *protocol.Config
-	f, err := localconfig.Read(e.files, e.o.ConfigPath, e.o.Overrides, e.log)
+	f, err := localconfig.Read(e.root, e.o.ConfigPath, e.o.Overrides, e.log)
 	if err == nil {
 		cfg = f.Config
 	}
-	if _, statErr := e.files.Stat(e.o.ConfigPath); errors.Is(statErr, fs.ErrNotExist) {
+	if _, statErr := e.root.Stat(e.o.ConfigPath); errors.Is(statErr, fs.ErrNotExist) {
 		// No config on this machine (yet): nothing to say.
 		cfg, err = &protocol.Config{}, nil
 	}
@@ -83,7 +84,7 @@ func DumpInventory(ctx context.Context, o Options) ([]byte, error) {
 		e.log.WithError(err).Warn("config not read: its labels are left out")
 		cfg = &protocol.Config{}
 	}
-	inv, err := inventory.Collect(ctx, inventory.Options{Files: e.files, Log: e.log})
+	inv, err := inventory.Collect(ctx, inventory.Options{Files: e.root, Log: e.log})
 	if err != nil {
 		return nil, err
 	}
@@ -92,6 +93,6 @@ func DumpInventory(ctx context.Context, o Options) ([]byte, error) {
 		return nil, &errclass.ConfigError{Err: err}
 	}
 	reg := cfg.Elemental.Registration
-	ann := inventory.Annotations(inventory.AnnotationOptions{Files: e.files, RegVersion: e.o.Version, Auth: kind(reg, reg.Auth), NoToolkit: reg.NoToolkit})
+	ann := inventory.Annotations(inventory.AnnotationOptions{Files: e.root, RegVersion: e.o.Version, Auth: kind(reg, reg.Auth), NoToolkit: reg.NoToolkit})
 	return inventory.Dump(inv, labels, ann)
 }

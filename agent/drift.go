@@ -23,9 +23,9 @@ var errForeign = errors.New("a profile that is not ours is active on an interfac
 
 // drifted runs verify's network checks against the state and says what
 // drifted ("" for nothing).
-func (e *env) drifted(ctx context.Context, st *state.State) (string, error) {
+func (e *env) drifted(ctx context.Context, ph *phase, st *state.State) (string, error) {
 	in := verify.Input{
-		Files: e.files, Runner: e.runner, Nmcli: e.tools.Nmcli,
+		Files: ph.files, Runner: ph.runner, Nmcli: e.tools.Nmcli,
 		State: st, BootstrapKeyfiles: bootstrapKeyfiles,
 	}
 	rep := verify.Run(ctx, in)
@@ -53,7 +53,7 @@ func (e *env) drifted(ctx context.Context, st *state.State) (string, error) {
 // that recorded.
 func (e *env) repairDrift(ctx context.Context, ph *phase, in applyInput) (state.State, error) {
 	st := in.state
-	what, err := e.drifted(ctx, &st)
+	what, err := e.drifted(ctx, ph, &st)
 	switch {
 	case errors.Is(err, errForeign):
 		ph.log.WithField("drifted", what).Warn("network drifted, not repaired: " + err.Error())
@@ -63,12 +63,12 @@ func (e *env) repairDrift(ctx context.Context, ph *phase, in applyInput) (state.
 		return st, nil
 	}
 	ph.log.WithField("drifted", what).Warn("the live network drifted from the applied config: applying it again")
-	a := in.conf.applier(ph.log)
+	a := in.conf.applier(ph)
 	plan, err := a.Plan(ctx, in.net.rendered)
 	if err != nil {
 		return st, err
 	}
-	if err := a.ApplyLive(ctx, plan, func(ctx context.Context) error { return e.serverReachable(ctx, in.reg) }); err != nil {
+	if err := a.ApplyLive(ctx, plan, func(ctx context.Context) error { return e.serverReachable(ctx, ph, in.reg) }); err != nil {
 		return st, err
 	}
 	st.NetworkDrift = what

@@ -6,7 +6,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/nodereg/nodereg/protocol"
 )
@@ -19,12 +18,12 @@ import (
 // in one call, so no secret is split.
 type redactingWriter struct {
 	w io.Writer
-	s *redactor
+	s redactor
 }
 
 func (rw redactingWriter) Write(p []byte) (int, error) {
 	s := string(p)
-	for _, secret := range rw.s.list() {
+	for _, secret := range rw.s.seen {
 		s = protocol.RedactSecret(s, secret)
 	}
 	if _, err := io.WriteString(rw.w, s); err != nil {
@@ -33,21 +32,21 @@ func (rw redactingWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// redactor holds the values this run knows that must never be printed: the
+// redactor is the values this run knows that must never be printed: the
 // registration token, the system-agent token and the cloud-config's
 // passwords of every config the run got (the local one, then each
 // registration's), longest first so that a secret holding a shorter one
-// (a chpasswd line and its password) goes whole. The phases hand it each
-// config as they return it (learn); a nil *redactor learns nothing.
+// (a chpasswd line and its password) goes whole. A value: learn returns
+// a new one, and the phase runner makes each phase's output from the
+// configs the phases before it returned (handoffs.secrets).
 type redactor struct {
-	mu   sync.Mutex
 	seen []string
 }
 
-// learn adds cfg's secrets.
-func (s *redactor) learn(cfg *protocol.Config) {
-	if s == nil || cfg == nil {
-		return
+// learn is r with cfg's secrets added.
+func (r redactor) learn(cfg *protocol.Config) redactor {
+	if cfg == nil {
+		return r
 	}
 	add := []string{
 		protocol.RegistrationToken(cfg.Elemental.Registration.URL),
@@ -56,21 +55,9 @@ func (s *redactor) learn(cfg *protocol.Config) {
 	for k, v := range cfg.CloudConfig {
 		add = appendPasswords(add, k, v.Value, false)
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := append(slices.Clone(s.seen), add...)
+	out := append(slices.Clone(r.seen), add...)
 	slices.SortFunc(out, func(a, b string) int { return cmp.Or(len(b)-len(a), strings.Compare(a, b)) })
-	s.seen = slices.Compact(out)
-}
-
-// list is the secrets learnt so far, longest first.
-func (s *redactor) list() []string {
-	if s == nil {
-		return nil
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.seen
+	return redactor{seen: slices.Compact(out)}
 }
 
 // appendPasswords adds every string (and number) beneath a key that names

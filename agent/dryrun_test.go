@@ -24,8 +24,7 @@ func TestRedactingWriter(t *testing.T) {
 	cfg.Elemental.Registration.URL = "https://reg.example/elemental/registration/regtok-5a1b"
 	cfg.Elemental.SystemAgent.Token = "satok-77e0"
 	var out bytes.Buffer
-	s := &redactor{}
-	s.learn(cfg)
+	s := redactor{}.learn(cfg)
 	w := redactingWriter{w: &out, s: s}
 	in := "url: https://reg.example/elemental/registration/regtok-5a1b\ntoken: satok-77e0\nbare regtok-5a1b\n" +
 		"passwd: pw-users-91c2 pw-chpasswd-4d0e\ncontent: hello\n"
@@ -70,8 +69,7 @@ func TestRedactingWriterCloudConfig(t *testing.T) {
 	}
 	file = append(file, "token: tk\n"...)
 	var out bytes.Buffer
-	s := &redactor{}
-	s.learn(cfg)
+	s := redactor{}.learn(cfg)
 	if _, err := (redactingWriter{w: &out, s: s}).Write(file); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"github.com/nodereg/nodereg/agent/handover"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
 	"github.com/nodereg/nodereg/internal/state"
@@ -58,6 +59,11 @@ type identity struct {
 	tpm   *tpm.TPM
 	hash  string
 	state state.State
+	// seedDrawn: an emulated TPM's seed was chosen in this run; the state
+	// holding it is saved when the phase ends, before the server hears of
+	// it, so a power cut cannot make the next boot draw another (a second
+	// inventory; docs/apply.md, crash consistency).
+	seedDrawn bool
 }
 
 // registration is a successful registration conversation's product.
@@ -70,6 +76,9 @@ type registration struct {
 	updated bool
 	// state is the state with the registration time set.
 	state state.State
+	// ca is what the conversation said about the server's CA, for the
+	// rotation the phase decides once its retries are over (rotateCA).
+	ca caAnnouncement
 }
 
 // netConfig is the server's network config and its render.
@@ -91,6 +100,9 @@ type fetched struct {
 type outcome struct {
 	state   state.State
 	applied bool
+	// toolkit is the hand-over's toolkit run, its hook written: the
+	// runner saves state first (nil: no toolkit to run).
+	toolkit *handover.Toolkit
 }
 
 // handoffs are the products of a run's phases so far, one field a phase
@@ -104,6 +116,25 @@ type handoffs struct {
 	fetched *fetched
 	plan    *apply.Plan
 	out     *outcome
+	// final is PhaseFinish's: the state the run ends with.
+	final *state.State
+}
+
+// secrets are what the products so far say a dry run's output must not
+// show: each config a phase returned (the local one, the registration's,
+// the one the fetch went on with) is learnt by the next phase's edges.
+func (h *handoffs) secrets() redactor {
+	var r redactor
+	if h.conf != nil {
+		r = r.learn(h.conf.cfg)
+	}
+	if h.reg != nil {
+		r = r.learn(h.reg.cfg)
+	}
+	if h.fetched != nil {
+		r = r.learn(h.fetched.reg.cfg)
+	}
+	return r
 }
 
 // result is what the run did, from its products; the TPM's counts are

@@ -29,20 +29,21 @@ const (
 )
 
 // handOver is PhaseHandOver: the network config's state goes into the
-// state file, and package handover writes the before-install/reset hook
-// (registration, state, applicator) and runs the toolkit.
+// state the outcome carries, and package handover writes the
+// before-install/reset hook (registration, state, applicator); the
+// outcome's toolkit runs once the runner has saved that state.
 func (e *env) handOver(ctx context.Context, ph *phase, c *configured, f *fetched, plan *apply.Plan) (*outcome, error) {
 	cfg, st := f.reg.cfg, f.reg.state
 	verb := "reset"
 	if e.o.Mode == ModeInstall {
 		verb = "install"
 	}
-	agentFiles, agentErr := handover.SystemAgentFiles(cfg, e.trustedCA(cfg.Elemental.Registration))
+	agentFiles, agentErr := handover.SystemAgentFiles(cfg, e.trustedCA(ph, cfg.Elemental.Registration))
 	if e.o.Mode == ModeInstall && cfg.Elemental.Registration.NoToolkit {
 		if agentErr != nil {
 			return nil, agentErr
 		}
-		return &outcome{state: st}, agentFiles.Write(e.files)
+		return &outcome{state: st}, agentFiles.Write(ph.files)
 	}
 	elemental, err := e.lookupToolkit(verb)
 	if err != nil {
@@ -67,13 +68,16 @@ func (e *env) handOver(ctx context.Context, ph *phase, c *configured, f *fetched
 	if agentErr != nil {
 		return nil, agentErr
 	}
-	return &outcome{state: st}, handover.Run(ctx, handover.Request{
+	toolkit, err := handover.Prepare(handover.Request{
 		Reset: e.o.Mode == ModeReset, Elemental: elemental, Config: cfg,
 		Registration: reg, State: stYAML, SystemAgent: agentFiles, Plan: plan,
-		SaveState: func() error { return st.Save(e.files, e.o.StatePath) },
-		Files:     e.files, Runner: e.runner, Log: ph.log,
+		Files: ph.files, Runner: ph.runner, Log: ph.log,
 		Debug: e.o.Debug, DisableBootEntry: e.o.DisableBootEntry, PersistOnly: e.o.PersistOnly && !e.o.DryRun,
 	})
+	if err != nil {
+		return nil, err
+	}
+	return &outcome{state: st, toolkit: toolkit}, nil
 }
 
 // handsOver says whether the run's plan goes to the toolkit, to be

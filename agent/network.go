@@ -5,6 +5,7 @@ import (
 
 	"github.com/nodereg/nodereg/agent/localconfig"
 	"github.com/nodereg/nodereg/agent/netreport"
+	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/protocol"
 )
@@ -87,8 +88,7 @@ func (e *env) fetchNetwork(ctx context.Context, ph *phase, c *configured, id *id
 	}
 	ctx, cancel := bound(ctx, e.o.NetworkTimeout)
 	defer cancel()
-	out := &fetched{reg: reg}
-	err := e.policy(e.o.NetworkTimeout, ph).Do(ctx, "network config", func(ctx context.Context, attempt int) error {
+	out, err := retry.Value(ctx, e.policy(e.o.NetworkTimeout, ph), "network config", func(ctx context.Context, attempt int) (*fetched, error) {
 		src := d.Retry
 		if attempt == 1 {
 			src = d.First
@@ -97,26 +97,28 @@ func (e *env) fetchNetwork(ctx context.Context, ph *phase, c *configured, id *id
 		// that succeeds hands its own on.
 		got, err := e.askNetwork(ctx, ph, src, c, id, reg)
 		if err != nil {
-			return classifyNetwork(err, src == sourceExplicit && !reply.ExplicitNetworkConfig)
+			return nil, classifyNetwork(err, src == sourceExplicit && !reply.ExplicitNetworkConfig)
 		}
 		if !got.config.IsReal() {
 			if w := got.config.Unused(); w != "" {
 				ph.log.Warn(w)
 			}
-			out = &fetched{reg: got.reg}
-			return nil
+			return &fetched{reg: got.reg}, nil
 		}
 		rendered, err := apply.Render(got.config)
 		if err != nil {
-			return classifyRender(err, d.UnresolvedIsFinal)
+			return nil, classifyRender(err, d.UnresolvedIsFinal)
 		}
-		out = &fetched{reg: got.reg, net: &netConfig{config: got.config, rendered: rendered}}
-		return nil
+		return &fetched{reg: got.reg, net: &netConfig{config: got.config, rendered: rendered}}, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	e.redact.learn(out.reg.cfg)
+	if out.reg != reg {
+		// The run goes on with a registration of this phase's: its
+		// conversation decides on the server's CA, as PhaseRegister's did.
+		e.rotateCA(ctx, ph, out.reg.ca)
+	}
 	return out, nil
 }
 
@@ -134,7 +136,7 @@ func (e *env) askNetwork(ctx context.Context, ph *phase, src networkSource, c *c
 	case sourceReply:
 		return networkAnswer{config: reg.reply.Network, reg: reg}, nil
 	case sourceExplicit:
-		cc, err := protocol.Dial(ctx, e.dialOptions(reg.cfg.Elemental.Registration), id.auth)
+		cc, err := protocol.Dial(ctx, e.dialOptions(ph, reg.cfg.Elemental.Registration), id.auth)
 		if err != nil {
 			return networkAnswer{}, err
 		}

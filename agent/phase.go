@@ -3,11 +3,14 @@ package agent
 import (
 	"context"
 	"errors"
+	"io"
 	"time"
 
 	"github.com/sirupsen/logrus"
 
 	"github.com/nodereg/nodereg/agent/exitcode"
+	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/state"
 )
 
 // Phase names one step of a run. The same name is the phase= field of every
@@ -52,13 +55,18 @@ const (
 
 // stage is one entry of phaseList: the phase, the modes it runs in, and
 // its call: the phase's function with the hand-offs of earlier phases as
-// arguments, its product stored in the one hand-off it fills. failed, if
-// set, sees the phase's error before the run ends with it.
+// arguments, its product stored in the one hand-off it fills. saves, if
+// set, is the state the product says to save (nil: none), which the runner
+// writes when the call returns, failed or not; then, if set, runs after
+// that save. failed, if set, is told of the phase's error with the values
+// it reports, and returns the state to save (nil: none).
 type stage struct {
 	phase  Phase
 	modes  func(Mode) bool
 	call   func(ctx context.Context, e *env, ph *phase, h *handoffs) error
-	failed func(ctx context.Context, e *env, h *handoffs, p Phase, err error) error
+	saves  func(h *handoffs) *state.State
+	then   func(ctx context.Context, e *env, ph *phase, h *handoffs) error
+	failed func(ctx context.Context, e *env, p Phase, err error, h *handoffs) *state.State
 }
 
 func always(Mode) bool      { return true }
@@ -78,7 +86,7 @@ var phaseList = []stage{
 		h.prior, err = e.readState(ph)
 		return err
 	}},
-	{phase: PhaseIdentity, modes: always, call: func(ctx context.Context, e *env, ph *phase, h *handoffs) (err error) {
+	{phase: PhaseIdentity, modes: always, saves: seedToSave, call: func(ctx context.Context, e *env, ph *phase, h *handoffs) (err error) {
 		h.id, err = e.identify(ph, h.conf, h.prior)
 		return err
 	}},
@@ -94,22 +102,57 @@ var phaseList = []stage{
 		h.fetched, err = e.fetchNetwork(ctx, ph, h.conf, h.id, h.reg)
 		return err
 	}},
-	{phase: PhasePlan, modes: always, failed: networkFailed, call: func(ctx context.Context, e *env, ph *phase, h *handoffs) (err error) {
+	{phase: PhasePlan, modes: always, failed: networkFailedIn, call: func(ctx context.Context, e *env, ph *phase, h *handoffs) (err error) {
 		h.plan, err = e.plan(ctx, ph, h.conf, h.fetched.reg.state, h.fetched.net, e.handsOver(h.fetched.reg.cfg))
 		return err
 	}},
-	{phase: PhaseApply, modes: atBoot, failed: networkFailed, call: func(ctx context.Context, e *env, ph *phase, h *handoffs) (err error) {
+	{phase: PhaseApply, modes: atBoot, failed: networkFailedIn, call: func(ctx context.Context, e *env, ph *phase, h *handoffs) (err error) {
 		f := h.fetched
 		h.out, err = e.applyPlan(e, ctx, ph, applyInput{conf: h.conf, reg: h.conf.cfg.Elemental.Registration, state: f.reg.state, net: f.net, plan: h.plan, bootNet: h.bootNet})
 		return err
 	}},
-	{phase: PhaseHandOver, modes: notAtBoot, call: func(ctx context.Context, e *env, ph *phase, h *handoffs) (err error) {
+	{phase: PhaseHandOver, modes: notAtBoot, saves: handOverToSave, then: runToolkit, call: func(ctx context.Context, e *env, ph *phase, h *handoffs) (err error) {
 		h.out, err = e.handOver(ctx, ph, h.conf, h.fetched, h.plan)
 		return err
 	}},
-	{phase: PhaseFinish, modes: always, call: func(ctx context.Context, e *env, ph *phase, h *handoffs) error {
-		return e.finish(h.out.state, h.id)
+	{phase: PhaseFinish, modes: always, saves: finalToSave, then: ready, call: func(ctx context.Context, e *env, ph *phase, h *handoffs) error {
+		h.final = finalState(h.out.state, h.id)
+		return nil
 	}},
+}
+
+// The states the products say to save, and what runs once they are saved.
+func seedToSave(h *handoffs) *state.State {
+	if h.id == nil || !h.id.seedDrawn {
+		return nil
+	}
+	return &h.id.state
+}
+
+func handOverToSave(h *handoffs) *state.State {
+	if h.out == nil || h.out.toolkit == nil {
+		return nil
+	}
+	return &h.out.state
+}
+
+func finalToSave(h *handoffs) *state.State { return h.final }
+
+func runToolkit(ctx context.Context, _ *env, _ *phase, h *handoffs) error {
+	if h.out.toolkit == nil {
+		return nil
+	}
+	return h.out.toolkit.Run(ctx)
+}
+
+func ready(_ context.Context, e *env, _ *phase, _ *handoffs) error {
+	e.notify.Ready()
+	return nil
+}
+
+// networkFailedIn is networkFailed with the values it reports.
+func networkFailedIn(ctx context.Context, e *env, p Phase, err error, h *handoffs) *state.State {
+	return networkFailed(ctx, e, p, err, h.fetched.net, withAK(h.fetched.reg.state, h.id))
 }
 
 // Phases is the ordered list of phases a run in mode m goes through:
@@ -125,15 +168,21 @@ func Phases(m Mode) []Phase {
 }
 
 // runPhases executes phaseList for the run's mode; the first failure ends
-// the run.
+// the run. Each phase's edges and logger are made here (env.phase), from
+// the secrets the products so far carry.
 func (e *env) runPhases(ctx context.Context, h *handoffs) error {
 	for _, s := range phaseList {
 		if !s.modes(e.o.Mode) {
 			continue
 		}
-		err := e.do(ctx, s.phase, func(ctx context.Context, ph *phase) error { return s.call(ctx, e, ph, h) })
+		ph := e.phase(s.phase, h.secrets())
+		err := e.do(ctx, ph, func(ctx context.Context) error { return e.runStage(ctx, s, ph, h) })
 		if err != nil && s.failed != nil {
-			err = s.failed(ctx, e, h, s.phase, err)
+			if st := s.failed(ctx, e, s.phase, err, h); st != nil {
+				if sErr := e.saveState(ph, *st); sErr != nil {
+					ph.log.WithError(sErr).Warn("the network error could not be kept in the state file")
+				}
+			}
 		}
 		if err != nil {
 			return err
@@ -142,30 +191,61 @@ func (e *env) runPhases(ctx context.Context, h *handoffs) error {
 	return nil
 }
 
-// phase is what the runner hands one phase: its name (the STATUS prefix,
-// the state file's nodereg-last-phase) and its logger, tagged phase=<name>
-// already, for every line the phase and what it calls log.
-type phase struct {
-	name Phase
-	log  *logrus.Entry
+// runStage is one stage's call, the save of the state its product says to
+// save, then its then.
+func (e *env) runStage(ctx context.Context, s stage, ph *phase, h *handoffs) error {
+	err := s.call(ctx, e, ph, h)
+	if s.saves != nil {
+		if st := s.saves(h); st != nil {
+			if sErr := e.saveState(ph, *st); sErr != nil && err == nil {
+				err = sErr
+			}
+		}
+	}
+	if err != nil || s.then == nil {
+		return err
+	}
+	return s.then(ctx, e, ph, h)
 }
 
-// phase is p as the runner hands it over; the one place its logger is
-// tagged.
-func (e *env) phase(p Phase) *phase { return &phase{name: p, log: e.log.WithField("phase", p)} }
+// saveState is the one writer of the state file: the runner hands it the
+// state a phase's product (or its failure hook) says to save, when the
+// phase's call returns (docs/architecture.md).
+func (e *env) saveState(ph *phase, st state.State) error {
+	return st.Save(ph.files, e.o.StatePath)
+}
+
+// phase is what the runner hands one phase: its name (the STATUS prefix,
+// the state file's nodereg-last-phase), its logger, tagged phase=<name>
+// already, for every line the phase and what it calls log, and the host
+// edge it writes through: the files, the runner and the output, printing
+// in a dry run with the secrets known so far redacted.
+type phase struct {
+	name   Phase
+	log    *logrus.Entry
+	files  host.FS
+	runner host.Runner
+	out    io.Writer
+}
+
+// phase is p as the runner hands it over, with r the secrets its output
+// must not show; the one place a logger is tagged with its phase.
+func (e *env) phase(p Phase, r redactor) *phase {
+	files, runner, out := e.edges(r)
+	return &phase{name: p, log: e.log.WithField("phase", p), files: files, runner: runner, out: out}
+}
 
 // do runs one phase with its start and end lines and STATUS; a failure is
 // returned as a *PhaseError naming it, and so is a stop by a signal (the
 // run's context cancelled with an *exitcode.StoppedError as its cause).
-func (e *env) do(ctx context.Context, p Phase, fn func(context.Context, *phase) error) error {
-	ph := e.phase(p)
-	log := ph.log
+func (e *env) do(ctx context.Context, ph *phase, fn func(context.Context) error) error {
+	p, log := ph.name, ph.log
 	// The result line says what matters; the start is for --debug.
 	log.Debug("[started]")
 	e.notify.Status(string(p), "started")
-	start := time.Now()
-	err := fn(ctx, ph)
-	d := time.Since(start).Round(time.Microsecond)
+	start := e.o.Clock.Now()
+	err := fn(ctx)
+	d := e.o.Clock.Now().Sub(start).Round(time.Microsecond)
 	var stopped *exitcode.StoppedError
 	if cause := context.Cause(ctx); err != nil && errors.As(cause, &stopped) {
 		// Stopped on request (SIGINT/SIGTERM): not a failure of the phase;

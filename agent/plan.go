@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sirupsen/logrus"
-
 	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/agent/netreport"
 	"github.com/nodereg/nodereg/agent/retry"
@@ -25,28 +23,28 @@ import (
 	"github.com/nodereg/nodereg/protocol"
 )
 
-// ownedApplier is the apply library on this run's edges with policy, which
-// owns the bootstrap network's runtime keyfiles too; built once per run
-// (newEnv, and loadConfig with the local choices), tagged per phase.
+// ownedApplier is the apply library with this run's tools and policy,
+// which owns the bootstrap network's runtime keyfiles too; built once per
+// run (loadConfig, with the local choices), put on a phase's edges by
+// onPhase.
 func (e *env) ownedApplier(nmstate apply.NmstateChoice, policy netpolicy.Policy) apply.Applier {
 	return apply.Applier{
-		Runner:  e.runner,
-		Files:   e.files,
 		Tools:   e.tools,
 		Nmstate: nmstate,
 		Policy:  policy.Owning(bootstrap.RuntimeKeyfiles.Dir + "/" + bootstrap.RuntimeKeyfiles.Prefix),
 	}
 }
 
-// withLog is applier a logging as the phase that calls it.
-func withLog(a apply.Applier, log *logrus.Entry) *apply.Applier {
-	a.Log = log
+// onPhase is applier a on the edges of the phase that calls it, logging as
+// that phase.
+func onPhase(a apply.Applier, ph *phase) *apply.Applier {
+	a.Files, a.Runner, a.Log = ph.files, ph.runner, ph.log
 	return &a
 }
 
-// applier is the run's applier (the local config's choices), logging as
-// log.
-func (c *configured) applier(log *logrus.Entry) *apply.Applier { return withLog(c.apply, log) }
+// applier is the run's applier (the local config's choices) as phase ph
+// runs it.
+func (c *configured) applier(ph *phase) *apply.Applier { return onPhase(c.apply, ph) }
 
 // plan is PhasePlan: the rendered config turned into a plan: keyfiles
 // (nmstatectl gc for nmstate), the yip applicator, the commands. A nil
@@ -57,11 +55,11 @@ func (e *env) plan(ctx context.Context, ph *phase, c *configured, st state.State
 		return nil, nil
 	}
 	digest := net.rendered.Digest()
-	if !e.o.DryRun && digest == st.NetworkDigest && e.applicatorPresent(net.rendered) {
+	if !e.o.DryRun && digest == st.NetworkDigest && applicatorPresent(ph.files, net.rendered) {
 		ph.log.WithField("digest", digest).Info("network config unchanged since the last run: nothing to plan or apply")
 		return nil, nil
 	}
-	a := c.applier(ph.log)
+	a := c.applier(ph)
 	a.HandOver = handOver
 	planFn := a.Plan
 	if c.offline {
@@ -75,8 +73,8 @@ func (e *env) plan(ctx context.Context, ph *phase, c *configured, st state.State
 		// A dry run still shows what it can, and fails as the real run
 		// would (docs/reliability.md, "Hostile server"): a dry run that
 		// passes must mean the real run passes.
-		printRendered(e.o.Out, net.config, net.rendered)
-		fmt.Fprintf(e.o.Out, "# keyfiles and applicator not shown: %v\n", err)
+		printRendered(ph.out, net.config, net.rendered)
+		fmt.Fprintf(ph.out, "# keyfiles and applicator not shown: %v\n", err)
 		return nil, &errclass.ConfigError{Err: err}
 	case errors.As(err, &tm), errors.As(err, &fe):
 		return nil, &errclass.ConfigError{Err: err}
@@ -107,10 +105,10 @@ type applyInput struct {
 }
 
 // printPlan is a dry run's PhaseApply: what would be written and run.
-func (e *env) printPlan(ctx context.Context, _ *phase, in applyInput) (*outcome, error) {
+func (e *env) printPlan(ctx context.Context, ph *phase, in applyInput) (*outcome, error) {
 	if in.plan != nil {
-		printAddresses(e.o.Out, in.net.config)
-		in.plan.Print(e.o.Out)
+		printAddresses(ph.out, in.net.config)
+		in.plan.Print(ph.out)
 	}
 	return &outcome{state: in.state}, nil
 }
@@ -135,8 +133,8 @@ func (e *env) applyLive(ctx context.Context, ph *phase, in applyInput) (*outcome
 		}
 		return &outcome{state: st}, nil
 	}
-	reachable := func(ctx context.Context) error { return e.serverReachable(ctx, in.reg) }
-	if err := in.conf.applier(log).ApplyLive(ctx, in.plan, reachable); err != nil {
+	reachable := func(ctx context.Context) error { return e.serverReachable(ctx, ph, in.reg) }
+	if err := in.conf.applier(ph).ApplyLive(ctx, in.plan, reachable); err != nil {
 		return nil, in.bootNet.Restore(ctx, log, err)
 	}
 	st.ClearError()
@@ -157,7 +155,7 @@ func (e *env) persistPlan(ctx context.Context, ph *phase, in applyInput) (*outco
 	if in.plan == nil {
 		return &outcome{state: st}, nil
 	}
-	if err := in.conf.applier(ph.log).Persist(in.plan); err != nil {
+	if err := in.conf.applier(ph).Persist(in.plan); err != nil {
 		return nil, err
 	}
 	st.NetworkState = netreport.StateReady
@@ -168,11 +166,11 @@ func (e *env) persistPlan(ctx context.Context, ph *phase, in applyInput) (*outco
 
 // applicatorPresent guards the unchanged-digest shortcut: if someone removed
 // the applicator the config is written again.
-func (e *env) applicatorPresent(rd *apply.Rendered) bool {
+func applicatorPresent(files host.FS, rd *apply.Rendered) bool {
 	if rd.Configurator == protocol.ConfiguratorNone {
 		return true
 	}
-	_, err := e.files.Stat(host.Applicator)
+	_, err := files.Stat(host.Applicator)
 	return err == nil
 }
 
@@ -181,7 +179,7 @@ func (e *env) applicatorPresent(rd *apply.Rendered) bool {
 // answer over the new network. A plain GET
 // of the registration URL is answered by every elemental-operator without
 // authentication (docs/protocol.md §1.2).
-func (e *env) serverReachable(ctx context.Context, reg protocol.Registration) error {
+func (e *env) serverReachable(ctx context.Context, ph *phase, reg protocol.Registration) error {
 	// A server restarting at this very moment must not roll back a good
 	// network: ask a few times, well inside the checkpoint's timeout.
 	window := e.o.ReachabilityWindow
@@ -189,7 +187,7 @@ func (e *env) serverReachable(ctx context.Context, reg protocol.Registration) er
 		window = DefaultReachabilityWindow
 	}
 	p := retry.Policy{Initial: time.Second, Max: 4 * time.Second, Deadline: window, Clock: e.o.Clock, Retryable: exitcode.Retryable}
-	return p.Do(ctx, "reachability check", func(ctx context.Context, _ int) error { return e.reachableOnce(ctx, reg) })
+	return p.Do(ctx, "reachability check", func(ctx context.Context, _ int) error { return e.reachableOnce(ctx, ph, reg) })
 }
 
 // DefaultReachabilityWindow is how long the check after a live apply may
@@ -197,12 +195,12 @@ func (e *env) serverReachable(ctx context.Context, reg protocol.Registration) er
 // rolls back on its own after that.
 const DefaultReachabilityWindow = 15 * time.Second
 
-func (e *env) reachableOnce(ctx context.Context, reg protocol.Registration) error {
+func (e *env) reachableOnce(ctx context.Context, ph *phase, reg protocol.Registration) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	client := &http.Client{}
 	if strings.HasPrefix(reg.URL, "https://") {
-		tc, err := protocol.TLSConfig(e.trustedCA(reg), false)
+		tc, err := protocol.TLSConfig(e.trustedCA(ph, reg), false)
 		if err != nil {
 			return err
 		}
@@ -288,7 +286,7 @@ func printRender(ctx context.Context, o Options, nc *protocol.NetworkConfig, nms
 	e := newEnv(o)
 	c := &configured{cfg: &protocol.Config{}, nmstate: nmstate, netPolicy: pol, offline: offline, apply: e.ownedApplier(nmstate, pol)}
 	net := &netConfig{config: nc, rendered: rd}
-	ph := e.phase(PhasePlan)
+	ph := e.phase(PhasePlan, redactor{})
 	plan, err := e.plan(ctx, ph, c, state.State{}, net, false)
 	if err != nil {
 		return err

@@ -45,7 +45,7 @@ func TestReachabilityWindow(t *testing.T) {
 		cfg := &protocol.Config{}
 		cfg.Elemental.Registration.URL = url
 		e := newEnv(Options{ReachabilityWindow: c.window, Clock: clock})
-		err := e.serverReachable(t.Context(), cfg.Elemental.Registration)
+		err := e.serverReachable(t.Context(), e.phase(PhaseApply, redactor{}), cfg.Elemental.Registration)
 		if !errors.Is(err, retry.ErrDeadline) {
 			t.Fatalf("window %s: %v, want the retry deadline", c.window, err)
 		}

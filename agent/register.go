@@ -63,7 +63,7 @@ func (p *pendingInventory) wait(ctx context.Context) (*inventory.Inventory, erro
 	}
 }
 
-func (e *env) dialOptions(reg protocol.Registration) protocol.DialOptions {
+func (e *env) dialOptions(ph *phase, reg protocol.Registration) protocol.DialOptions {
 	// The upgrade gets no more time than a whole session: a server that
 	// accepts TCP and never answers must not hold the run for gorilla's
 	// default 45 s.
@@ -71,7 +71,7 @@ func (e *env) dialOptions(reg protocol.Registration) protocol.DialOptions {
 	if session == 0 {
 		session = protocol.DefaultSessionDeadline
 	}
-	return protocol.DialOptions{URL: reg.URL, CACert: e.trustedCA(reg), SessionDeadline: session, HandshakeTimeout: session}
+	return protocol.DialOptions{URL: reg.URL, CACert: e.trustedCA(ph, reg), SessionDeadline: session, HandshakeTimeout: session}
 }
 
 // policy is the retry policy of a phase: its waits are logged and shown in
@@ -115,27 +115,25 @@ func bound(ctx context.Context, deadline time.Duration) (context.Context, contex
 func (e *env) register(ctx context.Context, ph *phase, c *configured, id *identity) (*registration, error) {
 	ctx, cancel := bound(ctx, e.o.Deadline)
 	defer cancel()
-	var reg *registration
-	err := e.policy(e.o.Deadline, ph).Do(ctx, "registration", func(ctx context.Context, attempt int) error {
-		var err error
-		reg, err = e.registerOnce(ctx, ph, c, id.auth, c.cfg, id.state, id.state.NetworkState)
-		return classifyRegister(err)
+	reg, err := retry.Value(ctx, e.policy(e.o.Deadline, ph), "registration", func(ctx context.Context, attempt int) (*registration, error) {
+		reg, err := e.registerOnce(ctx, ph, c, id.auth, c.cfg, id.state, id.state.NetworkState)
+		return reg, classifyRegister(err)
 	})
 	if err != nil {
 		return nil, err
 	}
-	e.redact.learn(reg.cfg)
+	e.rotateCA(ctx, ph, reg.ca)
 	return reg, nil
 }
 
 // registerOnce is one registration conversation from cfg (the local config,
 // or a registration's) and st (the state so far); netState is the
 // network-config.state reported back (see reportBack). It changes none of
-// its arguments: the merged config and the new state are in what it
-// returns.
+// its arguments and writes nothing: the merged config, the new state and
+// what the server said of its CA are in what it returns.
 func (e *env) registerOnce(ctx context.Context, ph *phase, c *configured, auth protocol.Authenticator, cfg *protocol.Config, st state.State, netState string) (*registration, error) {
 	reg := cfg.Elemental.Registration
-	cc, err := protocol.Dial(ctx, e.dialOptions(reg), auth)
+	cc, err := protocol.Dial(ctx, e.dialOptions(ph, reg), auth)
 	if err != nil {
 		return nil, err
 	}
@@ -169,18 +167,19 @@ func (e *env) registerOnce(ctx context.Context, ph *phase, c *configured, auth p
 	if w := localconfig.MovedURL(*cfg, merged); w != "" {
 		log.WithField("url", protocol.RedactURL(reg.URL)).WithField("moved-to", protocol.RedactURL(merged.Elemental.Registration.URL)).Warn(w)
 	}
-	// The server's CA is never merged: rotation takes it, or not.
+	// The server's CA is never merged: rotation takes it, or not, once
+	// the phase's retries are over.
 	merged.Elemental.Registration.CACert = reg.CACert
-	e.rotateCA(ctx, log, reg, sentCA, cc.PeerCertificates())
 	got := log.WithField("explicit-network-config", reply.ExplicitNetworkConfig)
 	if reply.Network != nil {
 		got = got.WithField("configurator", reply.Network.Configurator).WithField("addresses", len(reply.Network.IPAddresses))
 	}
 	got.Debug("received MsgConfig")
 	checkServerReply(log, reply)
-	out := &registration{reply: reply, cfg: &merged, updated: st.Registered(), state: st}
+	out := &registration{reply: reply, cfg: &merged, updated: st.Registered(), state: st,
+		ca: caAnnouncement{reg: reg, sent: sentCA, peer: cc.PeerCertificates()}}
 	if out.state.InitialRegistration.IsZero() {
-		out.state.InitialRegistration = time.Now().UTC()
+		out.state.InitialRegistration = e.o.Clock.Now().UTC()
 	}
 	return out, nil
 }

@@ -49,7 +49,7 @@ func TestRenderIgnoresThisHostsKeyfiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	var notOurs *apply.NotOwnedError
-	if _, err := e.plan(t.Context(), e.phase(PhasePlan), conf, state.State{}, &netConfig{config: nc, rendered: rd}, false); !errors.As(err, &notOurs) {
+	if _, err := e.plan(t.Context(), e.phase(PhasePlan, redactor{}), conf, state.State{}, &netConfig{config: nc, rendered: rd}, false); !errors.As(err, &notOurs) {
 		t.Errorf("a plan for this machine replaced a foreign keyfile: %v", err)
 	}
 }

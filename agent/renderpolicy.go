@@ -18,7 +18,7 @@ func renderPolicy(root, configPath string, required bool) (netpolicy.Policy, err
 	if configPath == "" {
 		return netpolicy.Policy{}, nil
 	}
-	files := newEnv(Options{Root: root}).files
+	files := newEnv(Options{Root: root}).root
 	b, err := files.ReadFile(configPath, localconfig.MaxFileBytes)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && !required:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nodereg/nodereg/agent/localconfig"
 	"github.com/nodereg/nodereg/agent/retry"
+	"github.com/nodereg/nodereg/bootstrap"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/logx"
 	"github.com/nodereg/nodereg/tpm"
@@ -80,24 +81,28 @@ type Options struct {
 }
 
 // env is a run's environment, fixed when it starts (newEnv) and read
-// only after: the options (the clock among them), the logger, the
-// notifier, the host edge (real, or printing in a dry run; notLive under a
-// scratch root) with its tool table, and the apply phase's work chosen
-// with it. What spans the phases is not here: each phase returns its
-// product (handoffs).
+// only after: the options (the clock among them, never nil), the logger,
+// the notifier, the host's files below --root and the runner (notLive
+// under a scratch root), the tool table and the other environment
+// variables a run reads, and the apply phase's work chosen with them.
+// Nothing of it changes during the run: what spans the phases is each
+// phase's product (handoffs), the secrets a dry run must not print among
+// them, and each phase gets its own edges made from those (env.phase).
 type env struct {
 	o      Options
 	log    *logrus.Entry
 	notify Notifier
-	files  host.FS
+	// root is the host's files below --root: read through it anywhere; a
+	// phase writes through its phase.files (printing in a dry run).
+	root   host.Root
 	runner host.Runner
 	tools  host.Tools
+	// probeInterval is bootstrap.ProbeIntervalEnv's value, read with the
+	// tool table.
+	probeInterval string
 	// applyPlan is PhaseApply's work: applyLive, printPlan in a dry run,
 	// persistPlan under a scratch root.
 	applyPlan func(*env, context.Context, *phase, applyInput) (*outcome, error)
-	// redact is a dry run's output filter (nil otherwise): it learns the
-	// secrets of each config the run gets.
-	redact *redactor
 }
 
 // Result is what a run did, for the caller's summary and for tests.
@@ -143,6 +148,10 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	return res, err
 }
 
+// newEnv fixes the run's environment: the options' defaults, the edges
+// and the apply phase's work for a dry run or a scratch root, and the
+// process environment, read here once (the tool table, the bootstrap
+// probe interval).
 func newEnv(o Options) *env {
 	o.Log = logx.OrDiscard(o.Log)
 	if o.Notifier == nil {
@@ -166,29 +175,42 @@ func newEnv(o Options) *env {
 	if o.Runner == nil {
 		o.Runner = host.ExecRunner{}
 	}
-	e := &env{o: o, log: o.Log, notify: o.Notifier, files: host.Root(o.Root), runner: o.Runner, tools: host.ToolsFromEnv(os.Getenv)}
-	e.applyPlan = (*env).applyLive
-	if o.DryRun {
-		// A dry run is the same run with printing edges: files and
-		// commands that change the host are printed, read-only commands
-		// run, systemd is not told, and the plan is printed, not applied.
-		e.redact = &redactor{}
-		e.o.Out = redactingWriter{w: o.Out, s: e.redact}
-		e.files = host.Print{Root: host.Root(o.Root), W: e.o.Out}
-		e.runner = host.PrintRunner{W: e.o.Out, Real: o.Runner}
-		e.notify = nopNotifier{}
-		e.applyPlan = (*env).printPlan
+	if o.Clock == nil {
+		o.Clock = retry.SystemClock{}
 	}
-	if o.PersistOnly && !o.DryRun {
+	notify, runner, applyPlan := o.Notifier, o.Runner, (*env).applyLive
+	switch {
+	case o.DryRun:
+		// A dry run is the same run with printing edges (env.phase):
+		// files and commands that change the host are printed, read-only
+		// commands run, systemd is not told, and the plan is printed, not
+		// applied.
+		notify, applyPlan = nopNotifier{}, (*env).printPlan
+	case o.PersistOnly:
 		// A scratch root: files are written under it, nothing reaches the
-		// host's live network or its toolkit (a dry run prints instead).
-		log := e.log
-		e.runner = host.NotLive{Real: o.Runner, Say: func(c host.Command) {
+		// host's live network or its toolkit.
+		log := o.Log
+		runner = host.NotLive{Real: o.Runner, Say: func(c host.Command) {
 			log.Warnf("not running %s: --root is not / (--apply-live runs it)", c)
 		}}
-		e.applyPlan = (*env).persistPlan
+		applyPlan = (*env).persistPlan
 	}
-	return e
+	return &env{
+		o: o, log: o.Log, notify: notify, root: host.Root(o.Root), runner: runner,
+		tools: host.ToolsFromEnv(os.Getenv), probeInterval: os.Getenv(bootstrap.ProbeIntervalEnv),
+		applyPlan: applyPlan,
+	}
+}
+
+// edges are the host edge one phase writes through: the files, the runner
+// and the output, printing in a dry run with the secrets known so far
+// redacted (r, learnt from the products of the phases before).
+func (e *env) edges(r redactor) (host.FS, host.Runner, io.Writer) {
+	if !e.o.DryRun {
+		return e.root, e.runner, e.o.Out
+	}
+	out := redactingWriter{w: e.o.Out, s: r}
+	return host.Print{Root: e.root, W: out}, host.PrintRunner{W: out, Real: e.runner}, out
 }
 
 // DefaultLockWait is how long a run waits for another to release the state
@@ -212,4 +234,4 @@ func (e *env) close(h *handoffs, res *Result) {
 	res.TPM = h.id.tpm.Counts()
 }
 
-func (e *env) path(p string) string { return e.files.Path(p) }
+func (e *env) path(p string) string { return e.root.Path(p) }

@@ -20,12 +20,11 @@ import (
 // loadConfig is PhaseConfig: the local config, the labels and annotations
 // sent with every registration, and the inventory collection started.
 func (e *env) loadConfig(ctx context.Context, ph *phase) (*configured, error) {
-	f, err := localconfig.Read(e.files, e.o.ConfigPath, e.o.Overrides, ph.log)
+	f, err := localconfig.Read(ph.files, e.o.ConfigPath, e.o.Overrides, ph.log)
 	if err != nil {
 		return nil, err
 	}
 	c := &configured{cfg: f.Config, nmstate: f.Nmstate}
-	e.redact.learn(c.cfg)
 	if c.boot, err = f.Bootstrap(); err != nil {
 		return nil, err
 	}
@@ -43,19 +42,19 @@ func (e *env) loadConfig(ctx context.Context, ph *phase) (*configured, error) {
 		return nil, &errclass.ConfigError{Err: err}
 	}
 	c.annotations = inventory.Annotations(inventory.AnnotationOptions{
-		Files: e.files, RegVersion: e.o.Version, Auth: kind(reg, reg.Auth), NoToolkit: reg.NoToolkit,
+		Files: ph.files, RegVersion: e.o.Version, Auth: kind(reg, reg.Auth), NoToolkit: reg.NoToolkit,
 	})
 	if !strings.HasPrefix(reg.URL, "https://") {
-		e.log.WithField("url", protocol.RedactURL(reg.URL)).Warn("registration URL is plain http: the conversation is neither encrypted nor authenticated")
+		ph.log.WithField("url", protocol.RedactURL(reg.URL)).Warn("registration URL is plain http: the conversation is neither encrypted nor authenticated")
 	}
 	// The inventory needs nothing from the server: collect it while the
 	// TPM and the connection are being set up; PhaseRegister sends it.
 	c.inv = collectInventory(ctx, inventory.Options{
-		Files: e.files, NoSMBIOS: reg.NoSMBIOS,
+		Files: ph.files, NoSMBIOS: reg.NoSMBIOS,
 		// The wait for it happens inside a connection's session, so it
 		// gets half a session at most; a slow module is left out.
 		Deadline: protocol.DefaultSessionDeadline / 2,
-		Log:      e.log.WithField("phase", PhaseRegister).WithField("step", "inventory"),
+		Log:      ph.log.WithField("step", "inventory"),
 	})
 	return c, nil
 }
@@ -63,7 +62,7 @@ func (e *env) loadConfig(ctx context.Context, ph *phase) (*configured, error) {
 // readState is PhaseState: the previous run's state file; install and
 // reset forget the registration and the network config in it.
 func (e *env) readState(ph *phase) (*prior, error) {
-	st, note, err := loadState(e.files, e.o.StatePath)
+	st, note, err := loadState(ph.files, e.o.StatePath)
 	if err != nil {
 		return nil, err
 	}
@@ -97,21 +96,21 @@ func (e *env) identify(ph *phase, c *configured, p *prior) (*identity, error) {
 	id := &identity{state: p.state}
 	switch reg.Auth {
 	case localconfig.AuthMAC:
-		mac, err := inventory.MACAddress(e.files)
+		mac, err := inventory.MACAddress(ph.files)
 		if err != nil {
 			return nil, errclass.Configf("auth mac: %w", err)
 		}
 		id.auth = protocol.Plain{AuthKind: kind(reg, localconfig.AuthMAC), ID: mac}
 		plainIdentity(ph, localconfig.AuthMAC, mac)
 	case localconfig.AuthSysUUID:
-		u, err := inventory.SystemUUID(e.files)
+		u, err := inventory.SystemUUID(ph.files)
 		if err != nil {
 			return nil, errclass.Configf("auth sys-uuid: %w", err)
 		}
 		id.auth = protocol.Plain{AuthKind: kind(reg, localconfig.AuthSysUUID), ID: u}
 		plainIdentity(ph, localconfig.AuthSysUUID, u)
 	case localconfig.AuthTPM:
-		return id, e.openTPM(ph.log, reg, id)
+		return id, e.openTPM(ph, reg, id)
 	}
 	return id, nil
 }
@@ -132,29 +131,23 @@ func kind(reg protocol.Registration, k string) string {
 }
 
 // openTPM opens the TPM into id: its authenticator and hash, and the
-// emulation settings in id.state.
-func (e *env) openTPM(log *logrus.Entry, reg protocol.Registration, id *identity) error {
-	opts := tpm.Options{Device: reg.TPMDevice, AKBlob: id.state.AKBlob(), Log: log,
+// emulation settings in id.state (id.seedDrawn: a new seed to save).
+func (e *env) openTPM(ph *phase, reg protocol.Registration, id *identity) error {
+	opts := tpm.Options{Device: reg.TPMDevice, AKBlob: id.state.AKBlob(), Log: ph.log,
 		// A dry run writes nothing on the node, and a scratch root is not
 		// this machine's install: neither may make keys persistent in the
 		// machine's TPM.
 		NoPersist: e.o.DryRun || e.o.PersistOnly,
 	}
 	if reg.EmulateTPM {
-		uuid, _ := inventory.SystemUUID(e.files)
+		uuid, _ := inventory.SystemUUID(ph.files)
 		opts.Emulate = true
 		opts.Seed = tpm.ResolveSeed(true, reg.EmulatedTPMSeed, id.state.EmulatedTPM, id.state.EmulatedTPMSeed, uuid)
-		fresh := !id.state.EmulatedTPM
+		// The seed is the emulated TPM's identity, maybe drawn at random:
+		// the runner saves it when this phase ends, before the server
+		// hears of it. A dry run writes nothing.
+		id.seedDrawn = !id.state.EmulatedTPM && !e.o.DryRun
 		id.state.EmulatedTPM, id.state.EmulatedTPMSeed = true, opts.Seed
-		if fresh && !e.o.DryRun {
-			// The seed is the emulated TPM's identity, maybe drawn at
-			// random: on disk before the server hears of it, so a power
-			// cut before the run's end cannot make the next boot draw
-			// another, a second inventory (docs/apply.md, crash consistency).
-			if err := id.state.Save(e.files, e.o.StatePath); err != nil {
-				return err
-			}
-		}
 	} else {
 		id.state.EmulatedTPM = false
 		// A disk named as TPM would get TPM commands written into it.
@@ -178,20 +171,23 @@ func (e *env) openTPM(log *logrus.Entry, reg protocol.Registration, id *identity
 		return err
 	}
 	id.hash = h
-	e.log.WithField("tpm-hash", h).Info("TPM identity")
+	ph.log.WithField("tpm-hash", h).Info("TPM identity")
 	return nil
 }
 
-// finish is PhaseFinish: the state saved (with the TPM's AK, which the
-// run may have made) and systemd told the run is ready.
-func (e *env) finish(st state.State, id *identity) error {
-	if id.tpm != nil {
+// finalState is PhaseFinish's product: the state the run ends with, with
+// the TPM's AK (which the run may have made); the runner saves it, then
+// tells systemd the run is ready.
+func finalState(st state.State, id *identity) *state.State {
+	st = withAK(st, id)
+	st.LastPhase = string(PhaseFinish)
+	return &st
+}
+
+// withAK is st with the AK of id's TPM, if it has one.
+func withAK(st state.State, id *identity) state.State {
+	if id != nil && id.tpm != nil {
 		st.SetAKBlob(id.tpm.AKBlob())
 	}
-	st.LastPhase = string(PhaseFinish)
-	if err := st.Save(e.files, e.o.StatePath); err != nil {
-		return err
-	}
-	e.notify.Ready()
-	return nil
+	return st
 }

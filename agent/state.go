@@ -33,7 +33,7 @@ func (e *env) lock(ctx context.Context) (unlock func(), err error) {
 		return func() {}, nil
 	}
 	dir := path.Dir(e.o.StatePath)
-	if err := e.files.MkdirAll(dir, 0o700); err != nil {
+	if err := e.root.MkdirAll(dir, 0o700); err != nil {
 		return nil, &PhaseError{Phase: PhaseState, Err: fmt.Errorf("creating state directory: %w", err)}
 	}
 	wait := e.o.LockWait
@@ -43,7 +43,7 @@ func (e *env) lock(ctx context.Context) (unlock func(), err error) {
 	if e.o.Deadline > 0 && e.o.Deadline < wait {
 		wait = e.o.Deadline // --deadline bounds the whole run's wait
 	}
-	release, err := e.files.Lock(ctx, path.Join(dir, statelock.Name), wait)
+	release, err := e.root.Lock(ctx, path.Join(dir, statelock.Name), wait)
 	if err != nil {
 		var stopped *exitcode.StoppedError
 		if errors.As(context.Cause(ctx), &stopped) {
@@ -51,7 +51,7 @@ func (e *env) lock(ctx context.Context) (unlock func(), err error) {
 		}
 		// Logged as a phase's failure is: the final line leaves out the
 		// error of a PhaseError, and this one names the holder's pid.
-		e.log.WithField("phase", PhaseState).WithError(err).Error("[failed]")
+		e.phase(PhaseState, redactor{}).log.WithError(err).Error("[failed]")
 		return nil, &PhaseError{Phase: PhaseState, Err: err}
 	}
 	e.removeStaleTemps()
@@ -62,13 +62,14 @@ func (e *env) lock(ctx context.Context) (unlock func(), err error) {
 // the directories the agent writes; the state lock is held, so none is in
 // flight (docs/reliability.md, "Hostile server").
 func (e *env) removeStaleTemps() {
+	log := e.phase(PhaseState, redactor{}).log
 	for _, dir := range []string{path.Dir(e.o.StatePath), host.KeyfileDir, host.StateDir, catrust.Dir, path.Dir(host.Applicator), host.RuntimeKeyfileDir} {
-		removed, err := e.files.RemoveStale(dir)
+		removed, err := e.root.RemoveStale(dir)
 		if err != nil {
-			e.log.WithField("phase", PhaseState).WithError(err).Warn("removing stale temp files")
+			log.WithError(err).Warn("removing stale temp files")
 		}
 		for _, f := range removed {
-			e.log.WithField("phase", PhaseState).WithField("file", f).Info("removed a temp file an interrupted run left")
+			log.WithField("file", f).Info("removed a temp file an interrupted run left")
 		}
 	}
 }

@@ -35,7 +35,7 @@ func TestIdentityLeavesTheTPMAloneUnlessLive(t *testing.T) {
 			conf := &configured{cfg: &protocol.Config{}}
 			conf.cfg.Elemental.Registration.Auth = localconfig.AuthTPM
 			conf.cfg.Elemental.Registration.TPMDevice = s.Device()
-			id, err := e.identify(e.phase(PhaseIdentity), conf, &prior{})
+			id, err := e.identify(e.phase(PhaseIdentity, redactor{}), conf, &prior{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -62,27 +62,40 @@ func TestEmulatedSeedSavedBeforeRegistering(t *testing.T) {
 	seeds := map[int64]bool{}
 	for range 2 {
 		e := newEnv(Options{Root: root})
-		st, _, err := state.Load(e.files, e.o.StatePath)
+		st, _, err := state.Load(e.root, e.o.StatePath)
 		if err != nil {
 			t.Fatal(err)
 		}
-		id := &identity{state: *st}
-		var reg protocol.Registration
+		conf := &configured{cfg: &protocol.Config{}}
+		reg := &conf.cfg.Elemental.Registration
 		reg.Auth = localconfig.AuthTPM
 		reg.EmulateTPM = true
 		reg.EmulatedTPMSeed = tpm.RandomSeed
+		h := handoffs{conf: conf, prior: &prior{state: *st}}
 		// In the default build the emulation is missing and Open fails:
 		// the seed must be on disk all the same, the run stopping here.
-		if err := e.openTPM(e.log, reg, id); err == nil {
-			id.tpm.Close()
+		if err := e.runStage(t.Context(), stageOf(t, PhaseIdentity), e.phase(PhaseIdentity, redactor{}), &h); err == nil {
+			h.id.tpm.Close()
 		}
-		saved, _, err := state.Load(e.files, e.o.StatePath)
-		if err != nil || !saved.EmulatedTPM || saved.EmulatedTPMSeed != id.state.EmulatedTPMSeed {
-			t.Fatalf("state after the identity phase: %+v, %v; want seed %d", saved, err, id.state.EmulatedTPMSeed)
+		saved, _, err := state.Load(e.root, e.o.StatePath)
+		if err != nil || !saved.EmulatedTPM || saved.EmulatedTPMSeed != h.id.state.EmulatedTPMSeed {
+			t.Fatalf("state after the identity phase: %+v, %v; want seed %d", saved, err, h.id.state.EmulatedTPMSeed)
 		}
 		seeds[saved.EmulatedTPMSeed] = true
 	}
 	if len(seeds) != 1 {
 		t.Errorf("two runs cut before their end used seeds %v, want one", seeds)
 	}
+}
+
+// stageOf is phaseList's stage for p.
+func stageOf(t *testing.T, p Phase) stage {
+	t.Helper()
+	for _, s := range phaseList {
+		if s.phase == p {
+			return s
+		}
+	}
+	t.Fatalf("no stage %s in phaseList", p)
+	return stage{}
 }

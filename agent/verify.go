@@ -24,7 +24,7 @@ func Verify(ctx context.Context, o Options) *verify.Report {
 // uses the same.
 func verifyInput(o Options) verify.Input {
 	e := newEnv(o)
-	files := e.files
+	files := e.root
 	in := verify.Input{Files: files, Runner: e.runner, Nmcli: e.tools.Nmcli, BootstrapKeyfiles: bootstrapKeyfiles}
 	verifyState(&in, files, e.o.StatePath)
 	f, err := localconfig.Read(files, e.o.ConfigPath, e.o.Overrides, nil)

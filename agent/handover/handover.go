@@ -42,10 +42,6 @@ type Request struct {
 	SystemAgent *SystemAgent
 	// Plan is the network config's plan (nil: none).
 	Plan *apply.Plan
-	// SaveState saves the state file on this machine, after the hook is
-	// written and before the toolkit runs: a reset that reboots at its end
-	// must not lose the new registration.
-	SaveState func() error
 	// Files and Runner are the run's host edge.
 	Files  host.FS
 	Runner host.Runner
@@ -63,23 +59,31 @@ func (q *Request) verb() string {
 	return "install"
 }
 
-// Run writes the hook, saves the state and runs the toolkit.
-func Run(ctx context.Context, q Request) error {
+// Toolkit is the toolkit's run a written hook waits for (Prepare). The
+// caller saves the state file on this machine between the two, so that a
+// reset that reboots at its end does not lose the new registration.
+type Toolkit struct {
+	q   Request
+	cmd host.Command
+}
+
+// Prepare writes the hook and returns the toolkit's run, not started.
+func Prepare(q Request) (*Toolkit, error) {
 	stage, oem := "before-install", oemDuringInstall
 	if q.Reset {
 		stage, oem = "before-reset", oemDuringReset
 	}
 	files, err := hookFiles(q)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	hook, err := finalizeHook(stage, oem, files)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	env, err := ToolkitEnv(q.Files, q.Reset, q.Config, q.DisableBootEntry)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	args := []string{}
 	if q.Debug {
@@ -89,23 +93,26 @@ func Run(ctx context.Context, q Request) error {
 		args = append(args, "--config-dir", d)
 	}
 	if err := q.Files.MkdirAll(path.Dir(HookPath), 0o700); err != nil {
-		return err
+		return nil, err
 	}
 	if err := q.Files.WriteFile(HookPath, hook, 0o600); err != nil {
-		return err
+		return nil, err
 	}
-	if err := q.SaveState(); err != nil {
-		return err
-	}
+	return &Toolkit{q: q, cmd: host.Command{Name: q.Elemental, Args: append(args, q.verb()), Env: env}}, nil
+}
+
+// Run runs the toolkit the hook was written for; under a scratch root
+// (PersistOnly) it runs nothing.
+func (t *Toolkit) Run(ctx context.Context) error {
+	q := t.q
 	log := logx.OrDiscard(q.Log)
-	cmd := host.Command{Name: q.Elemental, Args: append(args, q.verb()), Env: env}
 	if q.PersistOnly {
 		// A scratch root gets the hook and the state; the toolkit would
 		// install or reset this very host.
-		log.WithField("hook", HookPath).Warnf("not running %s: --root is not / (--apply-live runs it)", cmd)
+		log.WithField("hook", HookPath).Warnf("not running %s: --root is not / (--apply-live runs it)", t.cmd)
 		return nil
 	}
-	if _, err := q.Runner.Run(ctx, cmd); err != nil {
+	if _, err := q.Runner.Run(ctx, t.cmd); err != nil {
 		return fmt.Errorf("elemental %s: %w", q.verb(), err)
 	}
 	if q.Reset {

@@ -84,13 +84,17 @@ func TestRunWritesTheHookThenRunsTheToolkit(t *testing.T) {
 		rec := &recorder{state: &saved}
 		sa, err := SystemAgentFiles(&protocol.Config{}, "")
 		must(t, err)
-		err = Run(t.Context(), Request{
+		tk, err := Prepare(Request{
 			Reset: true, Elemental: "/usr/bin/elemental", Config: &protocol.Config{},
 			Registration: []byte("elemental:\n  registration:\n    url: https://reg.example/r\n"), State: []byte("state: 1\n"),
-			SystemAgent: sa, SaveState: func() error { saved = true; return nil },
-			Files: host.Root(root), Runner: rec, PersistOnly: persistOnly,
+			SystemAgent: sa, Files: host.Root(root), Runner: rec, PersistOnly: persistOnly,
 		})
 		must(t, err)
+		if len(rec.ran) != 0 {
+			t.Errorf("persist-only %v: Prepare ran %v: the toolkit must wait for the state", persistOnly, rec.ran)
+		}
+		saved = true // the caller's save, between the two
+		must(t, tk.Run(t.Context()))
 		hook, err := os.ReadFile(filepath.Join(root, HookPath))
 		must(t, err)
 		for _, want := range []string{"before-reset:", "path: /oem/elemental-registration.yaml", "path: /oem/elemental-state.yaml", "url: https://reg.example/r"} {

@@ -171,6 +171,15 @@ func (p Policy) delay(attempt int, r float64, err error, maxHint time.Duration) 
 // ends the loop, the error wraps ErrDeadline or ErrAttempts and the last
 // failure. When ctx ends a wait, it wraps ctx.Err() and the last failure.
 func (p Policy) Do(ctx context.Context, what string, op func(ctx context.Context, attempt int) error) error {
+	_, err := Value(ctx, p, what, func(ctx context.Context, attempt int) (struct{}, error) { return struct{}{}, op(ctx, attempt) })
+	return err
+}
+
+// Value is Do for an operation that produces something: it returns what
+// the attempt that succeeded returned, so that no attempt has to hand its
+// result out through a variable the caller shares with every attempt.
+func Value[T any](ctx context.Context, p Policy, what string, op func(ctx context.Context, attempt int) (T, error)) (T, error) {
+	var zero T
 	clock := p.Clock
 	if clock == nil {
 		clock = SystemClock{}
@@ -209,30 +218,30 @@ func (p Policy) Do(ctx context.Context, what string, op func(ctx context.Context
 			if last != nil {
 				// The wait and a hard deadline can end together: the
 				// reason is the last failure, not the clock.
-				return fmt.Errorf("%s: stopped before attempt %d: %w (last failure: %w)", what, attempt, err, last)
+				return zero, fmt.Errorf("%s: stopped before attempt %d: %w (last failure: %w)", what, attempt, err, last)
 			}
-			return fmt.Errorf("%s: stopped before attempt %d: %w", what, attempt, err)
+			return zero, fmt.Errorf("%s: stopped before attempt %d: %w", what, attempt, err)
 		}
-		err := op(ctx, attempt)
+		v, err := op(ctx, attempt)
 		prev, last = last, err
 		if err == nil {
-			return nil
+			return v, nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%s: attempt %d: %w", what, attempt, cut(err))
+			return zero, fmt.Errorf("%s: attempt %d: %w", what, attempt, cut(err))
 		}
 		if !retryable(err) {
-			return fmt.Errorf("%s: attempt %d failed, not retrying: %w", what, attempt, err)
+			return zero, fmt.Errorf("%s: attempt %d failed, not retrying: %w", what, attempt, err)
 		}
 		if p.MaxAttempts > 0 && attempt >= p.MaxAttempts {
-			return fmt.Errorf("%s: giving up after %d attempts: %w: %w", what, attempt, ErrAttempts, err)
+			return zero, fmt.Errorf("%s: giving up after %d attempts: %w: %w", what, attempt, ErrAttempts, err)
 		}
 
 		delay := p.delay(attempt, rnd(), err, maxHint)
 		if !deadline.IsZero() {
 			left := deadline.Sub(clock.Now())
 			if left <= 0 {
-				return fmt.Errorf("%s: giving up after %d attempts in %s: %w: %w",
+				return zero, fmt.Errorf("%s: giving up after %d attempts in %s: %w: %w",
 					what, attempt, clock.Now().Sub(start).Round(time.Millisecond), ErrDeadline, cut(err))
 			}
 			delay = min(delay, left)
@@ -243,7 +252,7 @@ func (p Policy) Do(ctx context.Context, what string, op func(ctx context.Context
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s: waiting after attempt %d: %w (last failure: %w)", what, attempt, ctx.Err(), err)
+			return zero, fmt.Errorf("%s: waiting after attempt %d: %w (last failure: %w)", what, attempt, ctx.Err(), err)
 		case <-clock.After(delay):
 		}
 	}
