@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
+	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"gopkg.in/yaml.v3"
 
@@ -42,9 +45,10 @@ func DropInDirs(configPath string) []string {
 }
 
 // readDropIns reads the drop-ins of configPath: regular files only, from
-// directories that are not links, neither writable by group or others
-// (a drop-in decides the registration URL and the bootstrap network).
-// A missing directory has none.
+// directories that are not links, each of them and every directory above
+// them up to "/" (the root of files) owned by root and writable by no one
+// else (trusted): a drop-in decides the registration URL, the network
+// policy and the bootstrap network. A missing directory has none.
 func readDropIns(files host.FS, configPath string) ([]dropIn, error) {
 	var out []dropIn
 	var total int64
@@ -85,6 +89,9 @@ func dropInNames(files host.FS, dir string) ([]string, error) {
 	if err := checkDropIn(files, dir, true); err != nil {
 		return nil, err
 	}
+	if err := checkAbove(files, dir); err != nil {
+		return nil, err
+	}
 	entries, err := files.ReadDir(dir)
 	if err != nil {
 		return nil, errclass.Configf("drop-in directory %s: %w", files.Path(dir), err)
@@ -103,7 +110,8 @@ func dropInNames(files host.FS, dir string) ([]string, error) {
 }
 
 // checkDropIn refuses a link, the wrong kind of file, and a file or
-// directory that group or others may write.
+// directory that is not trusted (another owner than root, or writable by
+// group or others).
 func checkDropIn(files host.FS, p string, dir bool) error {
 	fi, err := files.Lstat(p)
 	if err != nil {
@@ -116,8 +124,62 @@ func checkDropIn(files host.FS, p string, dir bool) error {
 	switch {
 	case fi.Mode().Type() != want:
 		return errclass.Configf("drop-in %s: not %s (%s): drop-ins are read only from real files and directories", files.Path(p), kind, fileKind(fi.Mode()))
+	}
+	return trusted(files, p, fi, "drop-in")
+}
+
+// checkAbove checks every directory above the drop-in directory dir, up to
+// "/" of files (--root, or the host's own "/"), as trusted does: whoever
+// may write one of them may rename the drop-in directory away and put one
+// of their own in its place. A directory on the way that is a link is
+// judged by what it leads to (Stat), which must be a directory.
+func checkAbove(files host.FS, dir string) error {
+	if !path.IsAbs(dir) {
+		// A relative --config on the host: the directories above it are
+		// the working directory's; below a root, p is taken from its "/".
+		dir = path.Join("/", dir)
+		if host.Live(files) {
+			abs, err := filepath.Abs(filepath.FromSlash(dir))
+			if err != nil {
+				return errclass.Configf("drop-in directory %s: %w", dir, err)
+			}
+			dir = filepath.ToSlash(abs)
+		}
+	}
+	for p := path.Dir(dir); ; p = path.Dir(p) {
+		fi, err := files.Stat(p)
+		if err != nil {
+			return errclass.Configf("drop-in directory %s: %w", files.Path(dir), err)
+		}
+		what := "drop-in directory " + files.Path(dir) + ": the directory above it"
+		if !fi.IsDir() {
+			return errclass.Configf("%s %s is not a directory", what, files.Path(p))
+		}
+		if err := trusted(files, p, fi, what); err != nil {
+			return err
+		}
+		if p == "/" {
+			return nil
+		}
+	}
+}
+
+// trusted refuses p (a drop-in, its directory or a directory above them,
+// as what says) unless it is writable by its owner only and that owner is
+// root, or the uid the agent runs as (a test's or an image build's
+// unprivileged run trusts itself, never another user). Under --root the
+// uid is the one on this machine's disk.
+func trusted(files host.FS, p string, fi fs.FileInfo, what string) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return errclass.Configf("%s %s: its owner cannot be read: refused", what, files.Path(p))
+	}
+	const why = "refused (drop-ins, their directories and the directories above them must be root's and writable by no one else)"
+	switch {
 	case fi.Mode().Perm()&0o022 != 0:
-		return errclass.Configf("drop-in %s: writable by group or others (%04o): refused", files.Path(p), fi.Mode().Perm())
+		return errclass.Configf("%s %s: writable by group or others (%04o, owner uid %d): %s", what, files.Path(p), fi.Mode().Perm(), st.Uid, why)
+	case st.Uid != 0 && int(st.Uid) != os.Geteuid():
+		return errclass.Configf("%s %s: owned by uid %d, not root: %s", what, files.Path(p), st.Uid, why)
 	}
 	return nil
 }

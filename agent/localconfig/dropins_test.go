@@ -163,6 +163,42 @@ func TestDropInRefused(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
+		// Everything the agent trusts is root's: the drop-in, its
+		// directory and each directory above them up to the root.
+		{"foreign-owned drop-in", "config.d/50-x.yaml: owned by uid 65534, not root", func(t *testing.T, root string) {
+			writeFile(t, root, dir+"/50-x.yaml", "elemental: {registration: {auth: tpm}}", 0o600)
+			chown(t, filepath.Join(root, dir, "50-x.yaml"), nobody)
+		}},
+		{"foreign-owned directory", "/run/nodereg/config.d: owned by uid 65534, not root", func(t *testing.T, root string) {
+			writeFile(t, root, dir+"/50-x.yaml", "elemental: {registration: {auth: tpm}}", 0o600)
+			chown(t, filepath.Join(root, dir), nobody)
+		}},
+		{"foreign-owned directory above", "the directory above it " + "%ROOT%/run: owned by uid 65534, not root", func(t *testing.T, root string) {
+			writeFile(t, root, dir+"/50-x.yaml", "elemental: {registration: {auth: tpm}}", 0o600)
+			chown(t, filepath.Join(root, "run"), nobody)
+		}},
+		{"world-writable directory above", "the directory above it %ROOT%/run/nodereg: writable by group or others (0777, owner uid 0)", func(t *testing.T, root string) {
+			writeFile(t, root, dir+"/50-x.yaml", "elemental: {registration: {auth: tpm}}", 0o600)
+			chmod(t, filepath.Join(root, "run/nodereg"), 0o777)
+		}},
+		{"sticky world-writable directory above", "the directory above it %ROOT%/run: writable by group or others (0777, owner uid 0)", func(t *testing.T, root string) {
+			writeFile(t, root, dir+"/50-x.yaml", "elemental: {registration: {auth: tpm}}", 0o600)
+			chmod(t, filepath.Join(root, "run"), 0o777|os.ModeSticky)
+		}},
+		{"group-writable root", "the directory above it %ROOT%: writable by group or others (0770, owner uid 0)", func(t *testing.T, root string) {
+			writeFile(t, root, dir+"/50-x.yaml", "elemental: {registration: {auth: tpm}}", 0o600)
+			chmod(t, root, 0o770)
+		}},
+		// The shape: in a parent anyone may write, a user renamed
+		// config.d away and made their own, opting in to method=shared.
+		{"config.d swapped in a writable parent", "/oem/registration/config.d: owned by uid 65534, not root", func(t *testing.T, root string) {
+			writeFile(t, root, "/oem/registration/config.d/10-admin.yaml", "elemental: {registration: {auth: mac}}", 0o600)
+			chmod(t, filepath.Join(root, "oem/registration"), 0o777)
+			must(t, os.Rename(filepath.Join(root, "oem/registration/config.d"), filepath.Join(root, "oem/registration/config.d.old")))
+			writeFile(t, root, "/oem/registration/config.d/50-policy.yaml", "elemental:\n  registration:\n    network-policy:\n      allow: [shared]\n", 0o600)
+			chown(t, filepath.Join(root, "oem/registration/config.d"), nobody)
+			chown(t, filepath.Join(root, "oem/registration/config.d/50-policy.yaml"), nobody)
+		}},
 		{"key outside registration", "elemental.install: a drop-in holds only keys under elemental.registration", func(t *testing.T, root string) {
 			writeFile(t, root, dir+"/50-x.yaml", "elemental:\n  install:\n    device: /dev/sda\n", 0o600)
 		}},
@@ -186,8 +222,9 @@ func TestDropInRefused(t *testing.T) {
 			writeConfig(t, root, operatorConfig)
 			c.plant(t, root)
 			_, err := Read(host.Root(root), host.ConfigFile, Overrides{}, nil)
-			if err == nil || !strings.Contains(err.Error(), c.want) || exitcode.Of(err) != exitcode.Config {
-				t.Fatalf("err %v (exit %d), want a configuration error with %q", err, exitcode.Of(err), c.want)
+			want := strings.ReplaceAll(c.want, "%ROOT%", root)
+			if err == nil || !strings.Contains(err.Error(), want) || exitcode.Of(err) != exitcode.Config {
+				t.Fatalf("err %v (exit %d), want a configuration error with %q", err, exitcode.Of(err), want)
 			}
 			if strings.Contains(err.Error(), "hunter2") {
 				t.Errorf("the error shows the link's target's content: %v", err)
@@ -212,3 +249,27 @@ func symlink(t *testing.T, target, link string) {
 }
 
 func mkfifo(p string) error { return syscall.Mkfifo(p, 0o600) }
+
+// nobody is the uid a test plants as another user's.
+const nobody = 65534
+
+// chown gives p to uid; only root may, so the case is skipped otherwise.
+func chown(t *testing.T, p string, uid int) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("planting another owner needs root")
+	}
+	must(t, os.Lchown(p, uid, uid))
+}
+
+func chmod(t *testing.T, p string, mode os.FileMode) {
+	t.Helper()
+	must(t, os.Chmod(p, mode))
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
