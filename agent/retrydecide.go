@@ -30,9 +30,14 @@ func classifyRegister(err error) error {
 		return &errclass.ConfigError{Err: fmt.Errorf("the server has no inventory for this machine any more: re-provisioning needed (run `agent --reset` from recovery): %w", err)}
 	}
 	if isReply && exitcode.Of(err) == exitcode.Config {
-		// A MsgError that is not about pending addresses is the server
-		// refusing on purpose (inventory creation failed, template error):
-		// asking again gives the same answer (its class says so).
+		if why := operatorTransient(er.Message); why != "" {
+			return errclass.Wrap(errclass.Transient, "server asked to try again",
+				fmt.Errorf("the server could not complete the registration this time (%s): %w", why, err))
+		}
+		// Any other MsgError that is not about pending addresses is the
+		// server refusing on purpose (a duplicate hash, a name that
+		// already exists, a template error): asking again gives the same
+		// answer (its class says so).
 		return fmt.Errorf("the server refused the registration: %w", err)
 	}
 	return markNotUpYet(classifyNetwork(err, false))
@@ -73,4 +78,45 @@ func classifyNetwork(err error, unannounced bool) error {
 		}
 	}
 	return err
+}
+
+// operatorTransient names what makes a plain MsgError text (one without a
+// reason) worth another attempt, "" when nothing does. elemental-operator
+// sends the Kubernetes API's error text as its message: its handler has no
+// reason field (docs/protocol.md §7.5, "Texts without a reason"). What a
+// later attempt can succeed with is an optimistic-concurrency conflict (the
+// inventory was changed by a controller between read and write), a timeout
+// (of the API server, etcd, or the operator's own 10 s wait for the network
+// config) and a text that asks for another attempt. The phrases hold spaces
+// or capitals, which a sanitised inventory name (lower-case, [0-9a-z.-])
+// never does, so no name or hash in the message can make a final refusal
+// look transient.
+func operatorTransient(msg string) string {
+	for _, t := range transientTexts {
+		if strings.Contains(msg, t.phrase) {
+			return t.why
+		}
+	}
+	return ""
+}
+
+// transientTexts: the first matching phrase names the reason.
+var transientTexts = []struct{ phrase, why string }{
+	// apimachinery's conflict (HTTP 409, reason Conflict), the message of
+	// the API server's generic registry when resourceVersion is stale.
+	{"the object has been modified; please apply your changes to the latest version and try again", "Kubernetes conflict: the inventory changed under the server's write"},
+	// ServerTimeout ("... could not be completed at this time, please
+	// try again."), TooManyRequests ("... please try again later") and
+	// any server that says so in words.
+	{"try again", "the server asks to try again"},
+	// Timeouts: NewTimeoutError ("Timeout: ..."), the API server's
+	// request timeout, etcd's, a client's context or socket deadline.
+	{"Timeout: ", "timeout"},
+	{"the server was unable to return a response in the time allotted", "timeout"},
+	{"timed out", "timeout"},
+	{"deadline exceeded", "timeout"},
+	{"i/o timeout", "timeout"},
+	// The operator's handleGetNetworkConfig when its 10 s wait for the
+	// IPAM claims ran out (its spelling).
+	{"NewtworkConfig not ready", "timeout: the server's network config was not ready in time"},
 }

@@ -59,6 +59,10 @@ type Options struct {
 	// AllocationDelay holds back every new claim's address this long, so
 	// clients must wait for it.
 	AllocationDelay time.Duration
+	// UpdateConflict is a fault for tests and benchmarks: the fraction
+	// (0 to 1) of machines whose first registration is refused with
+	// elemental-operator's Kubernetes conflict text (fault.go); 0: none.
+	UpdateConflict float64
 	// NetworkWait bounds the wait for pending addresses inside MsgGet
 	// (clients at version >= 12 that did not announce the explicit ask);
 	// 0 means DefaultNetworkWait, negative means fail at once.
@@ -111,7 +115,8 @@ type Server struct {
 	rnd     io.Reader
 	log     *logrus.Entry
 
-	limits *clientLimits
+	limits   *clientLimits
+	conflict *conflictFault
 	// sessions holds a token per registration session in flight.
 	sessions chan struct{}
 	slotWait time.Duration
@@ -149,6 +154,7 @@ func New(o Options) (*Server, error) {
 	}
 	s.sessions = make(chan struct{}, o.MaxSessions)
 	s.limits = newClientLimits(o)
+	s.conflict = newConflictFault(o.UpdateConflict)
 	s.slotWait = o.SessionSlotWait
 	if s.slotWait <= 0 {
 		s.slotWait = defaultSessionSlotWait

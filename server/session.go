@@ -48,6 +48,9 @@ func (h *session) Get(ctx context.Context, s *protocol.ServerSession) (*protocol
 		readyAt time.Time
 	)
 	err := srv.store.Update(func(st *store.State) (bool, error) {
+		if er := srv.conflict.refuse(srv, st, s.Identity.Hash); er != nil {
+			return false, er
+		}
 		now := srv.now()
 		inv, err := srv.registerInventory(st, h.reg, s, h.client, now)
 		if err != nil {

@@ -21,6 +21,7 @@ type flags struct {
 	store           string
 	acceptOlderTx   bool
 	allocationDelay time.Duration
+	updateConflict  float64
 	networkWait     time.Duration
 	tlsCert         string
 	tlsKey          string
@@ -55,6 +56,7 @@ func (f *flags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.store, "store", "", "bbolt database of inventories, address claims and hardware data, created when missing; empty keeps them in memory only")
 	fs.BoolVar(&f.acceptOlderTx, "accept-older-transaction", false, "serve a store whose newest meta page is damaged from the older one, losing its last committed transaction (without it regserver refuses such a store)")
 	fs.DurationVar(&f.allocationDelay, "allocation-delay", 0, "hold back each new claim's address this long (e.g. 3s)")
+	fs.Float64Var(&f.updateConflict, "fault-update-conflict", 0, "a fault for tests: refuse the first registration of this fraction of machines (0 to 1) with elemental-operator's Kubernetes conflict text; each machine at most once")
 	fs.DurationVar(&f.networkWait, "network-wait", server.DefaultNetworkWait, "how long MsgGet waits for pending addresses for clients that cannot ask explicitly (upstream elemental-register), within the session deadline; then the session ends with an error. 0 fails at once")
 	fs.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate (PEM); with --tls-key serves https/wss")
 	fs.StringVar(&f.tlsKey, "tls-key", "", "TLS private key (PEM)")
@@ -88,6 +90,9 @@ func (f *flags) check() error {
 	}
 	if f.allocationDelay < 0 {
 		return errors.New("--allocation-delay must not be negative")
+	}
+	if !(f.updateConflict >= 0 && f.updateConflict <= 1) { // NaN too
+		return errors.New("--fault-update-conflict must be between 0 and 1 (a fraction of the machines)")
 	}
 	if f.networkWait < 0 {
 		return errors.New("--network-wait must not be negative")

@@ -140,7 +140,7 @@ func serverOptions(f *flags, cfg *regconfig.Config, st *store.Store, log *logrus
 		return v
 	}
 	opts := server.Options{
-		Config: cfg, Store: st, AllocationDelay: f.allocationDelay,
+		Config: cfg, Store: st, AllocationDelay: f.allocationDelay, UpdateConflict: f.updateConflict,
 		NetworkWait: f.networkWait, ExternalURL: f.externalURL, Log: log,
 		MaxSessions: f.maxSessions, MaxHardware: f.maxHardware,
 		MaxClientSessions: unlimited(f.maxClientSessions), NewInventoriesPerMinute: unlimited(f.newInventoriesPerMin),

@@ -72,7 +72,7 @@ func main() {
 	flag.IntVar(&o.tpmRuns, "tpm-runs", 5, "agent process runs per swtpm line (each cold run starts a fresh swtpm)")
 	flag.IntVar(&o.invRuns, "inventory-runs", 20, "inventory collections and render+persist rounds")
 	flag.IntVar(&o.loadRepeat, "load-repeat", 3, "bursts per regserver concurrency level")
-	flag.StringVar(&o.only, "only", "", "comma list of groups to run: agent,tpm,inventory,size,load,pending,storm,ratio (default all)")
+	flag.StringVar(&o.only, "only", "", "comma list of groups to run: agent,tpm,inventory,size,load,pending,storm,conflict,ratio (default all)")
 	flag.BoolVar(&o.verbose, "v", false, "details on stderr: TPM commands by code, agent logs of failed runs")
 	storms := flag.String("storm", fullStorms, "comma list of reboot-storm sizes (machines), each run from own addresses and from one NAT address")
 	short := flag.Bool("short", false, "a few seconds of each figure (CI): 3 runs a line, one burst a level, storms of 300 machines")
@@ -190,7 +190,7 @@ func bench(o options, diag io.Writer) (*results, error) {
 		// ratio next to the agent runs, before the storms leave the
 		// machine busy behind them.
 		{"agent", b.agentRuns}, {"ratio", b.ratioRows}, {"tpm", b.tpmCountRows}, {"inventory", b.inventoryRows},
-		{"size", b.sizeRows}, {"load", b.loadRows}, {"pending", b.pendingRows}, {"storm", b.stormRows},
+		{"size", b.sizeRows}, {"load", b.loadRows}, {"pending", b.pendingRows}, {"storm", b.stormRows}, {"conflict", b.conflictStormRows},
 	} {
 		if o.only == "" || slices.Contains(strings.Split(o.only, ","), g.name) {
 			res.rows = append(res.rows, g.fn()...)

@@ -37,7 +37,7 @@ type regserver struct {
 	log  string
 }
 
-func startRegserver(bin, dir string) (*regserver, error) {
+func startRegserver(bin, dir string, extra ...string) (*regserver, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("regserver: %w", err)
 	}
@@ -52,8 +52,8 @@ func startRegserver(bin, dir string) (*regserver, error) {
 	}
 	defer logf.Close()
 	// network-wait 0: addresses are ready, so MsgGet must never wait.
-	cmd := exec.Command(bin, "--config", cfg, "--store", filepath.Join(dir, storeName),
-		"--listen", "127.0.0.1:0", "--network-wait", "0")
+	cmd := exec.Command(bin, append([]string{"--config", cfg, "--store", filepath.Join(dir, storeName),
+		"--listen", "127.0.0.1:0", "--network-wait", "0"}, extra...)...)
 	cmd.Stderr = logf
 	out, err := cmd.StdoutPipe()
 	if err != nil {

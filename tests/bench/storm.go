@@ -21,13 +21,21 @@ import (
 // failure.
 const stormDeadline = 10 * time.Minute
 
-// stormMode is where the simulated machines connect from.
+// stormMode is where the simulated machines connect from, and the
+// fraction of their first registrations regserver refuses with
+// elemental-operator's Kubernetes conflict (--fault-update-conflict).
 type stormMode struct {
-	name   string
-	shared bool
+	name     string
+	shared   bool
+	conflict float64
 }
 
-var stormModes = []stormMode{{"own addresses", false}, {"one NAT address", true}}
+var stormModes = []stormMode{{"own addresses", false, 0}, {"one NAT address", true, 0}}
+
+// conflictStorm is issue 36's storm: 5 % of the machines' first updates
+// refused with the conflict the real operator sent, which the agent must
+// retry (no machine may end at 78).
+var conflictStorm = stormMode{"own addresses, 5 % of first updates refused with a Kubernetes conflict", false, 0.05}
 
 // stormAddr is machine i's source address: 127.20.0.0/16 upwards, one a
 // machine, or 127.30.0.1 for all of them behind the NAT.
@@ -66,7 +74,11 @@ type stormResult struct {
 // protocol client and the agent's retry policy and classification.
 func (b *bencher) storm(p *protocol.Payloads, n int, mode stormMode, ids *atomic.Int64) (*stormResult, error) {
 	b.nextM++
-	rs, err := startRegserver(b.bins["regserver"], fmt.Sprintf("%s/storm-%d", b.work, b.nextM))
+	var extra []string
+	if mode.conflict > 0 {
+		extra = []string{"--fault-update-conflict", fmt.Sprint(mode.conflict)}
+	}
+	rs, err := startRegserver(b.bins["regserver"], fmt.Sprintf("%s/storm-%d", b.work, b.nextM), extra...)
 	if err != nil {
 		return nil, err
 	}
@@ -124,6 +136,8 @@ func refusalKind(err error) string {
 	switch {
 	case err == nil:
 		return "ok"
+	case errors.As(err, &er) && er.Reason == "" && strings.Contains(er.Message, "Operation cannot be fulfilled"):
+		return "Kubernetes conflict"
 	case errors.As(err, &er):
 		return er.Reason
 	case errors.As(err, &he):

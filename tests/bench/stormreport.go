@@ -9,12 +9,25 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/nodereg/nodereg/agent/exitcode"
 )
 
 // stormRows runs a storm of each size in both source-address modes. Each
 // row names the storm; its histogram of retries is printed after the
 // table (stormHistograms).
 func (b *bencher) stormRows() []row {
+	return b.storms(stormModes, b.o.stormN)
+}
+
+// conflictStormRows is the conflict storm at the first storm size: 1,000
+// machines, 300 in -short (group "conflict").
+func (b *bencher) conflictStormRows() []row {
+	return b.storms([]stormMode{conflictStorm}, b.o.stormN[:1])
+}
+
+// storms runs a storm of each size in each mode.
+func (b *bencher) storms(modes []stormMode, sizes []int) []row {
 	p, err := loadPayloads()
 	if err != nil {
 		return []row{{name: "reboot storm", budget: noBudget(), err: err}}
@@ -22,23 +35,72 @@ func (b *bencher) stormRows() []row {
 	var ids atomic.Int64
 	ids.Store(1 << 28) // apart from the load bursts' machines
 	var rows []row
-	for _, n := range b.o.stormN {
-		for _, mode := range stormModes {
-			name := fmt.Sprintf("storm: %d machines, %s", n, mode.name)
-			res, err := b.storm(p, n, mode, &ids)
-			if err == nil {
-				err = res.failures()
-			}
-			if res == nil {
-				res = &stormResult{}
-			}
-			rows = append(rows, res.rows(name, err)...)
-			if err == nil {
-				b.histograms = append(b.histograms, res.histogram(name))
-			}
+	run := func(n int, mode stormMode) {
+		name := fmt.Sprintf("storm: %d machines, %s", n, mode.name)
+		res, err := b.storm(p, n, mode, &ids)
+		if err == nil {
+			err = res.failures()
+		}
+		if err == nil && mode.conflict > 0 {
+			err = res.conflictsMet()
+		}
+		if res == nil {
+			res = &stormResult{}
+		}
+		rows = append(rows, res.rows(name, err)...)
+		if mode.conflict > 0 {
+			rows = append(rows, res.conflictRows(name, err)...)
+		}
+		if err == nil {
+			b.histograms = append(b.histograms, res.histogram(name))
+		}
+	}
+	for _, n := range sizes {
+		for _, mode := range modes {
+			run(n, mode)
 		}
 	}
 	return rows
+}
+
+// conflictsMet is an error when the fault never fired: a storm that met
+// no conflict proves nothing about how the agent takes one.
+func (r *stormResult) conflictsMet() error {
+	if r.count("Kubernetes conflict") == 0 {
+		return fmt.Errorf("no machine met the injected conflict (regserver --fault-update-conflict)")
+	}
+	return nil
+}
+
+// count is the number of attempts refused with kind.
+func (r *stormResult) count(kind string) int {
+	n := 0
+	for _, m := range r.machines {
+		for _, a := range m.attempts {
+			if a.kind == kind {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// conflictRows: how many machines registered, how many ended at 78 (the
+// conflict taken as needing a person, issue 36), and the conflicts met.
+func (r *stormResult) conflictRows(name string, err error) []row {
+	registered, exit78 := 0, 0
+	for _, m := range r.machines {
+		switch {
+		case m.err == nil:
+			registered++
+		case exitcode.Of(m.err) == exitcode.Config:
+			exit78++
+		}
+	}
+	return []row{
+		{name: name + ": registered", unit: unitCount, value: float64(registered), budget: noBudget(), err: err,
+			note: fmt.Sprintf("of %d machines; %d ended with exit 78; %d attempts refused with the conflict", len(r.machines), exit78, r.count("Kubernetes conflict"))},
+	}
 }
 
 // failures is an error naming the machines that gave up: none may, within
