@@ -84,7 +84,8 @@ func DumpInventory(ctx context.Context, o Options) ([]byte, error) {
 		e.log.WithError(err).Warn("config not read: its labels are left out")
 		cfg = &protocol.Config{}
 	}
-	inv, err := inventory.Collect(ctx, inventory.Options{Files: e.root, Log: e.log})
+	inv, err := inventory.Collect(ctx, inventory.Options{Files: e.root, Log: e.log, Runner: e.runner,
+		Dmidecode: e.tools.Dmidecode, NoDmidecode: e.tools.NoDmidecode})
 	if err != nil {
 		return nil, err
 	}

@@ -197,7 +197,7 @@ func newEnv(o Options) *env {
 	}
 	return &env{
 		o: o, log: o.Log, notify: notify, root: host.Root(o.Root), runner: runner,
-		tools: host.ToolsFromEnv(os.Getenv), probeInterval: os.Getenv(bootstrap.ProbeIntervalEnv),
+		tools: host.ToolsFromEnv(os.LookupEnv), probeInterval: os.Getenv(bootstrap.ProbeIntervalEnv),
 		applyPlan: applyPlan,
 	}
 }

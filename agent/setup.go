@@ -50,7 +50,8 @@ func (e *env) loadConfig(ctx context.Context, ph *phase) (*configured, error) {
 	// The inventory needs nothing from the server: collect it while the
 	// TPM and the connection are being set up; PhaseRegister sends it.
 	c.inv = collectInventory(ctx, inventory.Options{
-		Files: ph.files, NoSMBIOS: reg.NoSMBIOS,
+		Files: ph.files, NoSMBIOS: reg.NoSMBIOS, Runner: ph.runner,
+		Dmidecode: e.tools.Dmidecode, NoDmidecode: e.tools.NoDmidecode,
 		// The wait for it happens inside a connection's session, so it
 		// gets half a session at most; a slow module is left out.
 		Deadline: protocol.DefaultSessionDeadline / 2,

@@ -60,10 +60,14 @@ type Options struct {
 	Log      *logrus.Entry
 
 	// Dmidecode is the tool table's entry (host.Tools.Dmidecode): a name
-	// looked up in PATH or a path. "" runs "dmidecode" on the live system
-	// only: it reads the running machine, not a root prefix. Without it,
-	// or when it fails, the DMI tables under /sys are decoded instead.
-	Dmidecode string
+	// looked up in PATH or a path. "" or the default name "dmidecode"
+	// runs on the live system only (it reads the running machine, not a
+	// root prefix), and not where it cannot work: no DMI table and no
+	// /dev/mem. Without it, or when it fails, the DMI tables under /sys
+	// are decoded instead. NoDmidecode never runs it
+	// (NODEREG_DMIDECODE set and empty).
+	Dmidecode   string
+	NoDmidecode bool
 	// Runner runs dmidecode (nil: host.ExecRunner).
 	Runner host.Runner
 
@@ -358,13 +362,17 @@ func Stopped(ctx context.Context) bool { return stoppedEarly(ctx) }
 // here (Options.Dmidecode says when it is run).
 func collectSMBIOS(ctx context.Context, files host.FS, o Options, log *logrus.Entry) (map[string]any, error) {
 	var dmiErr error
-	if o.Dmidecode != "" || host.Live(files) {
+	run, named, why := dmidecodeRuns(files, o)
+	if why != "" {
+		log.Debugf("inventory: dmidecode not run: %s", why)
+	}
+	if run {
 		out, err := runDmidecode(ctx, o.Runner, o.Dmidecode)
 		if err == nil {
 			return ParseDmidecode(out)
 		}
 		var missing *host.ToolMissingError
-		if o.Dmidecode != "" || !errors.As(err, &missing) {
+		if named || !errors.As(err, &missing) {
 			dmiErr = err
 			log.Debugf("inventory: dmidecode failed, decoding the DMI tables under /sys: %v", err)
 		}
@@ -374,6 +382,30 @@ func collectSMBIOS(ctx context.Context, files host.FS, o Options, log *logrus.En
 		return nil, fmt.Errorf("%w; %w", dmiErr, err)
 	}
 	return m, err
+}
+
+// dmidecodeRuns says whether dmidecode is run, whether the tool table
+// named one of its own (a path or another name: run wherever the root is,
+// as it was asked for), and why not when it is not. The default name runs
+// on the live system only, and only where it can read something: it reads
+// the kernel's DMI table, else /dev/mem, and with neither (a container, a
+// machine without SMBIOS) it would fail on every run.
+func dmidecodeRuns(files host.FS, o Options) (run, named bool, why string) {
+	named = o.Dmidecode != "" && o.Dmidecode != host.DefaultTools().Dmidecode
+	switch {
+	case o.NoDmidecode:
+		return false, named, "turned off (NODEREG_DMIDECODE is set and empty)"
+	case named:
+		return true, true, ""
+	case !host.Live(files):
+		return false, false, "" // it would read the running machine, not the root
+	}
+	for _, p := range []string{host.DMITable, host.DevMem} {
+		if _, err := files.Stat(p); err == nil {
+			return true, false, ""
+		}
+	}
+	return false, false, fmt.Sprintf("neither %s nor %s exists", host.DMITable, host.DevMem)
 }
 
 func hostname(files host.FS) (string, error) {

@@ -53,10 +53,25 @@ func TestExecRunner(t *testing.T) {
 
 func TestToolsFromEnv(t *testing.T) {
 	env := map[string]string{EnvNmstatectl: "/opt/nmstatectl", EnvElemental: "/usr/bin/elemental-test", EnvDmidecode: "/sbin/dmi", "NODEREG_SYSTEMCTL": "/bin/sc"}
-	got := ToolsFromEnv(func(k string) string { return env[k] })
+	got := ToolsFromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	want := Tools{Nmstatectl: "/opt/nmstatectl", Nmcli: "nmcli", Nmc: "nmc", Elemental: "/usr/bin/elemental-test", Dmidecode: "/sbin/dmi"}
 	if got != want {
 		t.Errorf("ToolsFromEnv = %+v, want %+v", got, want)
+	}
+}
+
+// NODEREG_DMIDECODE set and empty turns dmidecode off; any other empty
+// entry keeps its default.
+func TestToolsFromEnvEmptyDmidecodeIsOff(t *testing.T) {
+	env := map[string]string{EnvDmidecode: "", EnvNmstatectl: ""}
+	got := ToolsFromEnv(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	want := DefaultTools()
+	want.NoDmidecode = true
+	if got != want {
+		t.Errorf("ToolsFromEnv = %+v, want %+v", got, want)
+	}
+	if unset := ToolsFromEnv(func(string) (string, bool) { return "", false }); unset.NoDmidecode {
+		t.Errorf("unset NODEREG_DMIDECODE turned dmidecode off")
 	}
 }
 

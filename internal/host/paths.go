@@ -46,6 +46,7 @@ const (
 	DMIIDDir     = "/sys/class/dmi/id"
 	DMITable     = "/sys/firmware/dmi/tables/DMI"
 	DMIEntry     = "/sys/firmware/dmi/tables/smbios_entry_point"
+	DevMem       = "/dev/mem" // dmidecode reads it when the kernel exports no DMITable
 	OSRelease    = "/etc/os-release"
 	HostnameProc = "/proc/sys/kernel/hostname"
 	HostnameFile = "/etc/hostname"

@@ -17,6 +17,9 @@ type Tools struct {
 	Nmc        string // NODEREG_NMC (nm-configurator)
 	Elemental  string // NODEREG_ELEMENTAL (the toolkit's installer, for install/reset)
 	Dmidecode  string // NODEREG_DMIDECODE (the inventory's SMBIOS, read only)
+	// NoDmidecode: NODEREG_DMIDECODE is set and empty, which turns
+	// dmidecode off (the inventory decodes the kernel's DMI tables).
+	NoDmidecode bool
 }
 
 // Environment variables that override the tool table.
@@ -50,13 +53,18 @@ func (t *Tools) entries() []struct {
 }
 
 // ToolsFromEnv starts from DefaultTools and applies the NODEREG_* overrides
-// found through getenv (os.Getenv in the agent).
-func ToolsFromEnv(getenv func(string) string) Tools {
+// found through lookup (os.LookupEnv in the agent). An empty value keeps
+// the default, except NODEREG_DMIDECODE's, which turns dmidecode off: the
+// inventory has another source, the other tools have none.
+func ToolsFromEnv(lookup func(string) (string, bool)) Tools {
 	t := DefaultTools()
 	for _, e := range t.entries() {
-		if v := getenv(e.env); v != "" {
+		if v, _ := lookup(e.env); v != "" {
 			*e.dst = v
 		}
+	}
+	if v, set := lookup(EnvDmidecode); set && v == "" {
+		t.NoDmidecode = true
 	}
 	return t
 }
