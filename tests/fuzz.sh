@@ -20,6 +20,7 @@ targets="
 ./internal/state FuzzLoad
 ./nmstate FuzzGenerateKeyfiles
 ./bootstrap FuzzFromConfigFile
+./server/store FuzzOpenDamaged
 "
 
 # fuzz PKG NAME: one target; its output and exit status under $out.

@@ -114,3 +114,22 @@ func TestStoreMetaPages(t *testing.T) {
 		t.Errorf("served from the older transaction: exit %d, want m-first only:\n%s", code, out)
 	}
 }
+
+// TestStoreCutToOneMetaPage: a store cut to its first page (one meta page,
+// nothing after it) gives 78 naming the file and the cut, never a panic
+// (issue 37: checkMetas read the missing page 1 as a damaged one and
+// sliced its empty bytes).
+func TestStoreCutToOneMetaPage(t *testing.T) {
+	pristine, _, _, ps := metaStore(t)
+	for _, n := range []int{ps, ps + 16, ps + 64} {
+		p := filepath.Join(t.TempDir(), "cut.db")
+		if err := os.WriteFile(p, pristine[:n], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var stderr strings.Builder
+		code := run(context.Background(), []string{"--config", "example.yaml", "--listen", "127.0.0.1:0", "--no-tpm", "--store", p}, io.Discard, &stderr)
+		if code != exitConfig || !strings.Contains(stderr.String(), p) || !strings.Contains(stderr.String(), "truncated") {
+			t.Errorf("cut to %d bytes: exit %d, want 78 naming %s and the cut; stderr:\n%s", n, code, p, stderr.String())
+		}
+	}
+}

@@ -173,6 +173,14 @@ func (b *boltBackend) verify(path string) (partial bool, err error) {
 			if fi, err := os.Stat(path); err == nil && tx.Size() > fi.Size() {
 				return fmt.Errorf("%w: the file is %d bytes, its pages need %d (truncated?)", ErrDamaged, fi.Size(), tx.Size())
 			}
+			f, err := os.Open(path)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			if err := checkPages(f, b.db.Info().PageSize, uint64(tx.ID())); err != nil {
+				return err
+			}
 			var walk func(bk *bolt.Bucket) error
 			n := 0
 			walk = func(bk *bolt.Bucket) error {
@@ -189,7 +197,7 @@ func (b *boltBackend) verify(path string) (partial bool, err error) {
 					return nil
 				})
 			}
-			err := tx.ForEach(func(name []byte, bk *bolt.Bucket) error { return walk(bk) })
+			err = tx.ForEach(func(name []byte, bk *bolt.Bucket) error { return walk(bk) })
 			if err != nil || partial {
 				return err
 			}

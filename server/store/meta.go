@@ -33,7 +33,9 @@ const (
 
 // meta is one meta page as read from the file.
 type meta struct {
-	ok       bool
+	ok bool
+	// missing: the file ends before this page (a zero meta, raw empty).
+	missing  bool
 	pageSize uint32
 	txid     uint64 // as written; garbage when !ok
 	raw      []byte
@@ -56,6 +58,9 @@ func checksum(b []byte) uint64 {
 // wasTxid: the damaged page's checksum matches its content with the txid
 // set to t, so the damage is in the txid and the page was transaction t.
 func (m meta) wasTxid(t uint64) bool {
+	if len(m.raw) < metaLen {
+		return false
+	}
 	b := append([]byte(nil), m.raw...)
 	binary.LittleEndian.PutUint64(b[metaTxid:], t)
 	return checksum(b) == binary.LittleEndian.Uint64(b[metaChecksum:])
@@ -88,6 +93,7 @@ func readMetas(f io.ReaderAt) (m0, m1 meta, err error) {
 			sizes = append(sizes, s)
 		}
 	}
+	m1.missing = true
 	for _, s := range sizes {
 		if _, err := f.ReadAt(buf, s); err != nil {
 			continue
@@ -114,6 +120,15 @@ func checkMetas(path string, acceptOlder bool) (warning string, err error) {
 	m0, m1, err := readMetas(f)
 	if err != nil || m0.ok == m1.ok {
 		return "", nil
+	}
+	if m0.ok && m1.missing {
+		// Cut short after page 0: there is no older page to fall back to
+		// nor a newest to compare with, and wasTxid has nothing to read.
+		size := int64(-1)
+		if fi, err := f.Stat(); err == nil {
+			size = fi.Size()
+		}
+		return "", fmt.Errorf("%w: the file is %d bytes and ends before meta page 1 (at byte %d): truncated; the transactions after %d, if any, are lost", ErrDamaged, size, m0.pageSize, m0.txid)
 	}
 	good, bad, badPage := m0, m1, 1
 	if m1.ok {
