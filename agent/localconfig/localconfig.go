@@ -246,12 +246,20 @@ func parse(files host.FS, path string, sayMissing bool) (*File, error) {
 }
 
 // CA is a ca-cert value as read on the node files reaches: a file it names
-// is taken there; PEM text (or nothing) stays as it is.
+// is taken there, every link on the way resolved inside --root
+// (host.FS.InRoot); PEM text (or nothing) stays as it is.
 func CA(files host.FS, caCert string) string {
 	if caCert == "" || protocol.IsCAPEM(caCert) {
 		return caCert
 	}
-	return files.Path(caCert)
+	p, err := files.InRoot(caCert)
+	if err != nil {
+		// A path that cannot be resolved (a link loop, a directory
+		// that cannot be searched) is read as joined: the kernel then
+		// fails the read for the same reason.
+		return files.Path(caCert)
+	}
+	return p
 }
 
 // checkCA loads the CA as the dial will, so a missing, unreadable or empty

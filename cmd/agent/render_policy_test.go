@@ -43,3 +43,39 @@ func TestRenderTakesTheNodesPolicy(t *testing.T) {
 		t.Errorf("a named config file that is missing: exit %d, %s; want 78 naming it", code, stderr)
 	}
 }
+
+// The render shape: R/oem leads outside R, where a config file
+// opts in to the rule the config needs. render --root R reads the node's
+// policy inside R only (the link followed with R as "/": no config file
+// there, the default policy), so the config is refused as without --root.
+func TestRenderUnderRootReadsNoPolicyOutside(t *testing.T) {
+	nc := filepath.Join(t.TempDir(), "nc.yaml")
+	cfg := "configurator: nmconnections\nconfig:\n  eth0: |\n    [connection]\n    id=eth0\n    type=ethernet\n    interface-name=eth0\n    [proxy]\n    method=1\n    pac-url=http://proxy.invalid/wpad.dat\n"
+	if err := os.WriteFile(nc, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	outside := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(outside, "registration"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(outside, "registration/config.yaml"), []byte("elemental:\n  registration:\n    url: https://rancher.invalid/r\n    network-policy: {allow: [proxy]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, shape := range []string{"absolute", "relative"} {
+		root := t.TempDir()
+		target := outside
+		if shape == "relative" {
+			rel, err := filepath.Rel(root, outside)
+			if err != nil {
+				t.Fatal(err)
+			}
+			target = rel
+		}
+		if err := os.Symlink(target, filepath.Join(root, "oem")); err != nil {
+			t.Fatal(err)
+		}
+		if code, _, stderr := run("--root", root, "render", "-f", nc); code != 78 || !strings.Contains(stderr, "rule proxy") {
+			t.Errorf("%s link R/oem -> outside: exit %d, %s; want 78 by rule proxy (the policy outside R not read)", shape, code, stderr)
+		}
+	}
+}

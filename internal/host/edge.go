@@ -37,7 +37,11 @@ func Live(files FS) bool { return files.Path("/") == "/" }
 
 // ReadDir implements FS.
 func (r Root) ReadDir(p string) ([]fs.DirEntry, error) {
-	f, err := os.Open(r.Path(p))
+	name, err := r.inRoot(p, true)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(name)
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +51,7 @@ func (r Root) ReadDir(p string) ([]fs.DirEntry, error) {
 		return nil, err
 	}
 	if len(entries) > dirLimit {
-		return nil, &fs.PathError{Op: "readdir", Path: r.Path(p), Err: ErrTooManyEntries}
+		return nil, &fs.PathError{Op: "readdir", Path: name, Err: ErrTooManyEntries}
 	}
 	slices.SortFunc(entries, func(a, b fs.DirEntry) int {
 		switch {
@@ -62,15 +66,25 @@ func (r Root) ReadDir(p string) ([]fs.DirEntry, error) {
 }
 
 // Readlink implements FS.
-func (r Root) Readlink(p string) (string, error) { return os.Readlink(r.Path(p)) }
+func (r Root) Readlink(p string) (string, error) {
+	name, err := r.inRoot(p, false)
+	if err != nil {
+		return "", err
+	}
+	return os.Readlink(name)
+}
 
 // Open implements FS.
 func (r Root) Open(p string, limit int64) (io.ReadCloser, error) {
-	f, err := safefile.Open(r.Path(p))
+	name, err := r.inRoot(p, false)
 	if err != nil {
 		return nil, err
 	}
-	return &limited{f: f, r: io.LimitReader(f, limit+1), left: limit, path: r.Path(p)}, nil
+	f, err := safefile.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	return &limited{f: f, r: io.LimitReader(f, limit+1), left: limit, path: name}, nil
 }
 
 // limited reads a file up to its limit and fails past it, so a stream
@@ -97,7 +111,10 @@ func (l *limited) Close() error { return l.f.Close() }
 // a FIFO would wait for a writer) and checked again on the opened file, so
 // a swap in between changes nothing and no command goes to a disk.
 func (r Root) OpenDevice(p string) (io.ReadWriteCloser, error) {
-	name := r.Path(p)
+	name, err := r.inRoot(p, true)
+	if err != nil {
+		return nil, err
+	}
 	if fi, err := os.Stat(name); err != nil {
 		return nil, err
 	} else if err := charDevice(name, fi); err != nil {
@@ -131,7 +148,11 @@ func charDevice(name string, fi fs.FileInfo) error {
 
 // Lock implements FS.
 func (r Root) Lock(ctx context.Context, p string, wait time.Duration) (func() error, error) {
-	l, err := statelock.Acquire(ctx, r.Path(p), wait)
+	name, err := r.inRoot(p, false)
+	if err != nil {
+		return nil, err
+	}
+	l, err := statelock.Acquire(ctx, name, wait)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +160,13 @@ func (r Root) Lock(ctx context.Context, p string, wait time.Duration) (func() er
 }
 
 // RemoveStale implements FS.
-func (r Root) RemoveStale(p string) ([]string, error) { return atomicfile.RemoveStale(r.Path(p)) }
+func (r Root) RemoveStale(p string) ([]string, error) {
+	name, err := r.inRoot(p, true)
+	if err != nil {
+		return nil, err
+	}
+	return atomicfile.RemoveStale(name)
+}
 
 // TempDir makes a private directory on this machine for a program's
 // scratch files (nm-configurator's input and output), as an FS of its own,
@@ -176,7 +203,13 @@ func Walk(files FS, p string, fn func(p string, d fs.DirEntry) error) error {
 
 // ReadPEM reads a PEM file (a CA bundle) of at most safefile.MaxPEM bytes
 // holding at least one block, as ReadFile reads.
-func ReadPEM(files FS, p string) ([]byte, error) { return safefile.ReadPEM(files.Path(p)) }
+func ReadPEM(files FS, p string) ([]byte, error) {
+	name, err := files.InRoot(p)
+	if err != nil {
+		return nil, err
+	}
+	return safefile.ReadPEM(name)
+}
 
 // ReadInput reads a file an operator names on the command line (render's
 // --input) as os.Open does: a link is followed and a pipe is a file

@@ -24,8 +24,17 @@ import (
 // Path maps one to where it is on this machine, for a message or a
 // program's argument.
 type FS interface {
-	// Path is p below the root: the one place that join lives.
+	// Path is p below the root: the one place that join lives. It is
+	// the lexical join, for a message or a program's argument; every
+	// method below resolves p inside the root instead (InRoot), so a
+	// symlink on the way never leads out of it.
 	Path(p string) string
+	// InRoot is p on this machine with every symlink on the way resolved
+	// below the root as openat2's RESOLVE_IN_ROOT does, but the last
+	// component, which the reader looks at itself (safefile refuses a
+	// link there): for a reader outside FS (a CA file handed to the TLS
+	// config). The host itself ("/") resolves nothing.
+	InRoot(p string) (string, error)
 	// ReadFile reads a regular file of at most limit bytes without
 	// following a symlink in its last component (safefile.ReadFile).
 	ReadFile(p string, limit int64) ([]byte, error)
@@ -80,18 +89,38 @@ func (r Root) Path(p string) string {
 
 // ReadFile implements FS.
 func (r Root) ReadFile(p string, limit int64) ([]byte, error) {
-	return safefile.ReadFile(r.Path(p), limit)
+	name, err := r.inRoot(p, false)
+	if err != nil {
+		return nil, err
+	}
+	return safefile.ReadFile(name, limit)
 }
 
 // Lstat implements FS.
-func (r Root) Lstat(p string) (fs.FileInfo, error) { return os.Lstat(r.Path(p)) }
+func (r Root) Lstat(p string) (fs.FileInfo, error) {
+	name, err := r.inRoot(p, false)
+	if err != nil {
+		return nil, err
+	}
+	return os.Lstat(name)
+}
 
 // Stat implements FS.
-func (r Root) Stat(p string) (fs.FileInfo, error) { return os.Stat(r.Path(p)) }
+func (r Root) Stat(p string) (fs.FileInfo, error) {
+	name, err := r.inRoot(p, true)
+	if err != nil {
+		return nil, err
+	}
+	return os.Stat(name)
+}
 
 // WriteFile implements FS.
 func (r Root) WriteFile(p string, data []byte, perm fs.FileMode) error {
-	if err := atomicfile.Write(r.Path(p), data, perm); err != nil {
+	name, err := r.inRoot(p, false)
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.Write(name, data, perm); err != nil {
 		return err
 	}
 	durable("write", p, data, perm)
@@ -100,7 +129,11 @@ func (r Root) WriteFile(p string, data []byte, perm fs.FileMode) error {
 
 // Remove implements FS.
 func (r Root) Remove(p string) error {
-	if err := atomicfile.Remove(r.Path(p)); err != nil {
+	name, err := r.inRoot(p, false)
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.Remove(name); err != nil {
 		return err
 	}
 	durable("remove", p, nil, 0)
@@ -109,7 +142,11 @@ func (r Root) Remove(p string) error {
 
 // MkdirAll implements FS.
 func (r Root) MkdirAll(p string, perm fs.FileMode) error {
-	if err := atomicfile.MkdirAll(r.Path(p), perm); err != nil {
+	name, err := r.inRoot(p, true)
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.MkdirAll(name, perm); err != nil {
 		return err
 	}
 	durable("mkdir", p, nil, perm)
@@ -118,7 +155,11 @@ func (r Root) MkdirAll(p string, perm fs.FileMode) error {
 
 // SetAside implements FS.
 func (r Root) SetAside(p string) (string, error) {
-	aside, err := safefile.SetAside(r.Path(p), time.Now())
+	name, err := r.inRoot(p, false)
+	if err != nil {
+		return "", err
+	}
+	aside, err := safefile.SetAside(name, time.Now())
 	if err == nil {
 		durable("aside", p, []byte(aside), 0)
 	}
