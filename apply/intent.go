@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"syscall"
@@ -24,7 +25,9 @@ func (a *Applier) writeIntent(p *Plan) error {
 		return err
 	}
 	m := p.manifest()
-	if slices.Equal(old.Pending, m.Files) {
+	if len(old.Pending) >= len(m.Files) && slices.Equal(old.Pending[:len(m.Files)], m.Files) {
+		// This change's intent, perhaps with what NetworkManager wrote
+		// for it since (recordWritten).
 		return nil
 	}
 	intent := state.Manifest{Version: 1, Configurator: old.Configurator, Digest: old.Digest,
@@ -107,24 +110,67 @@ func (a *Applier) intentPath(p string) bool {
 	return p == pp.Applicator || path.Dir(p) == path.Clean(pp.KeyfileDir) || path.Dir(p) == path.Clean(pp.StateDir)
 }
 
-// pendingByPath is the intent on disk by path; none (or no readable
-// manifest) is empty.
-func (a *Applier) pendingByPath() map[string]state.ManifestFile {
-	out := map[string]state.ManifestFile{}
+// pendingByPath is the intent on disk by path (a path may have two
+// entries: the keyfile the plan writes there and the one NetworkManager
+// wrote first, recordWritten); none (or no readable manifest) is empty.
+func (a *Applier) pendingByPath() map[string][]state.ManifestFile {
+	out := map[string][]state.ManifestFile{}
 	m, err := state.ReadManifest(a.files(), a.paths().manifestPath())
 	if err != nil || m == nil {
 		return out
 	}
 	for _, f := range capPending(m.Pending) {
-		out[path.Clean(f.Path)] = f
+		out[path.Clean(f.Path)] = append(out[path.Clean(f.Path)], f)
 	}
 	return out
 }
 
+// anyPendingOwns is pendingOwns of any of fs.
+func (a *Applier) anyPendingOwns(fs []state.ManifestFile, want []byte) bool {
+	return slices.ContainsFunc(fs, func(f state.ManifestFile) bool { return a.pendingOwns(f, want) })
+}
+
 // capPending bounds the entries an intent is read for: a plan writes at
-// most MaxConnections keyfiles, the digested config and the applicator.
+// most MaxConnections keyfiles, the digested config and the applicator,
+// and nmstatectl's apply has NetworkManager write at most as many
+// keyfiles of its own first (recordWritten).
 func capPending(fs []state.ManifestFile) []state.ManifestFile {
-	return fs[:min(len(fs), MaxConnections+2)]
+	return fs[:min(len(fs), 2*MaxConnections+2)]
+}
+
+// recordWritten adds to the intent on disk the keyfiles NetworkManager
+// wrote for the change in flight (nmstatectl apply creates and rewrites
+// profiles in its own format, random UUIDs and all), each with the hash
+// of the bytes it holds now, synced before the agent replaces or removes
+// any of them: a power cut from here on leaves NetworkManager's files
+// recognisably ours by those exact bytes, as the plan's own entries are
+// (docs/apply.md, "Crash consistency"). Only the nmstatectl way calls it,
+// with files in the keyfile directory that did not exist before the
+// apply or that the agent owned.
+func (a *Applier) recordWritten(written snapshot) error {
+	if len(written) == 0 {
+		return nil
+	}
+	m, err := a.readManifest()
+	if err != nil {
+		return err
+	}
+	if len(written) > MaxConnections {
+		return fmt.Errorf("NetworkManager wrote %d keyfiles for the change, more than %d", len(written), MaxConnections)
+	}
+	for _, p := range slices.Sorted(maps.Keys(written)) {
+		if written[p] == nil {
+			continue
+		}
+		f := state.ManifestFile{Path: p, Kind: state.KindKeyfile, SHA256: sum(written[p])}
+		if !slices.Contains(m.Pending, f) {
+			m.Pending = append(m.Pending, f)
+		}
+	}
+	if err := a.writeManifest(m); err != nil {
+		return fmt.Errorf("recording the keyfiles NetworkManager wrote: %w", err)
+	}
+	return nil
 }
 
 // stateDirUndo returns what a way back calls to remove the state directory

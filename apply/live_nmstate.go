@@ -66,6 +66,10 @@ func (a *Applier) applyNmstate(ctx context.Context, p *Plan, reachable func(cont
 		return fmt.Errorf("apply network live (nmstate): %w", err)
 	}
 	undoDir := a.stateDirUndo()
+	conv, err := a.newConvergence(ctx, p, log)
+	if err != nil {
+		return fmt.Errorf("apply network live (nmstate): %w", err)
+	}
 	back := func(step string, cause error, restoreFiles bool) error {
 		// A fresh context: the caller's may be what just expired.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.checkpointTimeout())
@@ -84,6 +88,12 @@ func (a *Applier) applyNmstate(ctx context.Context, p *Plan, reachable func(cont
 		if restoreFiles {
 			errs = append(errs, prev.restore(a.files()), undoDir())
 		}
+		if conv != nil {
+			// After NetworkManager's own rollback, which rewrites the
+			// profiles it restores in its format and under names of its
+			// choosing: the previous bytes back.
+			errs = append(errs, conv.undo(rctx))
+		}
 		log.WithError(cause).WithField("step", step).Warn("network change rolled back")
 		return &LiveApplyError{Step: step, Err: cause, RollbackErr: errors.Join(errs...)}
 	}
@@ -97,7 +107,13 @@ func (a *Applier) applyNmstate(ctx context.Context, p *Plan, reachable func(cont
 	if _, err := a.runNmstatectl(ctx, apply); err != nil {
 		return back("nmstatectl apply", err, true)
 	}
-	if nmcli, err := host.Lookup("nmcli", a.tools().Nmcli); err == nil {
+	if conv != nil {
+		// Within the checkpoint: the profiles become the plan's keyfiles,
+		// which the next boot brings, before the check tests them.
+		if step, err := conv.converge(ctx); err != nil {
+			return back(step, err, true)
+		}
+	} else if nmcli, err := host.Lookup("nmcli", a.tools().Nmcli); err == nil {
 		// As the next boot will have it (live_boot.go).
 		if step, err := a.downTransient(ctx, nmcli); err != nil {
 			return back(step, err, false)

@@ -45,7 +45,7 @@ func (a *Applier) checkOwnership(p *Plan) error {
 	}
 	pending := a.pendingByPath()
 	for i, target := range p.targets() {
-		if owned[target] || a.pendingOwns(pending[target], p.Keyfiles[i].Content) {
+		if owned[target] || a.anyPendingOwns(pending[target], p.Keyfiles[i].Content) {
 			continue
 		}
 		if _, err := a.files().Lstat(target); err == nil {
