@@ -199,6 +199,9 @@ func (c *convergence) converge(ctx context.Context) (string, error) {
 	if err := c.a.recordWritten(written); err != nil {
 		return "recording the change", err
 	}
+	if err := files.MkdirAll(c.p.paths.KeyfileDir, 0o755); err != nil {
+		return "installing keyfiles", err
+	}
 	content := map[string][]byte{}
 	for i, t := range c.targets {
 		if err := files.WriteFile(t, c.p.Keyfiles[i].Content, 0o600); err != nil {

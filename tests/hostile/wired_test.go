@@ -142,12 +142,14 @@ func goodRun(t *testing.T, m *node.Machine) {
 // removes the applicator and the files it names.
 func TestCorruptManifestSetAside(t *testing.T) {
 	useStub(t)
-	// reset-network has NetworkManager reload; there is none here.
-	t.Setenv(host.EnvNmcli, "/bin/true")
 	s := &Server{Config: []byte("elemental:\n    registration:\n        auth: mac\n"), Network: []byte(seedPRNetwork)}
 	url, _ := s.Start(t, false, "tok-manifest")
 	m := node.New(t, "52:54:00:0c:03:01", url, "    network-config: explicit\n")
 	goodRun(t, m)
+	// reset-network has NetworkManager reload; there is none here. (Set
+	// after the apply, which asks NetworkManager for its profiles: a true
+	// that lists none is not one.)
+	t.Setenv(host.EnvNmcli, "/bin/true")
 	owned := ownedFiles(t, m)
 	testutil.Must(t, os.WriteFile(manifestPath(m), []byte("{not json"), 0o600))
 
@@ -183,6 +185,7 @@ func TestCorruptManifestSetAside(t *testing.T) {
 
 	// And a boot run with a corrupt manifest applies again.
 	testutil.Must(t, os.WriteFile(manifestPath(m), []byte("{not json"), 0o600))
+	t.Setenv(host.EnvNmcli, "")
 	goodRun(t, m)
 }
 
