@@ -101,7 +101,18 @@ func openSocket(files host.FS, sock string, timeout time.Duration) (*socketTPM, 
 	if _, err := files.Stat(sock); err != nil {
 		return nil, fmt.Errorf("%w: swtpm socket %s: %w; start swtpm or fix tpm-device", ErrNoDevice, path, err)
 	}
-	conn, err := net.DialTimeout("unix", path, timeout)
+	// Below a root it is dialed where the root's links lead inside it
+	// (FS.InRoot); connect would follow a link in the last component
+	// itself, out of the root, so there the socket must be the file
+	// swtpm made, not a link to it.
+	inRoot, err := files.InRoot(sock)
+	if err != nil {
+		return nil, fmt.Errorf("%w: swtpm socket %s: %w", ErrNoDevice, path, err)
+	}
+	if fi, err := files.Lstat(sock); !host.Live(files) && (err != nil || fi.Mode()&fs.ModeSocket == 0) {
+		return nil, fmt.Errorf("%w: swtpm socket %s under --root: not a socket (%v); name swtpm's socket itself, not a link to it", ErrNoDevice, path, err)
+	}
+	conn, err := net.DialTimeout("unix", inRoot, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("%w: connecting to swtpm socket %s: %w", ErrNoDevice, path, err)
 	}

@@ -4,8 +4,12 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-tpm/tpm2"
 )
@@ -101,5 +105,44 @@ func TestBadAKBlobIgnored(t *testing.T) {
 		if _, err := decodeAKBlob([]byte(b)); err == nil {
 			t.Errorf("blob %q accepted", b)
 		}
+	}
+}
+
+// Under --root R, a swtpm socket path whose directory is a link out of R
+// (R/run -> outside, or the socket itself a link there) is never dialed:
+// the listener outside sees no connection.
+func TestSocketUnderRootStaysInRoot(t *testing.T) {
+	outside := t.TempDir()
+	ln, err := net.Listen("unix", filepath.Join(outside, "swtpm.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	for name, plant := range map[string]func(root string) error{
+		"directory link": func(root string) error { return os.Symlink(outside, filepath.Join(root, "run")) },
+		"socket link": func(root string) error {
+			if err := os.Mkdir(filepath.Join(root, "run"), 0o755); err != nil {
+				return err
+			}
+			return os.Symlink(filepath.Join(outside, "swtpm.sock"), filepath.Join(root, "run/swtpm.sock"))
+		},
+	} {
+		root := t.TempDir()
+		if err := plant(root); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Open(Options{Root: root, Device: SocketScheme + "/run/swtpm.sock", CommandTimeout: time.Second})
+		if !errors.Is(err, ErrNoDevice) {
+			t.Errorf("%s: %v, want no device", name, err)
+		}
+	}
+	// A dial that reached the socket is queued there already: Accept
+	// returns it at once; the deadline only ends the wait for none.
+	if err := ln.(*net.UnixListener).SetDeadline(time.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := ln.Accept(); err == nil {
+		c.Close()
+		t.Fatal("the socket outside the root was dialed")
 	}
 }
