@@ -285,3 +285,25 @@ func TestHandOverUnderAScratchRootDoesNotRunTheToolkit(t *testing.T) {
 		}
 	}
 }
+
+// The hand-over's state is on disk when the toolkit runs (a reset reboots
+// at its end, and must not lose the new registration): the runner saves it
+// between the hook and the toolkit.
+func TestHandOverSavesTheStateBeforeTheToolkit(t *testing.T) {
+	s := &scriptedServer{script: script{gets: []answer{{reply: &protocol.ConfigReply{}}}}}
+	m := node.New(t, "52:54:00:aa:00:04", s.start(t), "    no-smbios: true\n")
+	seen := filepath.Join(t.TempDir(), "state-seen")
+	toolkit := filepath.Join(t.TempDir(), "elemental")
+	testutil.Must(t, os.WriteFile(toolkit, []byte("#!/bin/sh\ncp '"+filepath.Join(m.Root, host.StateFile)+"' '"+seen+"'\n"), 0o755))
+	t.Setenv(host.EnvElemental, toolkit)
+	if _, err := Run(t.Context(), Options{Root: m.Root, Mode: ModeReset, Clock: retrytest.NewClock(time.Now())}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(seen)
+	if err != nil {
+		t.Fatalf("the toolkit found no state file: %v", err)
+	}
+	if !strings.Contains(string(b), "nodereg-last-phase: hand-over") || !strings.Contains(string(b), "initialRegistration") {
+		t.Errorf("the toolkit found the state\n%s\nwant the hand-over's, with the registration", b)
+	}
+}
