@@ -7,19 +7,25 @@ import (
 
 	"github.com/nodereg/nodereg/agent/catrust"
 	"github.com/nodereg/nodereg/agent/localconfig"
+	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/protocol"
 )
 
-// trustedCA is the ca-cert a connection trusts: the config's (a file named
+// trustedCA is the PEM text a connection trusts: the config's (a file named
 // in the config or on the command line is read under --root), or during a
 // CA rotation the CA in force and the pending one (docs/ca-rotation.md).
-func (e *env) trustedCA(ph *phase, reg protocol.Registration) string {
-	configCA := localconfig.CA(ph.files, reg.CACert)
+// A config CA that cannot be read is an error, never no CA (the system
+// pool).
+func (e *env) trustedCA(ph *phase, reg protocol.Registration) (string, error) {
+	configCA, err := localconfig.CA(ph.files, reg.CACert)
+	if err != nil {
+		return "", &errclass.ConfigError{Err: err}
+	}
 	ca, err := catrust.Trust{Files: ph.files}.Bundle(configCA)
 	if err != nil {
 		ph.log.WithError(err).Warn("rotated CA unreadable: trusting the config's ca-cert only")
 	}
-	return ca
+	return ca, nil
 }
 
 // caAnnouncement is what one registration conversation says about the
@@ -50,7 +56,12 @@ func (e *env) rotateCA(ctx context.Context, ph *phase, a caAnnouncement) {
 	case err != nil:
 		log.WithError(err).Debug("the pending CA does not verify the server yet: both stay trusted")
 	}
-	out, err = t.Offer(reg.URL, sent, localconfig.CA(ph.files, reg.CACert), peer)
+	configCA, err := localconfig.CA(ph.files, reg.CACert)
+	if err != nil {
+		log.WithError(err).Warn("the server's ca-cert is not taken: the config's CA is unreadable")
+		return
+	}
+	out, err = t.Offer(reg.URL, sent, configCA, peer)
 	switch {
 	case errors.Is(err, catrust.ErrNotPinned):
 		log.Debug(err)

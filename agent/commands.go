@@ -89,7 +89,7 @@ func DumpInventory(ctx context.Context, o Options) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	labels, err := inventory.Labels(cfg.Elemental.Registration.Labels, e.path(e.o.LabelsFile), e.o.Labels)
+	labels, err := inventory.Labels(e.root, cfg.Elemental.Registration.Labels, e.o.LabelsFile, e.o.Labels)
 	if err != nil {
 		return nil, &errclass.ConfigError{Err: err}
 	}

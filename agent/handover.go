@@ -38,7 +38,11 @@ func (e *env) handOver(ctx context.Context, ph *phase, c *configured, f *fetched
 	if e.o.Mode == ModeInstall {
 		verb = "install"
 	}
-	agentFiles, agentErr := handover.SystemAgentFiles(cfg, e.trustedCA(ph, cfg.Elemental.Registration))
+	ca, err := e.trustedCA(ph, cfg.Elemental.Registration)
+	if err != nil {
+		return nil, err
+	}
+	agentFiles, agentErr := handover.SystemAgentFiles(cfg, ca)
 	if e.o.Mode == ModeInstall && cfg.Elemental.Registration.NoToolkit {
 		if agentErr != nil {
 			return nil, agentErr

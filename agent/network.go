@@ -136,7 +136,11 @@ func (e *env) askNetwork(ctx context.Context, ph *phase, src networkSource, c *c
 	case sourceReply:
 		return networkAnswer{config: reg.reply.Network, reg: reg}, nil
 	case sourceExplicit:
-		cc, err := protocol.Dial(ctx, e.dialOptions(ph, reg.cfg.Elemental.Registration), id.auth)
+		opts, err := e.dialOptions(ph, reg.cfg.Elemental.Registration)
+		if err != nil {
+			return networkAnswer{}, err
+		}
+		cc, err := protocol.Dial(ctx, opts, id.auth)
 		if err != nil {
 			return networkAnswer{}, err
 		}

@@ -200,7 +200,11 @@ func (e *env) reachableOnce(ctx context.Context, ph *phase, reg protocol.Registr
 	defer cancel()
 	client := &http.Client{}
 	if strings.HasPrefix(reg.URL, "https://") {
-		tc, err := protocol.TLSConfig(e.trustedCA(ph, reg), false)
+		ca, err := e.trustedCA(ph, reg)
+		if err != nil {
+			return err
+		}
+		tc, err := protocol.TLSConfig(ca, false)
 		if err != nil {
 			return err
 		}

@@ -63,7 +63,7 @@ func (p *pendingInventory) wait(ctx context.Context) (*inventory.Inventory, erro
 	}
 }
 
-func (e *env) dialOptions(ph *phase, reg protocol.Registration) protocol.DialOptions {
+func (e *env) dialOptions(ph *phase, reg protocol.Registration) (protocol.DialOptions, error) {
 	// The upgrade gets no more time than a whole session: a server that
 	// accepts TCP and never answers must not hold the run for gorilla's
 	// default 45 s.
@@ -71,7 +71,8 @@ func (e *env) dialOptions(ph *phase, reg protocol.Registration) protocol.DialOpt
 	if session == 0 {
 		session = protocol.DefaultSessionDeadline
 	}
-	return protocol.DialOptions{URL: reg.URL, CACert: e.trustedCA(ph, reg), SessionDeadline: session, HandshakeTimeout: session}
+	ca, err := e.trustedCA(ph, reg)
+	return protocol.DialOptions{URL: reg.URL, CACert: ca, SessionDeadline: session, HandshakeTimeout: session}, err
 }
 
 // policy is the retry policy of a phase: its waits are logged and shown in
@@ -133,7 +134,11 @@ func (e *env) register(ctx context.Context, ph *phase, c *configured, id *identi
 // what the server said of its CA are in what it returns.
 func (e *env) registerOnce(ctx context.Context, ph *phase, c *configured, auth protocol.Authenticator, cfg *protocol.Config, st state.State, netState string) (*registration, error) {
 	reg := cfg.Elemental.Registration
-	cc, err := protocol.Dial(ctx, e.dialOptions(ph, reg), auth)
+	opts, err := e.dialOptions(ph, reg)
+	if err != nil {
+		return nil, err
+	}
+	cc, err := protocol.Dial(ctx, opts, auth)
 	if err != nil {
 		return nil, err
 	}

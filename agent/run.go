@@ -94,9 +94,13 @@ type env struct {
 	notify Notifier
 	// root is the host's files below --root: read through it anywhere; a
 	// phase writes through its phase.files (printing in a dry run).
-	root   host.Root
-	runner host.Runner
-	tools  host.Tools
+	root host.Root
+	// devices is the machine's devices, which the TPM is opened through:
+	// a tpm-device names the device as it is on the machine the agent
+	// runs on, whatever --root says.
+	devices host.FS
+	runner  host.Runner
+	tools   host.Tools
 	// probeInterval is bootstrap.ProbeIntervalEnv's value, read with the
 	// tool table.
 	probeInterval string
@@ -196,7 +200,7 @@ func newEnv(o Options) *env {
 		applyPlan = (*env).persistPlan
 	}
 	return &env{
-		o: o, log: o.Log, notify: notify, root: host.Root(o.Root), runner: runner,
+		o: o, log: o.Log, notify: notify, root: host.Root(o.Root), devices: host.Root("/"), runner: runner,
 		tools: host.ToolsFromEnv(os.LookupEnv), probeInterval: os.Getenv(bootstrap.ProbeIntervalEnv),
 		applyPlan: applyPlan,
 	}
@@ -233,5 +237,3 @@ func (e *env) close(h *handoffs, res *Result) {
 	// After Close, so the final flushes are counted too.
 	res.TPM = h.id.tpm.Counts()
 }
-
-func (e *env) path(p string) string { return e.root.Path(p) }

@@ -38,7 +38,7 @@ func (e *env) loadConfig(ctx context.Context, ph *phase) (*configured, error) {
 	reg := c.cfg.Elemental.Registration
 	// Labels and the annotations that do not depend on the connection are
 	// read once per run, not once per attempt.
-	if c.labels, err = inventory.Labels(reg.Labels, e.path(e.o.LabelsFile), e.o.Labels); err != nil {
+	if c.labels, err = inventory.Labels(ph.files, reg.Labels, e.o.LabelsFile, e.o.Labels); err != nil {
 		return nil, &errclass.ConfigError{Err: err}
 	}
 	c.annotations = inventory.Annotations(inventory.AnnotationOptions{
@@ -134,7 +134,7 @@ func kind(reg protocol.Registration, k string) string {
 // openTPM opens the TPM into id: its authenticator and hash, and the
 // emulation settings in id.state (id.seedDrawn: a new seed to save).
 func (e *env) openTPM(ph *phase, reg protocol.Registration, id *identity) error {
-	opts := tpm.Options{Device: reg.TPMDevice, AKBlob: id.state.AKBlob(), Log: ph.log,
+	opts := tpm.Options{Files: e.devices, Device: reg.TPMDevice, AKBlob: id.state.AKBlob(), Log: ph.log,
 		// A dry run writes nothing on the node, and a scratch root is not
 		// this machine's install: neither may make keys persistent in the
 		// machine's TPM.
@@ -152,7 +152,7 @@ func (e *env) openTPM(ph *phase, reg protocol.Registration, id *identity) error 
 	} else {
 		id.state.EmulatedTPM = false
 		// A disk named as TPM would get TPM commands written into it.
-		if err := devnode.CheckTPM(reg.TPMDevice); err != nil {
+		if err := devnode.CheckTPM(e.devices, reg.TPMDevice); err != nil {
 			return &errclass.ConfigError{Err: err}
 		}
 	}

@@ -33,10 +33,13 @@ func verifyInput(o Options) verify.Input {
 	} else {
 		reg := f.Config.Elemental.Registration
 		in.ServerURL = reg.URL
-		in.CA = localconfig.CA(files, reg.CACert)
-		if b, err := (catrust.Trust{Files: files}).Bundle(in.CA); err == nil {
-			in.CA = b // during a rotation: the CA in force and the pending one
+		ca, err := localconfig.CA(files, reg.CACert)
+		if err != nil {
+			in.ConfigProblem = err.Error()
+		} else if b, err := (catrust.Trust{Files: files}).Bundle(ca); err == nil {
+			ca = b // during a rotation: the CA in force and the pending one
 		}
+		in.CA = ca
 	}
 	return in
 }

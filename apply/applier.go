@@ -81,7 +81,7 @@ func (e *LiveApplyError) Unwrap() []error { return []error{e.Err, ErrRolledBack}
 // effects go through the host edge only, Files and Runner: a dry run swaps
 // in host.Print and host.PrintRunner.
 type Applier struct {
-	Files  host.FS     // host.Root("/") on the node, a temp dir in tests
+	Files  host.FS     // required: the run's (agent.newEnv), a temp dir in tests
 	Runner host.Runner // nil: host.ExecRunner
 	// Nmstate chooses what makes the keyfiles of an nmstate config, and
 	// so how it is applied live: nmstatectl (gc, then apply with a
@@ -120,9 +120,11 @@ func (a *Applier) runner() host.Runner {
 	return a.Runner
 }
 
+// files is the host edge the applier was handed; a nil one is the
+// caller's mistake, not the live root.
 func (a *Applier) files() host.FS {
 	if a.Files == nil {
-		return host.Root("/")
+		panic("apply.Applier: no host.FS: the caller hands the machine's (agent.newEnv)")
 	}
 	return a.Files
 }

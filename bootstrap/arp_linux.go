@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodereg/nodereg/internal/errclass"
+	"github.com/nodereg/nodereg/internal/nic"
 )
 
 // RFC 5227 section 1.1 timing.
@@ -149,7 +150,7 @@ func (p *ARPProber) Probe(ctx context.Context, iface string, addr netip.Addr) (P
 // probeInterface is iface when it can be probed: up, with carrier and an
 // Ethernet address.
 func probeInterface(iface string) (*net.Interface, error) {
-	ifi, err := net.InterfaceByName(iface)
+	ifi, err := nic.ByName(iface)
 	if err != nil {
 		return nil, fmt.Errorf("ARP probe: interface %s: %w", iface, err)
 	}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nodereg/nodereg/internal/nic"
 )
 
 // LinkReady sets iface administratively up when it is down and waits,
@@ -16,7 +18,7 @@ import (
 // does next anyway when it activates the bootstrap profile. It returns
 // whether it changed the link, for the log.
 func LinkReady(ctx context.Context, iface string) (raised bool, err error) {
-	ifi, err := net.InterfaceByName(iface)
+	ifi, err := nic.ByName(iface)
 	if err != nil {
 		return false, fmt.Errorf("bootstrap link %s: %w", iface, err)
 	}
@@ -29,7 +31,7 @@ func LinkReady(ctx context.Context, iface string) (raised bool, err error) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		ifi, err = net.InterfaceByName(iface)
+		ifi, err = nic.ByName(iface)
 		if err != nil {
 			return raised, fmt.Errorf("bootstrap link %s: %w", iface, err)
 		}

@@ -62,8 +62,9 @@ const DefaultSessionDeadline = 10 * time.Second
 // DialOptions configure one connection to the registration server.
 type DialOptions struct {
 	URL string
-	// CACert is a path to an existing PEM file or the PEM text itself, as
-	// elemental.registration.ca-cert (docs/protocol.md §1.3).
+	// CACert is the PEM text of the CA to trust: a ca-cert that names a
+	// file (docs/protocol.md §1.3) is read by the caller, through its host
+	// edge (CAPEM).
 	CACert string
 	// NoSystemPool refuses to fall back on the system pool when CACert is
 	// empty. A pinned CA is always trusted alone (TLSConfig).

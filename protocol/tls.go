@@ -12,13 +12,15 @@ import (
 )
 
 // CAPEM is the PEM text of elemental.registration.ca-cert from the local
-// config or a flag: the PEM text itself, or the path of a regular file
-// holding it (docs/protocol.md §1.3), read without following a symlink and at
-// most safefile.MaxPEM bytes. It is the one loader for the CA: the TLS
-// client and the system-agent kubeconfig use the same bytes, and a CA that
-// cannot be read is an error, never its path passed on as data. A ca-cert
-// from the server is PEM text only (agent/localconfig.KeepLocal).
-func CAPEM(caCert string) ([]byte, error) {
+// config or a flag: the PEM text itself, or the host path of a regular file
+// holding it (docs/protocol.md §1.3), read through files (the machine's, as
+// --root has it) without following a symlink and at most safefile.MaxPEM
+// bytes. It is the one loader for the CA: the TLS client and the
+// system-agent kubeconfig use the same bytes, and a CA that cannot be read
+// is an error, never its path passed on as data. With files nil only PEM
+// text is taken. A ca-cert from the server is PEM text only
+// (agent/localconfig.KeepLocal).
+func CAPEM(files host.FS, caCert string) ([]byte, error) {
 	if caCert == "" {
 		return nil, errors.New("ca-cert: empty")
 	}
@@ -28,7 +30,10 @@ func CAPEM(caCert string) ([]byte, error) {
 		}
 		return []byte(caCert), nil
 	}
-	b, err := host.ReadPEM(host.Root(""), caCert)
+	if files == nil {
+		return nil, fmt.Errorf("ca-cert: %q: a file name where PEM text is wanted (a file is read through the host edge: CAPEM)", caCert)
+	}
+	b, err := host.ReadPEM(files, caCert)
 	if err != nil {
 		return nil, fmt.Errorf("ca-cert: %w", err)
 	}
@@ -39,8 +44,9 @@ func CAPEM(caCert string) ([]byte, error) {
 // file (upstream's rule): callers that move the file (under a root) ask it.
 func IsCAPEM(caCert string) bool { return strings.Contains(caCert, "-----BEGIN") }
 
-// TLSConfig builds the client TLS configuration from a CA given as a file
-// path or PEM text. A pinned CA is the only trust for that server: upstream
+// TLSConfig builds the client TLS configuration from a CA given as PEM
+// text (a ca-cert naming a file is read first, through the host edge:
+// CAPEM). A pinned CA is the only trust for that server: upstream
 // adds it to the system pool, but then any certificate chaining to the
 // system store (a TLS-inspection CA, a mis-issued public one) would speak
 // for the registration server and could announce a CA of its own
@@ -53,7 +59,7 @@ func TLSConfig(caCert string, noSystemPool bool) (*tls.Config, error) {
 		}
 		return &tls.Config{MinVersion: tls.VersionTLS12}, nil
 	}
-	pemText, err := CAPEM(caCert)
+	pemText, err := CAPEM(nil, caCert)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/server/tpmauth"
 	"github.com/nodereg/nodereg/tpm/tpmtest"
 	"github.com/nodereg/nodereg/tpm/wire"
@@ -23,7 +24,7 @@ import (
 
 func openSw(t testing.TB, s *tpmtest.Swtpm, blob []byte) *TPM {
 	t.Helper()
-	tp, err := Open(Options{Device: s.Device(), AKBlob: blob})
+	tp, err := Open(Options{Files: host.Root("/"), Device: s.Device(), AKBlob: blob})
 	if err != nil {
 		t.Fatalf("Open(%s): %v", s.Device(), err)
 	}
@@ -177,7 +178,7 @@ func TestSwtpmBusy(t *testing.T) {
 	if _, err := holder.Hash(); err != nil {
 		t.Fatal(err)
 	}
-	tp, err := Open(Options{Device: s.Device(), CommandTimeout: 300 * time.Millisecond})
+	tp, err := Open(Options{Files: host.Root("/"), Device: s.Device(), CommandTimeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,7 @@ func TestNoDevice(t *testing.T) {
 	// A regular file where the device should be is not a TPM either.
 	os.MkdirAll(filepath.Join(root, "dev"), 0o755)
 	os.WriteFile(filepath.Join(root, "dev", "tpmrm0"), nil, 0o600)
-	_, err := Open(Options{Root: root})
+	_, err := Open(Options{Files: host.Root(root)})
 	if !errors.Is(err, ErrNoDevice) {
 		t.Fatalf("Open without TPM: %v, want ErrNoDevice", err)
 	}
@@ -201,7 +202,7 @@ func TestNoDevice(t *testing.T) {
 			t.Errorf("error %q does not mention %q", err, want)
 		}
 	}
-	_, err = Open(Options{Root: root, Device: "unix:///nonexistent.sock"})
+	_, err = Open(Options{Files: host.Root(root), Device: "unix:///nonexistent.sock"})
 	if !errors.Is(err, ErrNoDevice) || !strings.Contains(err.Error(), "nonexistent.sock") {
 		t.Errorf("missing swtpm socket: %v", err)
 	}
@@ -256,7 +257,7 @@ func TestSwtpmNoPersist(t *testing.T) {
 				srv = tpmauth.New(tpmauth.Options{CAPool: pool})
 			}
 			before := s.PersistentHandles(t)
-			tp, err := Open(Options{Device: s.Device(), NoPersist: true})
+			tp, err := Open(Options{Files: host.Root("/"), Device: s.Device(), NoPersist: true})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-tpm/tpm2/transport"
 	"github.com/sirupsen/logrus"
 
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/logx"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/tpm/wire"
@@ -32,8 +33,11 @@ type Options struct {
 	// AKBlob is the cached AK from the state file (opaque), may be nil.
 	AKBlob []byte
 	Log    *logrus.Entry
-	// Root prefixes every device or socket path (tests use a temp dir).
-	Root string
+	// Files is the host edge the device or socket is opened through
+	// (OpenDevice, Stat; its Path names them): required unless Emulate.
+	// The agent hands it the machine's devices, whatever --root says;
+	// tests a temp dir.
+	Files host.FS
 	// CommandTimeout bounds one command on a swtpm socket; 0 means 60 s.
 	CommandTimeout time.Duration
 	// NoPersist leaves the TPM's non-volatile memory as it is: no key is

@@ -45,7 +45,10 @@ func openTransport(opts Options) (transport.TPMCloser, string, error) {
 		}
 		return t, fmt.Sprintf("emulated TPM (seed %d)", opts.Seed), nil
 	}
-	files := host.Root(opts.Root)
+	files := opts.Files
+	if files == nil {
+		return nil, "", errors.New("tpm: no host.FS to open the device through")
+	}
 	if sock, ok := strings.CutPrefix(opts.Device, SocketScheme); ok {
 		path := files.Path(sock)
 		timeout := opts.CommandTimeout
@@ -78,13 +81,13 @@ func openTransport(opts Options) (transport.TPMCloser, string, error) {
 		errs = append(errs, fmt.Errorf("%s: %w", path, err))
 	}
 	return nil, "", fmt.Errorf("%w: tried %s (%w); set tpm-device to the TPM's path or unix://<swtpm socket>, or emulate-tpm: true on machines without a TPM",
-		ErrNoDevice, strings.Join(candidatePaths(opts.Root, candidates), ", "), errors.Join(errs...))
+		ErrNoDevice, strings.Join(candidatePaths(files, candidates), ", "), errors.Join(errs...))
 }
 
-func candidatePaths(root string, cs []string) []string {
+func candidatePaths(files host.FS, cs []string) []string {
 	out := make([]string, len(cs))
 	for i, c := range cs {
-		out[i] = host.Root(root).Path(c)
+		out[i] = files.Path(c)
 	}
 	return out
 }

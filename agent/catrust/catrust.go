@@ -55,8 +55,7 @@ func (t Trust) read(p string) ([]byte, error) {
 }
 
 // trusted is the CA in force: the rotated current, else the config's
-// (PEM text or a path on this machine, as localconfig.CA gives it; ""
-// when the config pins none).
+// (PEM text, as localconfig.CA reads it; "" when the config pins none).
 func (t Trust) trusted(configCA string) ([]byte, error) {
 	cur, err := t.read(CurrentPath)
 	if err != nil || cur != nil {
@@ -65,7 +64,7 @@ func (t Trust) trusted(configCA string) ([]byte, error) {
 	if configCA == "" {
 		return nil, nil
 	}
-	return protocol.CAPEM(configCA)
+	return protocol.CAPEM(nil, configCA)
 }
 
 // Bundle is what a dial trusts, as a ca-cert value: configCA unchanged

@@ -55,7 +55,7 @@ func systemAgentFiles(cfg *protocol.Config, caCert string) ([]agentFile, error) 
 		// One loader for the TLS client and the kubeconfig
 		// (docs/protocol.md §1.3): a CA that cannot be read fails the hand-over, never
 		// its path base64-encoded as if it were the certificate.
-		pemText, err := protocol.CAPEM(caCert)
+		pemText, err := protocol.CAPEM(nil, caCert)
 		if err != nil {
 			return nil, &errclass.ConfigError{Err: fmt.Errorf("system-agent kubeconfig: %w", err)}
 		}

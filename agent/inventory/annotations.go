@@ -15,7 +15,7 @@ import (
 
 // AnnotationOptions are the inputs of the MsgAnnotations payload.
 type AnnotationOptions struct {
-	Files          host.FS // the machine whose os-release is read (nil: host.Root("/"))
+	Files          host.FS // the machine whose os-release is read (required)
 	RegVersion     string  // agent version, e.g. "v1.9.2"
 	Auth           string  // "tpm", "mac", "sys-uuid" or "emulated-tpm"
 	RegistrationIP string  // local address of the websocket connection, port already cut; "" = omit
@@ -44,11 +44,10 @@ func Annotations(o AnnotationOptions) map[string]string {
 	if o.NoToolkit {
 		out["os.unmanaged"] = "true"
 	}
-	files := o.Files
-	if files == nil {
-		files = host.Root("/")
+	if o.Files == nil {
+		panic("inventory.Annotations: no host.FS: the caller hands the machine's (agent.newEnv)")
 	}
-	b, err := files.ReadFile(host.OSRelease, host.MaxAttr)
+	b, err := o.Files.ReadFile(host.OSRelease, host.MaxAttr)
 	if err != nil {
 		return out
 	}
@@ -71,25 +70,23 @@ const maxLabelsFile = 1 << 20
 
 // Labels merges the registration labels with upstream's precedence
 // (docs/protocol.md §5.5), lowest first: the config file's labels, the local
-// labels file (missing is fine, unparseable is an error), the --label flags
-// ("k=v" or "k=v,k2=v2").
-func Labels(config map[string]string, labelsFile string, flags []string) (map[string]string, error) {
+// labels file (a host path, read through files; missing is fine,
+// unparseable is an error), the --label flags ("k=v" or "k=v,k2=v2").
+func Labels(files host.FS, config map[string]string, labelsFile string, flags []string) (map[string]string, error) {
 	out := map[string]string{}
 	for k, v := range config {
 		out[k] = v
 	}
 	if labelsFile != "" {
-		// labelsFile is where the file is on this machine (the caller
-		// joined --root), hence the host itself here.
-		b, err := host.Root("").ReadFile(labelsFile, maxLabelsFile)
+		b, err := files.ReadFile(labelsFile, maxLabelsFile)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 		case err != nil:
-			return nil, fmt.Errorf("labels: reading %s: %w", labelsFile, err)
+			return nil, fmt.Errorf("labels: reading %s: %w", files.Path(labelsFile), err)
 		default:
 			var file map[string]string
 			if err := yaml.Unmarshal(b, &file); err != nil {
-				return nil, fmt.Errorf("labels: parsing %s: %w", labelsFile, err)
+				return nil, fmt.Errorf("labels: parsing %s: %w", files.Path(labelsFile), err)
 			}
 			for k, v := range file {
 				out[k] = v

@@ -54,7 +54,7 @@ const (
 
 // Options configures Collect.
 type Options struct {
-	Files    host.FS       // the machine: host.Root("/") in production (nil), a temp dir in tests
+	Files    host.FS       // the machine (required): the run's, a temp dir in tests
 	NoSMBIOS bool          // skip the SMBIOS map entirely
 	Deadline time.Duration // whole collection; 0 means DefaultDeadline
 	Log      *logrus.Entry
@@ -133,7 +133,7 @@ func Collect(ctx context.Context, o Options) (*Inventory, error) {
 	log := logx.OrDiscard(o.Log)
 	files := o.Files
 	if files == nil {
-		files = host.Root("/")
+		return nil, errors.New("inventory: no host.FS given: the caller hands the machine's")
 	}
 	// ghw reads below a directory of its own (its chroot): the one place
 	// the edge's root is needed as a path.

@@ -9,10 +9,12 @@ import (
 	"sync"
 
 	"github.com/sirupsen/logrus"
+
+	"github.com/nodereg/nodereg/internal/nic"
 )
 
 func interfaceAddrs(name string) ([]netip.Addr, error) {
-	ifc, err := net.InterfaceByName(name)
+	ifc, err := nic.ByName(name)
 	if err != nil {
 		return nil, fmt.Errorf("interface %s: %w", name, err)
 	}

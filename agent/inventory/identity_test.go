@@ -119,9 +119,10 @@ func TestLabelsPrecedence(t *testing.T) {
 	if err := os.WriteFile(file, []byte("site: file\nrack: r1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	got, err := Labels(
+	files := host.Root(dir)
+	got, err := Labels(files,
 		map[string]string{"site": "config", "role": "config", "rack": "config"},
-		file,
+		"/labels.yaml",
 		[]string{"role=flag,zone=z1", "owner=ops"},
 	)
 	if err != nil {
@@ -133,16 +134,16 @@ func TestLabelsPrecedence(t *testing.T) {
 	}
 
 	// A missing labels file is skipped; an unparseable one is an error.
-	if got, err := Labels(map[string]string{"a": "1"}, filepath.Join(dir, "none.yaml"), nil); err != nil || got["a"] != "1" {
+	if got, err := Labels(files, map[string]string{"a": "1"}, "/none.yaml", nil); err != nil || got["a"] != "1" {
 		t.Errorf("missing file: %v, %v", got, err)
 	}
 	if err := os.WriteFile(file, []byte("- not\n- a map\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Labels(nil, file, nil); err == nil || !strings.Contains(err.Error(), file) {
+	if _, err := Labels(files, nil, "/labels.yaml", nil); err == nil || !strings.Contains(err.Error(), file) {
 		t.Errorf("unparseable file: err = %v, want one naming the file", err)
 	}
-	if _, err := Labels(nil, "", []string{"novalue"}); err == nil {
+	if _, err := Labels(files, nil, "", []string{"novalue"}); err == nil {
 		t.Error("a flag without '=' must be rejected")
 	}
 }

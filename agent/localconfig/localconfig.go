@@ -245,21 +245,15 @@ func parse(files host.FS, path string, sayMissing bool) (*File, error) {
 	return f, nil
 }
 
-// CA is a ca-cert value as read on the node files reaches: a file it names
-// is taken there, every link on the way resolved inside --root
-// (host.FS.InRoot); PEM text (or nothing) stays as it is.
-func CA(files host.FS, caCert string) string {
+// CA is the PEM text of a ca-cert value on the node files reaches: a file
+// it names is read there (protocol.CAPEM); PEM text (or nothing) stays as
+// it is.
+func CA(files host.FS, caCert string) (string, error) {
 	if caCert == "" || protocol.IsCAPEM(caCert) {
-		return caCert
+		return caCert, nil
 	}
-	p, err := files.InRoot(caCert)
-	if err != nil {
-		// A path that cannot be resolved (a link loop, a directory
-		// that cannot be searched) is read as joined: the kernel then
-		// fails the read for the same reason.
-		return files.Path(caCert)
-	}
-	return p
+	b, err := protocol.CAPEM(files, caCert)
+	return string(b), err
 }
 
 // checkCA loads the CA as the dial will, so a missing, unreadable or empty
@@ -272,7 +266,7 @@ func checkCA(files host.FS, path, caCert string, fromFlag bool) error {
 	if fromFlag {
 		where = "--registration-ca-cert"
 	}
-	pemText, err := protocol.CAPEM(CA(files, caCert))
+	pemText, err := protocol.CAPEM(files, caCert)
 	if err != nil {
 		return errclass.Configf("%s: %w", where, err)
 	}

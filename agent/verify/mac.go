@@ -10,6 +10,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/nic"
 	"github.com/nodereg/nodereg/internal/state"
 )
 
@@ -126,7 +127,7 @@ func kernelByMAC(mac string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	ifs, err := net.Interfaces()
+	ifs, err := nic.Interfaces()
 	if err != nil {
 		return "", err
 	}

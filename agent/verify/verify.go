@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/nic"
 	"github.com/nodereg/nodereg/internal/state"
 )
 
@@ -106,18 +107,18 @@ type Input struct {
 	// BootstrapKeyfiles are where a bootstrap network's runtime keyfiles
 	// are (bootstrap.RuntimeKeyfiles), for the bootstrap finding.
 	BootstrapKeyfiles BootstrapKeyfiles
-	// ServerURL and CA are the registration URL and its CA (PEM, or a
-	// path on this machine as localconfig.CA gives it); ConfigProblem
+	// ServerURL and CA are the registration URL and its CA (PEM text, as
+	// localconfig.CA reads it); ConfigProblem
 	// says why the config could not be read.
 	ServerURL, CA, ConfigProblem string
 	// Timeout bounds the server check (default DefaultTimeout).
 	Timeout time.Duration
-	// Links reads an interface's flags and addresses; nil: netlink
-	// through the standard library (net.InterfaceByName).
+	// Links reads an interface's flags and addresses; nil: the kernel's,
+	// over netlink (nic.ByName).
 	Links func(name string) (Link, error)
 
 	// ByMAC is the kernel's name of the device with a MAC address; nil:
-	// net.Interfaces.
+	// the kernel's interface table (nic.Interfaces).
 	ByMAC func(mac string) (string, error)
 
 	// addresses are the state file's, decoded once by Run; devices the
@@ -202,7 +203,7 @@ func (r *Report) Write(w io.Writer, format string) error {
 // netlinkLink reads an interface through the standard library, which asks
 // the kernel over rtnetlink (RTM_GETLINK, RTM_GETADDR) on Linux.
 func netlinkLink(name string) (Link, error) {
-	ifc, err := net.InterfaceByName(name)
+	ifc, err := nic.ByName(name)
 	if err != nil {
 		return Link{}, err
 	}

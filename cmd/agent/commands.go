@@ -47,7 +47,7 @@ person, 130/143 stopped by SIGINT/SIGTERM.`,
 		if !cmd.Flags().Changed("root") {
 			return nil
 		}
-		if fi, err := host.Root("").Stat(c.root); err != nil || !fi.IsDir() {
+		if fi, err := host.StatInput(c.root); err != nil || !fi.IsDir() {
 			return fmt.Errorf("--root %s: not a directory", c.root)
 		}
 		return nil

@@ -69,7 +69,7 @@ func (c *cli) register(cmd *cobra.Command, f *registerFlags) error {
 		Labels:             f.labels,
 		LabelsFile:         f.labelsFile,
 		DryRun:             f.dryRun,
-		PersistOnly:        !host.Live(host.Root(c.root)) && !f.applyLive,
+		PersistOnly:        !host.LiveRoot(c.root) && !f.applyLive,
 		Deadline:           f.deadline,
 		NetworkTimeout:     f.networkTimeout,
 		ReachabilityWindow: f.reachabilityWindow,

@@ -22,9 +22,10 @@ const UnixPrefix = "unix://"
 
 // CheckTPM accepts elemental.registration.tpm-device when it is empty (the
 // agent then picks /dev/tpmrm0 or /dev/tpm0), an absolute path to a
-// character device, or unix:///path to a socket. A missing device or
-// socket is reported as such (fs.ErrNotExist), anything else as ErrNotTPM.
-func CheckTPM(dev string) error {
+// character device, or unix:///path to a socket, as files (the machine's
+// devices the TPM is opened through) has it. A missing device or socket is
+// reported as such (fs.ErrNotExist), anything else as ErrNotTPM.
+func CheckTPM(files host.FS, dev string) error {
 	if dev == "" {
 		return nil
 	}
@@ -35,9 +36,7 @@ func CheckTPM(dev string) error {
 	if !strings.HasPrefix(path, "/") {
 		return fmt.Errorf("tpm-device %q: %w: neither an absolute device path nor unix:///path", dev, ErrNotTPM)
 	}
-	// The setting names the device as it is on this machine, not below
-	// --root: hence the host itself.
-	fi, err := host.Root("").Stat(path)
+	fi, err := files.Stat(path)
 	if err != nil {
 		return fmt.Errorf("tpm-device: %w", err)
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/nodereg/nodereg/internal/host"
 )
 
 func TestCheckTPM(t *testing.T) {
@@ -28,7 +30,7 @@ func TestCheckTPM(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, ok := range []string{"", "/dev/null", "/dev/zero", "unix://" + sock} {
-		if err := CheckTPM(ok); err != nil {
+		if err := CheckTPM(host.Root("/"), ok); err != nil {
 			t.Errorf("%q refused: %v", ok, err)
 		}
 	}
@@ -42,21 +44,21 @@ func TestCheckTPM(t *testing.T) {
 		"unix://rel/sock":     "absolute",
 		"tcp://10.0.0.1:2321": "absolute",
 	} {
-		err := CheckTPM(bad)
+		err := CheckTPM(host.Root("/"), bad)
 		if !errors.Is(err, ErrNotTPM) || !strings.Contains(err.Error(), says) {
 			t.Errorf("%q: %v, want ErrNotTPM saying %q", bad, err, says)
 		}
 	}
-	if err := CheckTPM(filepath.Join(dir, "none")); !errors.Is(err, fs.ErrNotExist) {
+	if err := CheckTPM(host.Root("/"), filepath.Join(dir, "none")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing: %v", err)
 	}
 	// A block device, where the host has one.
 	for _, b := range []string{"/dev/loop0", "/dev/sda", "/dev/vda", "/dev/nvme0n1"} {
 		if fi, err := os.Stat(b); err == nil && fi.Mode()&fs.ModeDevice != 0 && fi.Mode()&fs.ModeCharDevice == 0 {
-			if err := CheckTPM(b); !errors.Is(err, ErrNotTPM) || !strings.Contains(err.Error(), "a block device") {
+			if err := CheckTPM(host.Root("/"), b); !errors.Is(err, ErrNotTPM) || !strings.Contains(err.Error(), "a block device") {
 				t.Errorf("%s: %v", b, err)
 			}
-			t.Logf("%s: %v", b, CheckTPM(b))
+			t.Logf("%s: %v", b, CheckTPM(host.Root("/"), b))
 			break
 		}
 	}

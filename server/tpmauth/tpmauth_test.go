@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/go-attestation/attest"
 
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/protocol"
 	"github.com/nodereg/nodereg/server/tpmauth"
 	"github.com/nodereg/nodereg/tpm"
@@ -26,7 +27,7 @@ func openTPM(t *testing.T) *tpm.TPM {
 	t.Helper()
 	opts := tpm.Options{Emulate: true, Seed: 42}
 	if !tpm.EmulationAvailable {
-		opts = tpm.Options{Device: tpmtest.StartSwtpm(t, false).Device()}
+		opts = tpm.Options{Files: host.Root("/"), Device: tpmtest.StartSwtpm(t, false).Device()}
 	}
 	tp, err := tpm.Open(opts)
 	if err != nil {

@@ -3,8 +3,12 @@
 // package linked into the agent binary, other than the edge itself, calls
 // an os function that touches the file system, imports os/exec, walks a
 // tree with path/filepath, or calls the file functions of the packages the
-// edge is built from. A scratch --root, a dry run and the tests then see
-// every read, write and program run the agent makes.
+// edge is built from. Nor may it go around the edge it is handed: build a
+// root of its own (host.Root, the one FS being agent.newEnv's), re-root a
+// path --root already joined (host.Root("")), default a nil FS to the live
+// root, or read the kernel's interface table outside internal/nic. A
+// scratch --root, a dry run and the tests then see every read, write and
+// program run the agent makes.
 package edge
 
 import (
@@ -56,6 +60,17 @@ var fileFuncs = map[string]map[string]bool{
 // forbiddenImports may not be imported at all outside the edge.
 var forbiddenImports = set("os/exec")
 
+// rootMakers are the functions, by package, that may build a host.Root:
+// the run's one FS is made in agent.newEnv; everything else is handed it.
+var rootMakers = map[string]string{"agent": "newEnv"}
+
+// nicFuncs are the net functions that read the kernel's interface table,
+// which internal/nic alone reads (the live system's, whatever --root is).
+var nicFuncs = set("Interfaces", "InterfaceByName", "InterfaceByIndex", "InterfaceAddrs")
+
+// nicPackage may call them.
+const nicPackage = "internal/nic"
+
 func set(names ...string) map[string]bool {
 	m := map[string]bool{}
 	for _, n := range names {
@@ -96,6 +111,85 @@ func violations(fset *token.FileSet, f *ast.File) []string {
 		}
 		return true
 	})
+	return out
+}
+
+// aroundTheEdge lists, in one parsed file of package rel, every way
+// around the FS it is handed: a host.Root it builds (re-rooting a joined
+// path when built from "", a nil FS's default when built under a `== nil`
+// test), and a read of the kernel's interface table outside internal/nic.
+func aroundTheEdge(fset *token.FileSet, f *ast.File, rel string) []string {
+	var out []string
+	hostName, netName := "", ""
+	for _, im := range f.Imports {
+		p, _ := strconv.Unquote(im.Path.Value)
+		name := p[strings.LastIndex(p, "/")+1:]
+		if im.Name != nil {
+			name = im.Name.Name
+		}
+		switch p {
+		case module + "/internal/host":
+			hostName = name
+		case "net":
+			netName = name
+		}
+	}
+	pkgCall := func(n ast.Node, pkg string) (*ast.CallExpr, string) {
+		call, ok := n.(*ast.CallExpr)
+		if !ok || pkg == "" {
+			return nil, ""
+		}
+		sel, ok := call.Fun.(*ast.SelectorExpr)
+		if !ok {
+			return nil, ""
+		}
+		if id, ok := sel.X.(*ast.Ident); !ok || id.Obj != nil || id.Name != pkg {
+			return nil, ""
+		}
+		return call, sel.Sel.Name
+	}
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || fd.Body == nil {
+			continue
+		}
+		// nilTests are the bodies of `if x == nil` in fd.
+		var nilTests []ast.Node
+		ast.Inspect(fd.Body, func(n ast.Node) bool {
+			if is, ok := n.(*ast.IfStmt); ok {
+				if be, ok := is.Cond.(*ast.BinaryExpr); ok && be.Op == token.EQL {
+					if id, ok := be.Y.(*ast.Ident); ok && id.Name == "nil" {
+						nilTests = append(nilTests, is.Body)
+					}
+				}
+			}
+			return true
+		})
+		under := func(n ast.Node) bool {
+			for _, b := range nilTests {
+				if n.Pos() >= b.Pos() && n.End() <= b.End() {
+					return true
+				}
+			}
+			return false
+		}
+		ast.Inspect(fd.Body, func(n ast.Node) bool {
+			if call, fn := pkgCall(n, hostName); fn == "Root" && rootMakers[rel] != fd.Name.Name {
+				what := "builds its own root (host.Root): use the FS it is handed"
+				if lit, ok := call.Args[0].(*ast.BasicLit); ok && lit.Value == `""` {
+					what = "re-roots a path with host.Root(\"\"): a path --root joined is read through the FS that joined it"
+				}
+				if under(call) {
+					what = "defaults a nil FS to the live root (host.Root): a nil FS is a caller's mistake, not the host"
+				}
+				out = append(out, fmt.Sprintf("%s: %s", fset.Position(call.Pos()), what))
+			}
+			if call, fn := pkgCall(n, netName); nicFuncs[fn] && rel != nicPackage {
+				out = append(out, fmt.Sprintf("%s: net.%s: the kernel's interfaces are read through internal/nic", fset.Position(call.Pos()), fn))
+			}
+			return true
+		})
+	}
 	return out
 }
 
@@ -157,7 +251,7 @@ func TestNoWayAroundTheHostEdge(t *testing.T) {
 				t.Fatal(err)
 			}
 			rel := filepath.ToSlash(filepath.Join(p.Rel, name))
-			for _, v := range violations(fset, f) {
+			for _, v := range append(violations(fset, f), aroundTheEdge(fset, f, p.Rel)...) {
 				key := rel + ": " + v[strings.LastIndex(v, ": ")+2:]
 				if _, ok := exceptions[key]; ok {
 					used[key] = true
@@ -213,6 +307,58 @@ func f() {
 	for i, w := range want {
 		if !strings.HasSuffix(got[i], w) {
 			t.Errorf("violation %d = %q, want one ending in %q", i, got[i], w)
+		}
+	}
+}
+
+// The way-around checker catches each kind, renamed imports included, and
+// leaves the one maker of the run's FS, a local variable named host and
+// internal/nic's own calls alone.
+func TestAroundTheEdgeCatchesEachKind(t *testing.T) {
+	src := `package p
+
+import (
+	h "github.com/nodereg/nodereg/internal/host"
+	"net"
+)
+
+func f(files h.FS, p string) {
+	_ = h.Root("/x")
+	_, _ = h.Root("").ReadFile(p, 1)
+	if files == nil {
+		files = h.Root("/")
+	}
+	_, _ = net.Interfaces()
+	_, _ = net.InterfaceByName("eth0")
+	_ = h.Live(files)
+	var host struct{ Root func(string) int }
+	_ = host.Root("")
+}
+
+func newEnv() { _ = h.Root("/") }
+`
+	want := []string{"builds its own root", "re-roots a path", "defaults a nil FS", "net.Interfaces", "net.InterfaceByName"}
+	for _, c := range []struct {
+		rel  string
+		want []string
+	}{
+		{"agent", want},
+		{"apply", append(want, "builds its own root")},
+		{"internal/nic", append(want[:3:3], "builds its own root")},
+	} {
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, "p.go", src, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := aroundTheEdge(fset, f, c.rel)
+		if len(got) != len(c.want) {
+			t.Fatalf("%s: findings = %q, want %d of them (%q)", c.rel, got, len(c.want), c.want)
+		}
+		for i, w := range c.want {
+			if !strings.Contains(got[i], w) {
+				t.Errorf("%s: finding %d = %q, want one saying %q", c.rel, i, got[i], w)
+			}
 		}
 	}
 }
