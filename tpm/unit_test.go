@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/go-tpm/tpm2"
+
+	"github.com/nodereg/nodereg/internal/host"
 )
 
 // Template bytes of the keys of docs/protocol.md §4.4.
@@ -131,7 +133,7 @@ func TestSocketUnderRootStaysInRoot(t *testing.T) {
 		if err := plant(root); err != nil {
 			t.Fatal(err)
 		}
-		_, err := Open(Options{Root: root, Device: SocketScheme + "/run/swtpm.sock", CommandTimeout: time.Second})
+		_, err := Open(Options{Files: host.Root(root), Device: SocketScheme + "/run/swtpm.sock", CommandTimeout: time.Second})
 		if !errors.Is(err, ErrNoDevice) {
 			t.Errorf("%s: %v, want no device", name, err)
 		}
