@@ -9,6 +9,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/agent/localconfig"
+	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
 	"github.com/nodereg/nodereg/netpolicy"
 	"github.com/nodereg/nodereg/protocol"
@@ -99,4 +100,20 @@ func PrintBootstrap(ctx context.Context, w io.Writer, root, configPath string, n
 		return err
 	}
 	return bootstrap.PrintPlan(ctx, w, ph.files, c, onPhase(e.ownedApplier(choice, netpolicy.Policy{}), ph))
+}
+
+// PrintBootstrapFor is `agent render --bootstrap -f FILE`: the bootstrap
+// profile of c for the machine the facts describe (nil: the one under
+// root), and the address it would try first. Described, nothing of this
+// host is read but the keyfile generator (nmstate: nmstatectl gc when
+// found, as choice says).
+func PrintBootstrapFor(ctx context.Context, w io.Writer, c *bootstrap.Config, facts *bootstrap.Facts, root string, choice apply.NmstateChoice) error {
+	if facts == nil {
+		e := newEnv(Options{DryRun: true, Out: w, Root: root})
+		ph := e.phase(PhaseBootstrap, redactor{})
+		return bootstrap.PrintPlan(ctx, w, ph.files, c, onPhase(e.ownedApplier(choice, netpolicy.Policy{}), ph))
+	}
+	e := newEnv(Options{DryRun: true, Out: w})
+	ph := e.phase(PhaseBootstrap, redactor{})
+	return bootstrap.PrintPlanFor(ctx, w, *facts, c, onPhase(e.ownedApplier(choice, netpolicy.Policy{}), ph))
 }

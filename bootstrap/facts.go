@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/nic"
 )
@@ -38,7 +39,37 @@ func (f Facts) Identity() (string, error) {
 	case f.Serial != "":
 		return "serial:" + f.Serial, nil
 	}
-	return "", errors.New("bootstrap: this machine has no system UUID, permanent MAC or serial to derive a range start from")
+	return "", &NoIdentityError{}
+}
+
+// NoIdentityError: a range needs a fact that tells this machine from the
+// others, and it has none. No later attempt can change that, so it is a
+// configuration error (78), not a transient one.
+type NoIdentityError struct{}
+
+// Class: the machine or the command line must change.
+func (e *NoIdentityError) Class() errclass.Class { return errclass.Config }
+
+// Cause names it on the outcome line.
+func (e *NoIdentityError) Cause() string { return "bootstrap network config" }
+
+func (e *NoIdentityError) Error() string {
+	return "bootstrap: this machine has no system UUID, permanent MAC or serial to derive a range start from"
+}
+
+// explain adds to a *NoIdentityError that --root moved /sys, when it did.
+func explain(files host.FS, err error) error {
+	var ne *NoIdentityError
+	if !errors.As(err, &ne) {
+		return err
+	}
+	if _, serr := files.Stat(host.SysClassNet); serr == nil {
+		return err
+	}
+	if h := host.MovedHint(files, host.SysClassNet); h != "" {
+		return fmt.Errorf("%w; %s", err, h)
+	}
+	return err
 }
 
 // String lists the facts for error messages and logs.
@@ -83,3 +114,23 @@ func usableDMI(v string) string {
 // normaliseMAC is nic.Normalise: a static entry's MAC is compared with the
 // facts in the same spelling.
 func normaliseMAC(s string) (string, error) { return nic.Normalise(s) }
+
+// FactsOf are the facts of a machine described rather than read (agent
+// render --bootstrap -f with --set): spelt and filtered as ReadFacts
+// spells and filters what it reads, so the preview picks what the
+// machine itself would.
+func FactsOf(macs []string, serial, uuid string) (Facts, error) {
+	var f Facts
+	for _, m := range macs {
+		n, err := normaliseMAC(m)
+		if err != nil {
+			return f, errclass.Configf("mac: %w", err)
+		}
+		f.MACs = append(f.MACs, n)
+	}
+	slices.Sort(f.MACs)
+	f.MACs = slices.Compact(f.MACs)
+	f.Serial = usableDMI(strings.TrimSpace(serial))
+	f.UUID = strings.ToLower(usableDMI(strings.TrimSpace(uuid)))
+	return f, nil
+}

@@ -38,6 +38,13 @@ func PrintPlan(ctx context.Context, w io.Writer, files host.FS, c *Config, a *ap
 	if err != nil {
 		return err
 	}
+	return explain(files, PrintPlanFor(ctx, w, facts, c, a))
+}
+
+// PrintPlanFor is PrintPlan for a machine described by its facts rather
+// than read (agent render --bootstrap -f with --set mac=...): no machine,
+// no /sys, nothing on this host read but the keyfile generator.
+func PrintPlanFor(ctx context.Context, w io.Writer, facts Facts, c *Config, a *apply.Applier) error {
 	plan, err := Preview(c, facts)
 	if err != nil {
 		return err

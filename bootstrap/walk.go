@@ -208,7 +208,7 @@ func chooseUp(ctx context.Context, c *Config, env Env) (*Plan, error) {
 	}
 	preview, err := Preview(c, facts)
 	if err != nil {
-		return nil, err
+		return nil, explain(env.Files, err)
 	}
 	prober := env.Prober
 	perProbe := time.Duration(0)

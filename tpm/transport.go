@@ -80,8 +80,13 @@ func openTransport(opts Options) (transport.TPMCloser, string, error) {
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", path, err))
 	}
-	return nil, "", fmt.Errorf("%w: tried %s (%w); set tpm-device to the TPM's path or unix://<swtpm socket>, or emulate-tpm: true on machines without a TPM",
-		ErrNoDevice, strings.Join(candidatePaths(files, candidates), ", "), errors.Join(errs...))
+	all := errors.Join(errs...)
+	moved := ""
+	if h := host.MovedHint(files, candidates[0]); h != "" && errors.Is(all, fs.ErrNotExist) {
+		moved = "; " + h
+	}
+	return nil, "", fmt.Errorf("%w: tried %s (%w); set tpm-device to the TPM's path or unix://<swtpm socket>, or emulate-tpm: true on machines without a TPM%s",
+		ErrNoDevice, strings.Join(candidatePaths(files, candidates), ", "), all, moved)
 }
 
 func candidatePaths(files host.FS, cs []string) []string {

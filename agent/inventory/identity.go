@@ -3,6 +3,7 @@ package inventory
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"path"
 	"strings"
 
@@ -22,7 +23,7 @@ func MACAddress(files host.FS) (string, error) {
 	dir := files.Path(host.SysClassNet)
 	macs, err := nic.PermanentMACs(files)
 	if err != nil {
-		return "", fmt.Errorf("mac identifier: reading %s: %w", dir, err)
+		return "", fmt.Errorf("mac identifier: reading %s: %w%s", dir, err, moved(files, host.SysClassNet, err))
 	}
 	if len(macs) == 0 {
 		return "", fmt.Errorf("mac identifier: no physical interface with a permanent MAC under %s: %w", dir, ErrNoIdentifier)
@@ -40,7 +41,7 @@ func SystemUUID(files host.FS) (string, error) {
 	p := path.Join(host.DMIIDDir, "product_uuid")
 	b, err := files.ReadFile(p, host.MaxAttr)
 	if err != nil {
-		return "", fmt.Errorf("sys-uuid identifier: %w (%w)", err, ErrNoIdentifier)
+		return "", fmt.Errorf("sys-uuid identifier: %w (%w)%s", err, ErrNoIdentifier, moved(files, p, err))
 	}
 	id := strings.TrimSpace(string(b))
 	switch {
@@ -48,4 +49,12 @@ func SystemUUID(files host.FS) (string, error) {
 		return "", fmt.Errorf("sys-uuid identifier: %s holds %q: %w", files.Path(p), id, ErrNoIdentifier)
 	}
 	return id, nil
+}
+
+// moved is "; " and host.MovedHint for a path --root took away, else "".
+func moved(files host.FS, p string, err error) string {
+	if h := host.MovedHint(files, p); h != "" && errors.Is(err, fs.ErrNotExist) {
+		return "; " + h
+	}
+	return ""
 }

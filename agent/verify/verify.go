@@ -47,6 +47,9 @@ const (
 	NotChecked Status = "not checked"
 )
 
+// notCheckedPrefix leads the detail of every NotChecked finding.
+const notCheckedPrefix = string(NotChecked) + ": "
+
 // Finding is one check's result; Detail says what was found.
 type Finding struct {
 	Name   string `json:"name"`
@@ -87,6 +90,11 @@ func (r *Report) Find(name string) Finding {
 
 func (r *Report) add(name string, st Status, format string, a ...any) {
 	f := Finding{Name: name, Status: st, Detail: fmt.Sprintf(format, a...), Bit: Bits[name]}
+	// A finding that could not be made leads with why: "not checked:
+	// nmcli not found", said once (Write prints it in the status column).
+	if st == NotChecked && !strings.HasPrefix(f.Detail, notCheckedPrefix) {
+		f.Detail = notCheckedPrefix + f.Detail
+	}
 	r.Findings = append(r.Findings, f)
 	if st == Failed {
 		r.Exit |= f.Bit
@@ -188,7 +196,11 @@ func (r *Report) Write(w io.Writer, format string) error {
 		return enc.Encode(r)
 	}
 	for _, f := range r.Findings {
-		if _, err := fmt.Fprintf(w, "%-10s %-11s %s\n", f.Name, f.Status, f.Detail); err != nil {
+		line := fmt.Sprintf("%-10s %-12s %s\n", f.Name, f.Status, f.Detail)
+		if f.Status == NotChecked {
+			line = fmt.Sprintf("%-10s %s\n", f.Name, f.Detail) // the detail says "not checked: why"
+		}
+		if _, err := io.WriteString(w, line); err != nil {
 			return err
 		}
 	}

@@ -76,7 +76,11 @@ func TestCommandLinesNotUnderstoodExit64WithOneLineAndNoRun(t *testing.T) {
 		{[]string{"version", "extra"}, `unexpected argument "extra"`, "agent version --help"},
 		{[]string{"render", "--network-config", nc, "--registration-url", url}, "unknown flag: --registration-url", "agent render --help"},
 		{[]string{"render"}, `"input" not set`, "agent render --help"},
-		{[]string{"render", "-f", nc, "--bootstrap"}, "--bootstrap and --input are mutually exclusive", "agent render --help"},
+		// --bootstrap -f FILE previews the file's bootstrap network: --set
+		// then gives the machine's facts, never a pool address.
+		{[]string{"render", "-f", nc, "--bootstrap", "--set", "inventory-ip=192.168.122.150"}, `--set "inventory-ip=192.168.122.150": with --bootstrap, --set gives a fact of the machine`, "agent render --help"},
+		{[]string{"render", "-f", nc, "--bootstrap", "--set", "mac=nope"}, `"nope" is not an Ethernet MAC address`, "agent render --help"},
+		{[]string{"rendr", "-f", nc}, `unknown command "rendr" for "agent"; did you mean render?`, "agent --help"},
 		{[]string{"regsiter"}, `unknown command "regsiter" for "agent"; did you mean register?`, "agent --help"},
 		{[]string{"--registration-ulr", url}, "unknown flag: --registration-ulr; did you mean --registration-url?", "agent --help"},
 		{[]string{"register", "--dry-rn"}, "unknown flag: --dry-rn; did you mean --dry-run?", "agent register --help"},

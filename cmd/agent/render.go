@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -12,6 +14,7 @@ import (
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/bootstrap"
 	cmdline "github.com/nodereg/nodereg/internal/cli"
 	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/internal/host"
@@ -68,15 +71,22 @@ func (c *cli) renderCommand() *cobra.Command {
 			var err error
 			switch {
 			case boot && file != "":
-				return errors.New("--bootstrap and --input are mutually exclusive")
+				facts, ferr := parseFacts(set, cmd.Flags().Changed("root"))
+				if ferr != nil {
+					return ferr
+				}
+				err = renderBootstrap(c.stdout, file, facts, c.root, apply.NmstateChoice(nmstate.value))
 			case boot && len(set) > 0:
-				return errors.New("--set goes with --input, not --bootstrap")
+				return errors.New("--set with --bootstrap gives the machine's facts for the file of -f: --bootstrap -f FILE --set mac=ADDRESS")
 			case boot:
 				var flag *string // nil: the config file's elemental.registration.nmstate, else auto
 				if cmd.Flags().Changed("nmstate") {
 					flag = &nmstate.value
 				}
 				err = agent.PrintBootstrap(context.Background(), c.stdout, c.root, configPath, flag)
+				if errors.Is(err, fs.ErrNotExist) {
+					err = fmt.Errorf("%w (render --bootstrap reads the node's config; off the node, render --bootstrap -f FILE --set mac=ADDRESS reads a cloud-config, a SeedImage or a drop-in)", err)
+				}
 			case file == "":
 				return errors.New(`required flag(s) "input" not set (or --bootstrap)`)
 			default:
@@ -113,6 +123,68 @@ func (c *cli) renderCommand() *cobra.Command {
 	cmd.Flags().StringVar(&configPath, "config-path", host.ConfigFile, "elemental config file (under --root): its network policy judges the config; with --bootstrap, its bootstrap network is printed")
 	cmd.Flags().Var(nmstate, "nmstate", nmstateUsage)
 	return cmd
+}
+
+// factKeys are what --set gives with --bootstrap -f: the facts a static
+// entry matches and a range's start is derived from (bootstrap.Facts).
+var factKeys = []string{"mac", "serial", "uuid"}
+
+// parseFacts reads --set with --bootstrap: mac=ADDRESS (repeatable),
+// serial=S, uuid=U. Without any, and without --root to read them from,
+// there is no machine to preview: a usage error.
+func parseFacts(set []string, root bool) (*bootstrap.Facts, error) {
+	if len(set) == 0 {
+		if root {
+			return nil, nil
+		}
+		return nil, errors.New("--bootstrap -f FILE needs the machine's facts: --set mac=ADDRESS, --set serial=S or --set uuid=U (or --root DIR to read them from a machine's tree)")
+	}
+	var macs []string
+	one := map[string]string{}
+	for _, s := range set {
+		k, v, ok := strings.Cut(s, "=")
+		switch {
+		case !ok || v == "" || !slices.Contains(factKeys, k):
+			return nil, fmt.Errorf("--set %q: with --bootstrap, --set gives a fact of the machine: mac=ADDRESS, serial=S or uuid=U", s)
+		case k == "mac":
+			macs = append(macs, v)
+		case one[k] != "":
+			return nil, fmt.Errorf("--set %s given twice", k)
+		default:
+			one[k] = v
+		}
+	}
+	f, err := bootstrap.FactsOf(macs, one["serial"], one["uuid"])
+	if err != nil {
+		return nil, exitcode.Usagef("--set %v", err)
+	}
+	return &f, nil
+}
+
+// renderBootstrap is render --bootstrap -f: the bootstrap network the file
+// carries (a config file or drop-in, a cloud-config, a SeedImage or a
+// MachineRegistration), for the machine facts describes, or, nil, the one
+// under root.
+func renderBootstrap(w io.Writer, file string, facts *bootstrap.Facts, root string, nmstate apply.NmstateChoice) error {
+	b, err := host.ReadInput(file, maxRenderInput)
+	if err != nil {
+		return &errclass.ConfigError{Err: err}
+	}
+	conf, where, err := bootstrap.FromDocument(b)
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	fmt.Fprintf(w, "# %s: %s\n", file, where)
+	if facts == nil {
+		read, err := bootstrap.ReadFacts(host.Root(root))
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "# machine: %s (read under --root %s)\n", read, root)
+	} else {
+		fmt.Fprintf(w, "# machine: %s (--set)\n", *facts)
+	}
+	return agent.PrintBootstrapFor(context.Background(), w, conf, facts, root, nmstate)
 }
 
 func render(w io.Writer, file string, node agent.RenderFor, set map[string]string, nmstate apply.NmstateChoice) error {

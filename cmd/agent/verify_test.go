@@ -83,3 +83,37 @@ func TestVerifyTakesTheUnitsSharedArgs(t *testing.T) {
 		t.Errorf("verify --reset: exit %d, want 64\n%s", code, errs)
 	}
 }
+
+// The text report reads as one: a finding that could not be made says
+// "not checked: why" once (never "not checked not checked"), and an nmcli
+// that fails leaves the bootstrap finding not checked, not "ok".
+func TestVerifyTextSaysNotCheckedOnceAndNoOkForWhatDidNotRun(t *testing.T) {
+	url, _ := listener(t)
+	root := scratchRoot(t, url)
+	failing := filepath.Join(t.TempDir(), "nmcli")
+	if err := os.WriteFile(failing, []byte("#!/bin/sh\necho 'Error: NetworkManager is not running.' >&2\nexit 8\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("NODEREG_NMCLI", failing)
+	_, out, errs := run("verify", "--root", root)
+	if strings.Contains(out, "not checked not checked") || strings.Contains(out, "not checked  not checked") {
+		t.Errorf("doubled words:\n%s", out)
+	}
+	lines := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		name, rest, _ := strings.Cut(l, " ")
+		lines[name] = strings.TrimSpace(rest)
+	}
+	for name, want := range map[string]string{
+		"applicator": "not checked: the state file records no network config applied",
+		"addresses":  "not checked: the state file records no addresses",
+		"bootstrap":  "not checked: the active profiles could not be read (nmcli failed",
+	} {
+		if !strings.HasPrefix(lines[name], want) {
+			t.Errorf("%s: %q, want it to start %q\n%s%s", name, lines[name], want, out, errs)
+		}
+	}
+	if strings.HasPrefix(lines["bootstrap"], "ok") {
+		t.Errorf("bootstrap ok although nmcli failed:\n%s", out)
+	}
+}

@@ -45,6 +45,7 @@ func Execute(root *cobra.Command, args []string, stderr io.Writer) int {
 	case errors.As(err, &f):
 		return f.Code
 	}
+	err = unknownCommand(root, cmd, args, err)
 	fmt.Fprintf(stderr, "%s: %s%s (see '%s --help')\n", cmd.CommandPath(), OneLine(err), flagSuggestion(cmd, err), cmd.CommandPath())
 	return ExitUsage
 }
@@ -66,6 +67,80 @@ func refuseUnknownSubcommands(root *cobra.Command) {
 		}
 	}
 	walk(root)
+}
+
+// unknownCommand: a mistyped command followed by flags (`agent rendr -f
+// x`) is parsed by cobra as the parent's own flags and fails on the first
+// one the parent lacks. The word is the mistake, not the flag: when the
+// command that failed has subcommands and the first word of its command
+// line is none of them, the error is NoArgs' unknown command, with its
+// "did you mean".
+func unknownCommand(root, cmd *cobra.Command, args []string, err error) error {
+	if cmd == nil || !cmd.HasSubCommands() || strings.HasPrefix(err.Error(), "unknown command") {
+		return err
+	}
+	_, rest, ferr := root.Find(args)
+	if ferr != nil {
+		return err
+	}
+	word := firstWord(cmd, rest)
+	if word == "" {
+		return err
+	}
+	for _, sub := range cmd.Commands() {
+		if sub.Name() == word || sub.HasAlias(word) {
+			return err
+		}
+	}
+	return NoArgs(cmd, []string{word})
+}
+
+// firstWord is the first argument of args that is neither a flag nor the
+// value of one, as cmd's flags read them; "" when there is none.
+func firstWord(cmd *cobra.Command, args []string) string {
+	lookup := func(long string, short string) *pflag.Flag {
+		for _, fs := range []*pflag.FlagSet{cmd.LocalFlags(), cmd.InheritedFlags()} {
+			if long != "" {
+				if f := fs.Lookup(long); f != nil {
+					return f
+				}
+			} else if f := fs.ShorthandLookup(short); f != nil {
+				return f
+			}
+		}
+		return nil
+	}
+	// An unknown flag before any word may or may not take the next
+	// argument: then there is no telling, and cobra's error stands.
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		var f *pflag.Flag
+		switch {
+		case a == "--":
+			return ""
+		case strings.HasPrefix(a, "--"):
+			name, _, hasValue := strings.Cut(a[2:], "=")
+			if f = lookup(name, ""); f == nil {
+				return ""
+			}
+			if hasValue {
+				continue
+			}
+		case strings.HasPrefix(a, "-") && len(a) > 1:
+			if f = lookup("", a[len(a)-1:]); f == nil {
+				return ""
+			}
+			if len(a) > 2 && !strings.Contains(a, "=") {
+				continue // -abc: a value, if any, is in the word
+			}
+		default:
+			return a
+		}
+		if f.NoOptDefVal == "" && !strings.Contains(a, "=") {
+			i++
+		}
+	}
+	return ""
 }
 
 // OneLine is the first line of err's message: the problem, without the
