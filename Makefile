@@ -29,12 +29,12 @@ help: ## list the targets
 version: ## print the version the binaries are built with
 	@echo '$(VERSION)'
 
-build: ## build bin/agent and bin/regserver (static, no cgo)
-	$(STATIC) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/agent ./cmd/agent
+build: ## build bin/nodereg-agent and bin/regserver (static, no cgo)
+	$(STATIC) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/nodereg-agent ./cmd/agent
 	$(STATIC) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/regserver ./cmd/regserver
 
-build-emulated: ## build bin/agent-emulated with the in-process emulated TPM (cgo, OpenSSL; slow first time)
-	CGO_ENABLED=1 $(GO) build -trimpath -tags emulatedtpm -ldflags '$(LDFLAGS)' -o $(BIN)/agent-emulated ./cmd/agent
+build-emulated: ## build bin/nodereg-agent-emulated with the in-process emulated TPM (cgo, OpenSSL; slow first time)
+	CGO_ENABLED=1 $(GO) build -trimpath -tags emulatedtpm -ldflags '$(LDFLAGS)' -o $(BIN)/nodereg-agent-emulated ./cmd/agent
 
 # Every stage runs, each printed with its wall time and a closing table
 # (tests/stages.sh); make test fails if any stage failed. Stages joined by

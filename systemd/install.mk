@@ -20,10 +20,10 @@ NODEREG_AGENT ?= $(SBINDIR)/nodereg-agent
 EMULATED ?= no
 # The built agent this target installs.
 ifeq ($(EMULATED),yes)
-AGENT_BIN ?= bin/agent-emulated
+AGENT_BIN ?= bin/nodereg-agent-emulated
 NODEREG_BUILD_TARGET := build-emulated
 else
-AGENT_BIN ?= bin/agent
+AGENT_BIN ?= bin/nodereg-agent
 NODEREG_BUILD_TARGET := build
 endif
 # yes: also install the upstream names, so existing images, scripts and the
@@ -60,7 +60,7 @@ NODEREG_INSTALL_ENV = DESTDIR='$(DESTDIR)' NODEREG_AGENT='$(NODEREG_AGENT)' SYST
 # AGENT_BIN is checked, not made: the including Makefile decides how to
 # build it (`make build`), and install must never rebuild as root. Every
 # target is checked before any is written (systemd/install.sh).
-install: ## install bin/agent (EMULATED=yes: bin/agent-emulated), the units, man pages and docs (DESTDIR, PREFIX, ELEMENTAL_REGISTER=replace, SYSTEMD_ENABLE=yes)
+install: ## install bin/nodereg-agent (EMULATED=yes: bin/nodereg-agent-emulated), the units, man pages and docs (DESTDIR, PREFIX, ELEMENTAL_REGISTER=replace, SYSTEMD_ENABLE=yes)
 	@$(NODEREG_INSTALL_ENV) sh '$(NODEREG_SYSTEMD_DIR)/install.sh'
 
 install-list: ## print the files make install writes (below DESTDIR)

@@ -17,7 +17,7 @@ set -eu
 # Run alone from a checkout, the defaults are install.mk's.
 here=$(cd "$(dirname "$0")" && pwd)
 : "${PREFIX:=/usr}" "${NODEREG_AGENT:=$PREFIX/sbin/nodereg-agent}" "${SYSTEMD_UNITDIR:=$PREFIX/lib/systemd/system}"
-: "${AGENT_BIN:=$here/../bin/agent}" "${UNIT_SRC:=$here}" "${COMPAT_LINKS:=yes}" "${ELEMENTAL_REGISTER:=no}"
+: "${AGENT_BIN:=$here/../bin/nodereg-agent}" "${UNIT_SRC:=$here}" "${COMPAT_LINKS:=yes}" "${ELEMENTAL_REGISTER:=no}"
 : "${SYSTEMD_ENABLE:=no}" "${ADMIN_UNITDIR:=/etc/systemd/system}" "${SYSTEMCTL:=systemctl}"
 : "${MANDIR:=$PREFIX/share/man}" "${DOC_ROOT:=$here/..}" "${DOCDIR:=$PREFIX/share/doc/nodereg}"
 if [ -z "${MAN_SRC+set}" ] && [ -d "$here/../bin/man" ]; then MAN_SRC=$here/../bin/man; fi

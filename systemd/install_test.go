@@ -204,19 +204,19 @@ func TestInstallNeedsABuiltAgent(t *testing.T) {
 	}
 }
 
-// EMULATED=yes installs bin/agent-emulated, not bin/agent, and a missing
+// EMULATED=yes installs bin/nodereg-agent-emulated, not bin/nodereg-agent, and a missing
 // one is named with the target that builds it.
 func TestInstallEmulatedBuild(t *testing.T) {
 	dir := t.TempDir()
 	root := filepath.Join(t.TempDir(), "root")
 	out, err := runMakeIn(t, dir, "DESTDIR="+root, "EMULATED=yes")
-	if err == nil || !strings.Contains(out, "bin/agent-emulated not found") || !strings.Contains(out, "make build-emulated") {
+	if err == nil || !strings.Contains(out, "bin/nodereg-agent-emulated not found") || !strings.Contains(out, "make build-emulated") {
 		t.Errorf("EMULATED=yes without the build: err=%v, output:\n%s", err, out)
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for name, content := range map[string]string{"agent": "#!/bin/sh\necho default\n", "agent-emulated": "#!/bin/sh\necho emulated\n"} {
+	for name, content := range map[string]string{"nodereg-agent": "#!/bin/sh\necho default\n", "nodereg-agent-emulated": "#!/bin/sh\necho emulated\n"} {
 		if err := os.WriteFile(filepath.Join(dir, "bin", name), []byte(content), 0o755); err != nil {
 			t.Fatal(err)
 		}

@@ -22,7 +22,7 @@ else
   say() { printf '\n== %s\n' "$*"; }
 fi
 # The binaries, overridable (tests/cli runs the demo on its own builds).
-AGENT=${AGENT:-./bin/agent}
+AGENT=${AGENT:-./bin/nodereg-agent}
 REGSERVER=${REGSERVER:-./bin/regserver}
 # shorten cuts the value of a YAML line that is one long token (the state
 # file's nodereg-ak, a 2 KB AK blob) to its start and its length.

@@ -67,7 +67,7 @@ var (
 
 func main() {
 	var o options
-	flag.StringVar(&o.bin, "bin", "bin", "directory holding agent, agent-emulated and regserver (make build build-emulated)")
+	flag.StringVar(&o.bin, "bin", "bin", "directory holding nodereg-agent, nodereg-agent-emulated and regserver (make build build-emulated)")
 	flag.IntVar(&o.runs, "runs", 15, "agent process runs per line")
 	flag.IntVar(&o.tpmRuns, "tpm-runs", 5, "agent process runs per swtpm line (each cold run starts a fresh swtpm)")
 	flag.IntVar(&o.invRuns, "inventory-runs", 20, "inventory collections and render+persist rounds")
@@ -143,13 +143,14 @@ type results struct {
 // not start (no binaries, no temp dir); a failed measurement is a row error.
 func bench(o options, diag io.Writer) (*results, error) {
 	bins := map[string]string{}
-	for _, name := range []string{"agent", "agent-emulated", "regserver"} {
-		p, err := filepath.Abs(filepath.Join(o.bin, name))
+	// Keyed by role; the files are named as make build names them.
+	for name, file := range map[string]string{"agent": "nodereg-agent", "agent-emulated": "nodereg-agent-emulated", "regserver": "regserver"} {
+		p, err := filepath.Abs(filepath.Join(o.bin, file))
 		if err != nil {
 			return nil, err
 		}
 		if _, err := os.Stat(p); err != nil {
-			return nil, fmt.Errorf("%s missing (run `make build build-emulated` first): %w", name, err)
+			return nil, fmt.Errorf("%s missing (run `make build build-emulated` first): %w", file, err)
 		}
 		bins[name] = p
 	}
@@ -369,8 +370,8 @@ func (b *bencher) sizeRows() []row {
 		name, bin string
 		budget    float64
 	}{
-		{"bin/agent size (default build, stripped)", "agent", budgetAgentSize},
-		{"bin/agent-emulated size (stripped)", "agent-emulated", noBudget()},
+		{"bin/nodereg-agent size (default build, stripped)", "agent", budgetAgentSize},
+		{"bin/nodereg-agent-emulated size (stripped)", "agent-emulated", noBudget()},
 	} {
 		r := row{name: c.name, unit: unitBytes, budget: c.budget}
 		fi, err := os.Stat(b.bins[c.bin])

@@ -191,7 +191,7 @@ func (m *machine) diag() string {
 	return fmt.Sprintf("ip addr:\n%s\nnmcli device show:\n%s\nnmcli connection show:\n%s\nNetworkManager log:\n%s", ipOut, dev, conns, m.logTail(m.nm))
 }
 
-// agentRun is one run of bin/agent: its exit code and combined output; err
+// agentRun is one run of bin/nodereg-agent: its exit code and combined output; err
 // is set when it could not be run at all.
 type agentRun struct {
 	code int
@@ -199,7 +199,7 @@ type agentRun struct {
 	err  error
 }
 
-// runAgent runs bin/agent in the node's namespace as the boot service
+// runAgent runs bin/nodereg-agent in the node's namespace as the boot service
 // would, talking to the namespace's NetworkManager through the private bus.
 func (m *machine) runAgent(extraEnv []string, args ...string) agentRun {
 	m.t.Helper()

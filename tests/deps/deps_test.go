@@ -1,5 +1,5 @@
 // Package deps keeps the agent's import graph small, the way tailscale's
-// depaware does: agent-modules.txt lists every module linked into bin/agent
+// depaware does: agent-modules.txt lists every module linked into bin/nodereg-agent
 // (default build), and a module entering or leaving the binary fails the
 // test until the list is updated on purpose. Kubernetes client libraries
 // may never enter, whatever the list says.
@@ -153,7 +153,7 @@ func readList(t *testing.T) []string {
 func writeList(t *testing.T, mods []string) {
 	t.Helper()
 	var b strings.Builder
-	b.WriteString("# Modules linked into bin/agent (default build: CGO_ENABLED=0, no tags), std and\n")
+	b.WriteString("# Modules linked into bin/nodereg-agent (default build: CGO_ENABLED=0, no tags), std and\n")
 	b.WriteString("# github.com/nodereg/nodereg left out. Checked by tests/deps; regenerate with\n")
 	b.WriteString("#   go test ./tests/deps -run TestAgentModules -update\n")
 	b.WriteString("# and say in the commit why a new module is worth its size on every node.\n")
@@ -165,12 +165,12 @@ func writeList(t *testing.T, mods []string) {
 	}
 }
 
-// TestAgentModules compares the modules linked into bin/agent with the
+// TestAgentModules compares the modules linked into bin/nodereg-agent with the
 // committed list.
 func TestAgentModules(t *testing.T) {
 	got := modules(listDeps(t, false))
 	if bad := checkForbidden(got); len(bad) > 0 {
-		t.Fatalf("bin/agent links %s: Kubernetes client libraries may never enter the node binary (find the importer with `go mod why -m %s`)", strings.Join(bad, ", "), bad[0])
+		t.Fatalf("bin/nodereg-agent links %s: Kubernetes client libraries may never enter the node binary (find the importer with `go mod why -m %s`)", strings.Join(bad, ", "), bad[0])
 	}
 	if *update {
 		writeList(t, got)
@@ -183,10 +183,10 @@ func TestAgentModules(t *testing.T) {
 	}
 	added, removed := diff(got, want)
 	if len(added) > 0 {
-		t.Errorf("new modules linked into bin/agent: %s\n%s", strings.Join(added, ", "), updateHint)
+		t.Errorf("new modules linked into bin/nodereg-agent: %s\n%s", strings.Join(added, ", "), updateHint)
 	}
 	if len(removed) > 0 {
-		t.Errorf("modules listed in %s are no longer linked into bin/agent: %s\nrun `go test ./tests/deps -run TestAgentModules -update` to shrink the list", listFile, strings.Join(removed, ", "))
+		t.Errorf("modules listed in %s are no longer linked into bin/nodereg-agent: %s\nrun `go test ./tests/deps -run TestAgentModules -update` to shrink the list", listFile, strings.Join(removed, ", "))
 	}
 }
 
@@ -195,7 +195,7 @@ func TestEmulatedBuildHasNoKubernetes(t *testing.T) {
 	pkgs := listDeps(t, true, "emulatedtpm")
 	mods := modules(pkgs)
 	if bad := checkForbidden(mods); len(bad) > 0 {
-		t.Fatalf("bin/agent-emulated links %s: Kubernetes client libraries may never enter the node binary", strings.Join(bad, ", "))
+		t.Fatalf("bin/nodereg-agent-emulated links %s: Kubernetes client libraries may never enter the node binary", strings.Join(bad, ", "))
 	}
 	// The tag must really select the simulator, or the next test proves
 	// nothing.
@@ -208,7 +208,7 @@ func TestEmulatedBuildHasNoKubernetes(t *testing.T) {
 func TestDefaultBuildHasNoSimulator(t *testing.T) {
 	for _, p := range listDeps(t, false) {
 		if p.module == "github.com/google/go-tpm-tools" {
-			t.Errorf("default bin/agent links %s: the emulated TPM must stay behind the emulatedtpm build tag", p.path)
+			t.Errorf("default bin/nodereg-agent links %s: the emulated TPM must stay behind the emulatedtpm build tag", p.path)
 		}
 	}
 }
@@ -222,7 +222,7 @@ func TestAgentUsesOnlyYipSchema(t *testing.T) {
 	sawSchema := false
 	for _, p := range pkgs {
 		if p.module == yip && p.path != schema && !strings.HasPrefix(p.path, schema+"/") {
-			t.Errorf("bin/agent links %s: only %s (and what it imports) is allowed", p.path, schema)
+			t.Errorf("bin/nodereg-agent links %s: only %s (and what it imports) is allowed", p.path, schema)
 		}
 		if p.module != selfModule {
 			continue

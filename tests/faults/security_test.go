@@ -195,7 +195,7 @@ func TestPlainHTTPWarns(t *testing.T) {
 	t.Logf("warning: %s", warn)
 }
 
-// TestSecretsNotLogged runs bin/agent --debug (the real binary, its real
+// TestSecretsNotLogged runs bin/nodereg-agent --debug (the real binary, its real
 // logger) against a regserver whose config carries a system-agent token,
 // and greps everything the agent printed.
 func TestSecretsNotLogged(t *testing.T) {

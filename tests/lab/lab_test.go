@@ -1,4 +1,4 @@
-// Package lab runs bin/regserver and bin/agent in two network namespaces
+// Package lab runs bin/regserver and bin/nodereg-agent in two network namespaces
 // joined by a veth pair, with 100 ms delay and 5 % loss each way: the
 // registration, the network config and a server crash must all be lived
 // through on a bad network. The impairment is tc netem on both ends of the
@@ -202,7 +202,7 @@ type agentRun struct {
 	err  error // the agent could not be run at all
 }
 
-// runAgent runs bin/agent in the node namespace against the machine root.
+// runAgent runs bin/nodereg-agent in the node namespace against the machine root.
 func (l *lab) runAgent(t *testing.T, m *node.Machine) agentRun {
 	return l.agentCommand(t, m)(nil)
 }

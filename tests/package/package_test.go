@@ -263,3 +263,114 @@ func TestUnitsDocumentInstalledManPages(t *testing.T) {
 		}
 	}
 }
+
+// upstreamDeb builds a stand-in for upstream's elemental-register package
+// with dpkg-deb: it owns /usr/sbin/elemental-register (a script, not a
+// link) and a doc file of its own.
+func upstreamDeb(t *testing.T) string {
+	t.Helper()
+	pkg := filepath.Join(t.TempDir(), "elemental-register")
+	files := map[string]string{
+		"DEBIAN/control": "Package: elemental-register\nVersion: 1.7.1-1\nArchitecture: amd64\n" +
+			"Maintainer: nodereg tests <t@example.invalid>\nDescription: stand-in for upstream's elemental-register package\n",
+		"usr/sbin/elemental-register":             "#!/bin/sh\necho upstream\n",
+		"usr/share/doc/elemental-register/README": "upstream's\n",
+	}
+	for p, content := range files {
+		full := filepath.Join(pkg, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(content), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deb := pkg + ".deb"
+	run(t, "dpkg-deb", "--root-owner-group", "--build", pkg, deb)
+	return deb
+}
+
+// dpkgRoot is an empty root with a dpkg database of its own.
+func dpkgRoot(t *testing.T) string {
+	t.Helper()
+	root := t.TempDir()
+	for _, d := range []string{"var/lib/dpkg/info", "var/lib/dpkg/updates"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "var/lib/dpkg/status"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// TestDebReplacesElementalRegister: the .deb installed with dpkg over a
+// package that owns /usr/sbin/elemental-register takes its place in one
+// step, as Conflicts, Replaces and Provides promise: upstream's package is
+// removed (its files with it), the path is nodereg's link to
+// nodereg-agent, dpkg records nodereg as its owner, and nodereg provides
+// elemental-register for whatever depends on it.
+func TestDebReplacesElementalRegister(t *testing.T) {
+	dir := needPkgDir(t)
+	deb := one(t, dir, "*.deb")
+	root := dpkgRoot(t)
+	dpkg := []string{"--root=" + root, "--force-not-root", "--force-script-chrootless"}
+	run(t, "dpkg", append(dpkg, "-i", upstreamDeb(t))...)
+	if out := run(t, "dpkg", "--root="+root, "-S", "/usr/sbin/elemental-register"); !strings.HasPrefix(out, "elemental-register:") {
+		t.Fatalf("the stand-in does not own /usr/sbin/elemental-register: %q", out)
+	}
+	out := run(t, "dpkg", append(dpkg, "-i", deb)...)
+	t.Logf("dpkg -i %s:\n%s", filepath.Base(deb), out)
+
+	if got, err := os.Readlink(filepath.Join(root, "usr/sbin/elemental-register")); err != nil || got != "nodereg-agent" {
+		t.Errorf("/usr/sbin/elemental-register -> %q (%v), want nodereg's link to nodereg-agent", got, err)
+	}
+	if out := run(t, "dpkg", "--root="+root, "-S", "/usr/sbin/elemental-register"); !strings.HasPrefix(out, "nodereg:") {
+		t.Errorf("dpkg -S /usr/sbin/elemental-register: %q, want nodereg", out)
+	}
+	if _, err := os.Stat(filepath.Join(root, "usr/share/doc/elemental-register/README")); !os.IsNotExist(err) {
+		t.Errorf("upstream's own files are left behind (%v): its package was not removed", err)
+	}
+	status := run(t, "dpkg-query", "--root="+root, "-W", "-f", "${Package} ${db:Status-Abbrev}\n")
+	if !regexp.MustCompile(`(?m)^nodereg ii`).MatchString(status) || regexp.MustCompile(`(?m)^elemental-register [ih]i`).MatchString(status) {
+		t.Errorf("after the install, want nodereg installed and elemental-register not:\n%s", status)
+	}
+	fields := run(t, "dpkg", "--root="+root, "-s", "nodereg")
+	for _, want := range []string{"Provides: elemental-register", "Conflicts: elemental-register", "Replaces: elemental-register"} {
+		if !strings.Contains(fields, want) {
+			t.Errorf("dpkg -s nodereg has no %q:\n%s", want, fields)
+		}
+	}
+}
+
+// TestPackageFields: what a distribution reads before the files: a
+// maintainer with a real address (not localhost), a homepage, the whole
+// summary, and in the RPM the licence and docs marked as such and the
+// relations of elemental-register (Provides, Conflicts, Obsoletes).
+func TestPackageFields(t *testing.T) {
+	dir := needPkgDir(t)
+	deb, rpm := one(t, dir, "*.deb"), one(t, dir, "*.rpm")
+	const summary = "Elemental node registration agent, a drop-in for elemental-register"
+	for field, want := range map[string]string{"Maintainer": "<", "Homepage": "https://", "Description": summary} {
+		got := strings.TrimSpace(run(t, "dpkg-deb", "-f", deb, field))
+		if !strings.Contains(got, want) || strings.Contains(got, "localhost") {
+			t.Errorf("deb %s: %q", field, got)
+		}
+	}
+	q := strings.Split(run(t, "rpm", "-qp", "--qf", "%{SUMMARY}\n%{URL}\n%{PACKAGER}\n%{LICENSE}\n", rpm), "\n")
+	if len(q) < 4 || q[0] != summary || !strings.HasPrefix(q[1], "https://") || !strings.Contains(q[2], "<") || strings.Contains(q[2], "localhost") || q[3] != "Apache-2.0" {
+		t.Errorf("rpm summary, URL, packager, licence: %q", q)
+	}
+	for flag, want := range map[string]string{
+		"--provides": "elemental-register", "--conflicts": "elemental-register", "--obsoletes": "elemental-register",
+		"--licensefiles": "/usr/share/doc/nodereg/LICENSE", "--docfiles": "/usr/share/doc/nodereg/README.md",
+	} {
+		if out := run(t, "rpm", "-qp", flag, rpm); !strings.Contains(out, want) {
+			t.Errorf("rpm -qp %s: %q, want %s", flag, out, want)
+		}
+	}
+	if out := run(t, "rpm", "-qp", "--docfiles", rpm); strings.Contains(out, "/usr/sbin/") {
+		t.Errorf("rpm --docfiles lists a program: %q", out)
+	}
+}
