@@ -44,11 +44,15 @@ func FromDocument(b []byte) (*Config, string, error) {
 	}
 	var cloud *yaml.Node
 	what := "cloud-config"
+	name := scalar(lookup(&doc, "metadata", "name"))
+	if ns := scalar(lookup(&doc, "metadata", "namespace")); ns != "" {
+		name = ns + "/" + name
+	}
 	switch kind := scalar(lookup(&doc, "kind")); kind {
 	case "SeedImage":
-		cloud, what = lookup(&doc, "spec", "cloud-config"), "SeedImage "+scalar(lookup(&doc, "metadata", "name"))+" spec.cloud-config"
+		cloud, what = lookup(&doc, "spec", "cloud-config"), "SeedImage "+name+" spec.cloud-config"
 	case "MachineRegistration":
-		cloud, what = lookup(&doc, "spec", "config", "cloud-config"), "MachineRegistration "+scalar(lookup(&doc, "metadata", "name"))+" spec.config.cloud-config"
+		cloud, what = lookup(&doc, "spec", "config", "cloud-config"), "MachineRegistration "+name+" spec.config.cloud-config"
 	case "":
 		cloud = lookup(&doc, "stages")
 		if cloud != nil {

@@ -37,7 +37,8 @@ var NoRestart = []int{Usage, Config}
 // in SuccessExitStatus= so a `systemctl stop` leaves no failed unit.
 var Stopped = []int{Interrupted, Terminated}
 
-// Meaning is the README's wording of each status, for the final log line.
+// Meaning is the exit-code table's wording of each status (docs/cli.md),
+// for the final log line.
 func Meaning(code int) string {
 	switch code {
 	case OK:

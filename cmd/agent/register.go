@@ -110,7 +110,7 @@ func (c *cli) register(cmd *cobra.Command, f *registerFlags) error {
 }
 
 // failedWhat is the final line's account of a failed run: registration's
-// outcome, then the phase that failed, separately (README "Exit codes").
+// outcome, then the phase that failed, separately (docs/cli.md, "Exit codes").
 func failedWhat(res *agent.Result, err error) string {
 	if res == nil || !res.Registered {
 		return "not registered"

@@ -1,6 +1,6 @@
 // Package errclass lets an error say what kind of failure it is, so the
 // package that makes the error decides, and agent/exitcode only maps a
-// class to an exit status (README "Exit codes"). A leaf: the standard
+// class to an exit status (docs/cli.md, "Exit codes"). A leaf: the standard
 // library only, so any package may import it.
 package errclass
 

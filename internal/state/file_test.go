@@ -11,8 +11,9 @@ import (
 	"github.com/nodereg/nodereg/internal/host"
 )
 
-// A state file with every key, in the order an agent writes them (README
-// "State file": upstream's keys first, then nodereg's), written by hand.
+// A state file with every key, in the order an agent writes them
+// (docs/cli.md, "State file": upstream's keys first, then nodereg's),
+// written by hand.
 const everyKey = `initialRegistration: 2026-06-09T10:11:12Z
 emulatedTPM: true
 emulatedTPMSeed: 7

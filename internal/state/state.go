@@ -1,4 +1,4 @@
-// Package state owns the state file (README "State file"): its keys, the
+// Package state owns the state file (docs/cli.md, "State file"): its keys, the
 // address encoding, reading it (a corrupt file is kept aside) and writing
 // it atomically, and the manifest apply's persist writes beside it. Every
 // reader of these files goes through here, so a format change is one

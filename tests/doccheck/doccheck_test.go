@@ -29,7 +29,14 @@ func TestMain(m *testing.M) { testbin.Main(m) }
 
 // notRun: ```sh lines these tests do not run, and why.
 var notRun = map[string]string{
-	"make demo":                             ".ci/run's demo stage runs it",
+	"make demo":    ".ci/run's demo stage runs it",
+	"make package": ".ci/run's package stage runs it, and tests/package checks what it builds",
+	// The README's quick start: what runs on the node or in the cluster.
+	"dpkg -i bin/pkg/nodereg_*_amd64.deb":                                          "installs on this machine: tests/package installs the .deb with dpkg --root into a scratch root, alone and over elemental-register",
+	"systemctl enable nodereg.service nodereg-update.timer nodereg-verify.service": "changes this machine's systemd: systemd/upstream_test.go enables nodereg's units in a scratch root with systemctl --root",
+	"kubectl apply -f examples/rancher/inclusterippool.yaml -f examples/rancher/machineregistration.yaml -f examples/rancher/seedimage.yaml": "needs the reader's Rancher cluster; TestRancherExamples checks the files",
+	"systemctl status nodereg-verify":       "on the node: the VM lab's guests run the units",
+	"nodereg-agent verify":                  "on the node: cmd/agent's verify tests and the VM lab run it",
 	"make test":                             "the test suite itself",
 	"make test-boot":                        "a stage of make test",
 	"make test-vm":                          ".ci/run's VM-lab stage runs it (tests/vm/ci-stage.sh)",
@@ -129,12 +136,12 @@ func sh(t *testing.T, line string, env ...string) (string, string, int) {
 }
 
 // bins is a directory with the built agent and regserver, named as the
-// docs name them.
+// docs name them (make build's names).
 func bins(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, p := range []string{"./cmd/agent", "./cmd/regserver"} {
-		node.Must(t, os.Symlink(testbin.Build(t, p), filepath.Join(dir, filepath.Base(p))))
+	for p, name := range map[string]string{"./cmd/agent": "nodereg-agent", "./cmd/regserver": "regserver"} {
+		node.Must(t, os.Symlink(testbin.Build(t, p), filepath.Join(dir, name)))
 	}
 	return dir
 }
@@ -230,18 +237,18 @@ func TestAdminExample(t *testing.T) {
 	}
 }
 
-// The README's "Running the agent" synopsis, the commands that run
-// offline: version, help, completion for each shell, inventory in each
-// format (on the demo's VM fixture), render of an example.
+// docs/cli.md's synopsis, the commands that run offline: version, help,
+// completion for each shell, inventory in each format (on the demo's VM
+// fixture), render of an example.
 func TestAgentSynopsis(t *testing.T) {
 	b := bins(t)
-	agent := filepath.Join(b, "agent")
+	agent := filepath.Join(b, "nodereg-agent")
 	root := filepath.Join(testbin.ModuleRoot(), "agent", "inventory", "testdata", "vm1")
-	doc(t, "README.md", "agent version                     print the version: semantic, from git describe, with the commit")
-	doc(t, "README.md", "agent help [command]")
-	doc(t, "README.md", "agent completion bash|zsh|fish|powershell")
-	doc(t, "README.md", "agent inventory [-f json|json-compact|yaml|labels]")
-	doc(t, "README.md", "agent render --input F")
+	doc(t, "docs/cli.md", "nodereg-agent version                     print the version: semantic, from git describe, with the commit")
+	doc(t, "docs/cli.md", "nodereg-agent help [command]")
+	doc(t, "docs/cli.md", "nodereg-agent completion bash|zsh|fish|powershell")
+	doc(t, "docs/cli.md", "nodereg-agent inventory [-f json|json-compact|yaml|labels]")
+	doc(t, "docs/cli.md", "nodereg-agent render --input F")
 	cases := [][]string{{"version"}, {"-v"}, {"--version"}, {"help"}, {"help", "render"}}
 	for _, sh := range []string{"bash", "zsh", "fish", "powershell"} {
 		cases = append(cases, []string{"completion", sh})
@@ -257,19 +264,19 @@ func TestAgentSynopsis(t *testing.T) {
 		var o, e bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &o, &e
 		if err := cmd.Run(); err != nil || o.Len() == 0 {
-			t.Errorf("agent %s: %v, %d bytes of stdout\n%s", strings.Join(c, " "), err, o.Len(), e.String())
+			t.Errorf("nodereg-agent %s: %v, %d bytes of stdout\n%s", strings.Join(c, " "), err, o.Len(), e.String())
 		}
 	}
 }
 
 // examples/README.md's commands: render each NetworkConfig as written
-// (bin/agent), start regserver on the example config.
+// (bin/nodereg-agent), start regserver on the example config.
 func TestExamplesReadme(t *testing.T) {
 	b := bins(t)
 	env := "PATH=" + b + ":" + os.Getenv("PATH")
 	for _, f := range []string{"nmstate-single-nic", "nmstate-bond-vlan", "nmconnections", "nmstate-dual-stack"} {
-		line := doc(t, "examples/README.md", "bin/agent render --input examples/network/"+f+".yaml")
-		o, e, code := sh(t, strings.Replace(line, "bin/agent", "agent", 1), env)
+		line := doc(t, "examples/README.md", "bin/nodereg-agent render --input examples/network/"+f+".yaml")
+		o, e, code := sh(t, strings.Replace(line, "bin/nodereg-agent", "nodereg-agent", 1), env)
 		if code != 0 || !strings.Contains(o, "# ---- keyfile:") {
 			t.Errorf("%s: exit %d\n%s%s", line, code, o, e)
 		}
@@ -280,11 +287,11 @@ func TestExamplesReadme(t *testing.T) {
 	doc(t, "examples/README.md", "install -m 0644 examples/default/nodereg /etc/default/nodereg")
 }
 
-// README's Set-up: `export PATH="$(.ci/go-toolchain.sh):$PATH"` gives a
+// docs/development.md: `export PATH="$(.ci/go-toolchain.sh):$PATH"` gives a
 // PATH whose go is the one go.mod names (here the go running the tests is
 // new enough, so nothing is fetched: GOPROXY=off proves it).
 func TestGoToolchainLine(t *testing.T) {
-	line := doc(t, "README.md", `export PATH="$(.ci/go-toolchain.sh):$PATH"`)
+	line := doc(t, "docs/development.md", `export PATH="$(.ci/go-toolchain.sh):$PATH"`)
 	o, e, code := sh(t, line+" && go version", "GOPROXY=off")
 	if code != 0 || !strings.HasPrefix(o, "go version go1.") {
 		t.Fatalf("%s: exit %d, %q\n%s", line, code, o, e)

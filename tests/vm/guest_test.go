@@ -247,7 +247,7 @@ func blameSeconds(words []string) float64 {
 }
 
 // journalField is the value of FIELD= in the verbose journal of unit this
-// boot (the agent's native journal fields, README "Logs").
+// boot (the agent's native journal fields, docs/cli.md, "Logs").
 func (m *machine) journalField(unit, field string) (string, error) {
 	out, err := m.must("journalctl -b --no-pager -o verbose -u " + unit + " | sed -n 's/^ *" + field + "=//p' | tail -1")
 	return strings.TrimSpace(out), err

@@ -98,7 +98,7 @@ func (m *machine) start(mode string) error {
 	sock := filepath.Join(m.dir, "swtpm.sock")
 	_ = os.Remove(sock)
 	// Level 20 logs every command swtpm reads: the lab counts them per
-	// boot (README "Proven where").
+	// boot (docs/proven.md).
 	m.tpmLog, m.tpmMark = filepath.Join(m.dir, fmt.Sprintf("swtpm-%d.log", m.boots)), 0
 	// The log goes through a pipe the lab stamps (tpmlog_test.go).
 	pr, pw, err := os.Pipe()

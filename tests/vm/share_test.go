@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// The agent's own share of a boot (README "Proven where"): what its run
+// The agent's own share of a boot (docs/proven.md): what its run
 // between nodereg.service's start and READY=1 spent in the TPM, in the
 // bootstrap probe and DAD, waiting for the server, applying, and in its own
 // code (the rest). Phases and waits come from the agent's journal fields

@@ -32,7 +32,7 @@ mkdir -p "$root"
 tar -C "$root" -xf "$base"
 
 # The agent, as an installed system gets it: nodereg's .deb (make package-build,
-# README "Packages"), installed with dpkg into the image root.
+# docs/install.md, "Packages"), installed with dpkg into the image root.
 make --no-print-directory package-build >"$out/make-package.log" 2>&1 || { cat "$out/make-package.log" >&2; exit 1; }
 dpkg --root="$root" -i bin/pkg/nodereg_*.deb >"$out/dpkg.log" 2>&1 || { cat "$out/dpkg.log" >&2; exit 1; }
 install -D -m 0755 "$out/yiprun" "$root/usr/libexec/vmlab/yiprun"
