@@ -76,11 +76,11 @@ YAML
 }
 
 if command -v nmstatectl >/dev/null 2>&1; then nm="nmstatectl gc"; else nm="the built-in translator (no nmstatectl here)"; fi
-say "machine 1: auth tpm (swtpm), nmstate template (keyfile by $nm, and yip applicator): agent --dry-run"
+say "machine 1: auth tpm (swtpm), nmstate template (keyfile by $nm, and yip applicator): nodereg-agent --dry-run"
 node "$work/node1" demo-token tpm
 "$AGENT" --root "$work/node1" --dry-run --deadline 60s --network-timeout 60s | shorten
 
-say "machine 2: auth mac, nmconnections template (keyfile and yip applicator): agent --dry-run"
+say "machine 2: auth mac, nmconnections template (keyfile and yip applicator): nodereg-agent --dry-run"
 node "$work/node2" demo-keyfile-token mac
 "$AGENT" --root "$work/node2" --dry-run --deadline 60s --network-timeout 60s | shorten
 
