@@ -27,7 +27,7 @@ func classifyRegister(err error) error {
 	var er *protocol.ErrorReply
 	isReply := errors.As(err, &er)
 	if isReply && (er.Reason == protocol.ReasonInventoryNotFound || strings.Contains(er.Message, "MachineInventory not found")) {
-		return &errclass.ConfigError{Err: fmt.Errorf("the server has no inventory for this machine any more: re-provisioning needed (run `agent --reset` from recovery): %w", err)}
+		return &errclass.ConfigError{Err: fmt.Errorf("the server has no inventory for this machine any more: re-provisioning needed (run `nodereg-agent --reset` from recovery): %w", err)}
 	}
 	if isReply && exitcode.Of(err) == exitcode.Config {
 		if why := operatorTransient(er.Message); why != "" {

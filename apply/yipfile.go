@@ -35,7 +35,7 @@ const (
 
 // applicatorHeader is a YAML comment: yip ignores it, and it is not the
 // "#cloud-config" line that would turn the file into a cloud-init file.
-const applicatorHeader = "# Written by the nodereg agent; replaced or removed by it (agent --reset-network).\n" +
+const applicatorHeader = "# Written by nodereg-agent; replaced or removed by it (nodereg-agent --reset-network).\n" +
 	"# Re-creates the NetworkManager keyfiles at every initramfs stage.\n"
 
 // buildApplicator returns the yip file that writes keyfiles into keyfileDir
