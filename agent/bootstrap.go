@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"time"
 
@@ -111,8 +112,9 @@ func PrintBootstrapFor(ctx context.Context, w io.Writer, c *bootstrap.Config, fa
 	if facts == nil {
 		e := newEnv(Options{DryRun: true, Out: w, Root: root})
 		ph := e.phase(PhaseBootstrap, redactor{})
-		return bootstrap.PrintPlan(ctx, w, ph.files, c, onPhase(e.ownedApplier(choice, netpolicy.Policy{}), ph))
+		return bootstrap.PrintPlanNoting(ctx, w, ph.files, "read under --root "+root, c, onPhase(e.ownedApplier(choice, netpolicy.Policy{}), ph))
 	}
+	fmt.Fprintf(w, "# machine: %s (--set)\n", *facts)
 	e := newEnv(Options{DryRun: true, Out: w})
 	ph := e.phase(PhaseBootstrap, redactor{})
 	return bootstrap.PrintPlanFor(ctx, w, *facts, c, onPhase(e.ownedApplier(choice, netpolicy.Policy{}), ph))

@@ -34,9 +34,18 @@ func PrintUp(ctx context.Context, w io.Writer, c *Config, env Env) error {
 // PrintPlan prints Preview's plan and the keyfiles it renders to, with
 // where they go and how they are activated.
 func PrintPlan(ctx context.Context, w io.Writer, files host.FS, c *Config, a *apply.Applier) error {
+	return PrintPlanNoting(ctx, w, files, "", c, a)
+}
+
+// PrintPlanNoting is PrintPlan that first says, when note is not "", the
+// facts it read and where (agent render --bootstrap -f --root DIR).
+func PrintPlanNoting(ctx context.Context, w io.Writer, files host.FS, note string, c *Config, a *apply.Applier) error {
 	facts, err := ReadFacts(files)
 	if err != nil {
 		return err
+	}
+	if note != "" {
+		fmt.Fprintf(w, "# machine: %s (%s)\n", facts, note)
 	}
 	return explain(files, PrintPlanFor(ctx, w, facts, c, a))
 }

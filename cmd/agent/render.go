@@ -175,15 +175,6 @@ func renderBootstrap(w io.Writer, file string, facts *bootstrap.Facts, root stri
 		return fmt.Errorf("%s: %w", file, err)
 	}
 	fmt.Fprintf(w, "# %s: %s\n", file, where)
-	if facts == nil {
-		read, err := bootstrap.ReadFacts(host.Root(root))
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(w, "# machine: %s (read under --root %s)\n", read, root)
-	} else {
-		fmt.Fprintf(w, "# machine: %s (--set)\n", *facts)
-	}
 	return agent.PrintBootstrapFor(context.Background(), w, conf, facts, root, nmstate)
 }
 

@@ -117,3 +117,24 @@ func TestVerifyTextSaysNotCheckedOnceAndNoOkForWhatDidNotRun(t *testing.T) {
 		t.Errorf("bootstrap ok although nmcli failed:\n%s", out)
 	}
 }
+
+// A bootstrap preview that can never succeed is a configuration error
+// (78), not "try again later": here a range for a scratch root with no
+// /sys, whose refusal says --root moved it; with --set the same file
+// previews with no root at all.
+func TestRenderBootstrapPreviewThatCannotSucceedIs78(t *testing.T) {
+	root := t.TempDir()
+	seed := "../../examples/rancher/seedimage.yaml"
+	code, out, errs := run("render", "--bootstrap", "-f", seed, "--root", root)
+	if code != 78 || !strings.Contains(errs, "no system UUID, permanent MAC or serial") || !strings.Contains(errs, "--root moves /sys too") {
+		t.Errorf("render --bootstrap -f under an empty root: exit %d, want 78 naming --root\n%s%s", code, out, errs)
+	}
+	code, out, errs = run("render", "--bootstrap", "-f", seed, "--set", "mac=52:54:00:12:34:56")
+	if code != 0 || !strings.Contains(out, "first try 192.168.122.53") {
+		t.Errorf("render --bootstrap -f --set mac: exit %d\n%s%s", code, out, errs)
+	}
+	code, _, errs = run("render", "--bootstrap", "--root", root)
+	if code != 78 || !strings.Contains(errs, "off the node, render --bootstrap -f FILE --set mac=ADDRESS") {
+		t.Errorf("render --bootstrap with no config: exit %d, want 78 pointing at -f\n%s", code, errs)
+	}
+}
