@@ -15,11 +15,7 @@ import (
 // ProfileDirs are the directories NetworkManager loads keyfiles from
 // (nm-settings-keyfile(5)); a profile in an earlier one hides one of the same
 // UUID in a later one.
-var ProfileDirs = []string{
-	"/run/NetworkManager/system-connections",
-	"/etc/NetworkManager/system-connections",
-	"/usr/lib/NetworkManager/system-connections",
-}
+var ProfileDirs = []string{host.RuntimeKeyfileDir, host.KeyfileDir, host.LibKeyfileDir}
 
 // Bounds on reading the profile directories: far above a real node, far
 // below what would make a plan slow.
@@ -52,7 +48,7 @@ func (p Policy) Foreign(files host.FS, ours func(hostPath string) bool) ([]Profi
 		}
 		for _, e := range entries {
 			hp := path.Join(dir, e.Name())
-			if ignoredName(e.Name(), dir != "/etc/NetworkManager/system-connections") || ours(hp) || p.owned(hp) {
+			if ignoredName(e.Name(), dir != host.KeyfileDir) || ours(hp) || p.owned(hp) {
 				continue
 			}
 			if len(out) == maxProfiles {

@@ -7,6 +7,8 @@ import (
 	"hash"
 	"path"
 	"strings"
+
+	"github.com/nodereg/nodereg/internal/host"
 )
 
 // NetworkManager's namespaces for the UUIDs it derives (libnm-glib-aux,
@@ -20,7 +22,7 @@ var (
 // seedDir is the keyfile plugin's profile directory, the one the UUID of
 // a profile without uuid= is derived under whichever directory the file is
 // in (/run and /usr/lib included): so the name alone decides it.
-const seedDir = "/etc/NetworkManager/system-connections"
+const seedDir = host.KeyfileDir
 
 // keyfileUUID is the UUID NetworkManager gives a keyfile named name that
 // has no uuid=, on a node whose profile directory is the default one.

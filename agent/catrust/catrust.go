@@ -25,7 +25,7 @@ import (
 )
 
 // Dir holds the rotated CAs (host path); both files are 0600.
-const Dir = "/oem/nodereg/ca"
+const Dir = host.CADir
 
 // The CA files: current is the rotated CA in use (over the config's
 // ca-cert once present); pending the announced one not yet proven.

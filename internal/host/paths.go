@@ -22,6 +22,11 @@ const (
 	KeyfileDir = "/etc/NetworkManager/system-connections"
 	Applicator = "/oem/elemental-network.yaml"
 	StateDir   = "/oem/nodereg"
+	// LibKeyfileDir is the profile directory NetworkManager loads after
+	// RuntimeKeyfileDir and KeyfileDir, the distribution's (netpolicy).
+	LibKeyfileDir = "/usr/lib/NetworkManager/system-connections"
+	// CADir holds the rotated CAs (agent/catrust, docs/ca-rotation.md).
+	CADir = StateDir + "/ca"
 
 	// The bootstrap network (bootstrap): NetworkManager's runtime profiles,
 	// gone at reboot, and the walk memory of a run that ran out of time.

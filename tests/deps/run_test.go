@@ -516,3 +516,32 @@ var _ context.Context
 		}
 	}
 }
+
+// pageText is docs/architecture.md with its line breaks and runs of spaces
+// made single spaces, so a claim is found however the page wraps it.
+func pageText(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(moduleRoot(), architecturePage))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(strings.Fields(string(b)), " ")
+}
+
+// The page says what TestRunEnvironmentIsReadOnly holds, naming what it
+// names: who writes env, who writes the state file, who tags a logger with
+// the phase, and what a retry attempt may do.
+func TestArchitecturePageStatesTheRunRules(t *testing.T) {
+	page := pageText(t)
+	for _, claim := range []string{
+		"fixed in `" + envMaker + "` and never written after: there is no assignment to its fields outside `" + envMaker + "`",
+		"The state file is written in one place, `env." + stateWriter + "`, which the runner calls when a phase's call returns",
+		"The phase tag is added in one place, `env." + phaseTagger + "`: no other function of the agent's packages gives a logger the `phase` field",
+		"An attempt returns what it produced (`retry.Value`) and assigns nothing declared outside it, and writes no CA file",
+		"`tests/deps` (`TestRunEnvironmentIsReadOnly`, type-checked over package `agent`) holds these four rules",
+	} {
+		if !strings.Contains(page, claim) {
+			t.Errorf("%s does not say %q: say it, or change the rule and its test together", architecturePage, claim)
+		}
+	}
+}

@@ -18,8 +18,10 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -70,6 +72,29 @@ var nicFuncs = set("Interfaces", "InterfaceByName", "InterfaceByIndex", "Interfa
 
 // nicPackage may call them.
 const nicPackage = "internal/nic"
+
+// pathTable is the one table of host paths: no other file of the agent's
+// packages names one (a string that starts with a top directory of the host
+// and names something in it).
+const pathTable = "internal/host/paths.go"
+
+// hostPath is a string naming a host path: /etc/x, /oem/x, ... A bare
+// top directory ("/dev/", a prefix a device check tests) names nothing.
+var hostPath = regexp.MustCompile(`^/(etc|oem|run|usr|var|sys|proc|dev|tmp|boot|lib|opt|root|home|srv|mnt)/[^/\s]`)
+
+// hostPaths lists every string literal of f that names a host path.
+func hostPaths(fset *token.FileSet, f *ast.File) []string {
+	var out []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		if bl, ok := n.(*ast.BasicLit); ok && bl.Kind == token.STRING {
+			if v, err := strconv.Unquote(bl.Value); err == nil && hostPath.MatchString(v) {
+				out = append(out, fmt.Sprintf("%s: names the host path %s: name it in %s and use the name", fset.Position(bl.Pos()), v, pathTable))
+			}
+		}
+		return true
+	})
+	return out
+}
 
 func set(names ...string) map[string]bool {
 	m := map[string]bool{}
@@ -251,7 +276,11 @@ func TestNoWayAroundTheHostEdge(t *testing.T) {
 				t.Fatal(err)
 			}
 			rel := filepath.ToSlash(filepath.Join(p.Rel, name))
-			for _, v := range append(violations(fset, f), aroundTheEdge(fset, f, p.Rel)...) {
+			found := append(violations(fset, f), aroundTheEdge(fset, f, p.Rel)...)
+			if rel != pathTable {
+				found = append(found, hostPaths(fset, f)...)
+			}
+			for _, v := range found {
 				key := rel + ": " + v[strings.LastIndex(v, ": ")+2:]
 				if _, ok := exceptions[key]; ok {
 					used[key] = true
@@ -359,6 +388,58 @@ func newEnv() { _ = h.Root("/") }
 			if !strings.Contains(got[i], w) {
 				t.Errorf("%s: finding %d = %q, want one saying %q", c.rel, i, got[i], w)
 			}
+		}
+	}
+}
+
+// The path check catches a host path in any string and leaves prefixes,
+// relative names and URLs' paths alone.
+func TestHostPathsCatchesEachKind(t *testing.T) {
+	src := "package p\n\nconst a = \"/etc/NetworkManager/system-connections\"\n\n" +
+		"var b = []string{\"/oem/nodereg/ca\", \"/dev/\", \"/registration/\", \"etc/x\", \"/run/\"}\n\n" +
+		"func f() string { return `/sys/class/net` + \"/x\" }\n"
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "p.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := hostPaths(fset, f)
+	want := []string{"/etc/NetworkManager/system-connections", "/oem/nodereg/ca", "/sys/class/net"}
+	if len(got) != len(want) {
+		t.Fatalf("findings = %q, want %d (%q)", got, len(want), want)
+	}
+	for i, w := range want {
+		if !strings.Contains(got[i], "names the host path "+w+":") {
+			t.Errorf("finding %d = %q, want one naming %s", i, got[i], w)
+		}
+	}
+}
+
+// The page says what TestNoWayAroundTheHostEdge holds, naming what it
+// names: who may build a root, who may read the kernel's interfaces, where
+// host paths are named, and how many exceptions there are.
+func TestArchitecturePageStatesTheEdge(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := strings.Join(strings.Fields(string(b)), " ")
+	exceptionsClaim := "Its exception list is empty."
+	if len(exceptions) > 0 {
+		exceptionsClaim = fmt.Sprintf("Its exception list has %d entries", len(exceptions))
+	}
+	claims := []string{
+		"no other file of the agent's packages names a host path: `tests/edge` fails on one",
+		"on a host path named outside `" + pathTable + "`",
+		"`net.Interfaces` or `net.InterfaceByName` outside `" + nicPackage + "`",
+		exceptionsClaim,
+	}
+	for pkg, fn := range rootMakers {
+		claims = append(claims, "on a `host.Root` built anywhere but `"+pkg+"."+fn+"`")
+	}
+	for _, claim := range claims {
+		if !strings.Contains(page, claim) {
+			t.Errorf("docs/architecture.md does not say %q: say it, or change the rule and its test together", claim)
 		}
 	}
 }
