@@ -24,7 +24,8 @@ import (
 // The run's own rules (docs/architecture.md, "A run, phase by phase"), held
 // in fact over package agent's code, type-checked:
 //   - env is written in newEnv alone (no assignment to one of its fields
-//     anywhere else);
+//     anywhere else), and the process environment and the wall clock are
+//     read there alone;
 //   - no retry closure (the attempt handed to retry.Policy.Do or
 //     retry.Value) assigns a variable it shares with other attempts or
 //     with its caller: an attempt returns what it produced;
@@ -262,6 +263,34 @@ func envWrites(c *agentCode) []string {
 	return bad
 }
 
+// processReads are the calls that read the process environment or the
+// wall clock, which a run reads in newEnv alone (the clock through
+// Options.Clock after).
+var processReads = map[string][]string{"os": {"Getenv", "LookupEnv", "Environ"}, "time": {"Now", "Since", "Until"}}
+
+// envReads lists every read of the process environment or the wall clock
+// outside newEnv.
+func envReads(c *agentCode) []string {
+	var bad []string
+	c.eachFunc(func(name string, body ast.Node) {
+		if name == envMaker {
+			return
+		}
+		ast.Inspect(body, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			f, ok := c.info.Uses[sel.Sel].(*types.Func)
+			if ok && f.Pkg() != nil && slices.Contains(processReads[f.Pkg().Path()], f.Name()) && f.Type().(*types.Signature).Recv() == nil {
+				bad = append(bad, fmt.Sprintf("%s: %s reads %s.%s: the environment and the clock are read in %s (Options.Clock after)", c.pos(n), name, f.Pkg().Path(), f.Name(), envMaker))
+			}
+			return true
+		})
+	})
+	return bad
+}
+
 // retryCallee: call is retry.Policy.Do or retry.Value.
 func retryCallee(c *agentCode, call *ast.CallExpr) bool {
 	fun := call.Fun
@@ -452,10 +481,10 @@ func phaseTags(c *agentCode) []string {
 	return bad
 }
 
-// TestRunEnvironmentIsReadOnly holds package agent to the four rules.
+// TestRunEnvironmentIsReadOnly holds package agent to the rules.
 func TestRunEnvironmentIsReadOnly(t *testing.T) {
 	c := loadAgentCode(t, nil)
-	for _, check := range []func(*agentCode) []string{envWrites, retryCaptures, stateWrites, phaseTags} {
+	for _, check := range []func(*agentCode) []string{envWrites, envReads, retryCaptures, stateWrites, phaseTags} {
 		for _, msg := range check(c) {
 			t.Error(msg)
 		}
@@ -477,6 +506,9 @@ func TestRunEnvironmentRulesFailWhenBroken(t *testing.T) {
 import (
 	"context"
 
+	"os"
+	"time"
+
 	"github.com/nodereg/nodereg/agent/retry"
 	"github.com/nodereg/nodereg/internal/state"
 )
@@ -484,30 +516,33 @@ import (
 var _ = retry.Value[int]
 var _ state.State
 var _ context.Context
+var _, _ = os.Getpid, time.Second
 `
 	for _, c := range []struct {
 		name, src, want string
 		check           func(*agentCode) []string
 	}{
-		{"env field", `func (e *env) zzThrowaway() { e.log = nil }`, "zz_throwaway.go:14: env.zzThrowaway assigns env.log", envWrites},
-		{"env option", `func zzThrowaway(e *env) { e.o.Root = "/x" }`, "zz_throwaway.go:14: zzThrowaway assigns env.o", envWrites},
+		{"env field", `func (e *env) zzThrowaway() { e.log = nil }`, "zz_throwaway.go:18: env.zzThrowaway assigns env.log", envWrites},
+		{"env option", `func zzThrowaway(e *env) { e.o.Root = "/x" }`, "zz_throwaway.go:18: zzThrowaway assigns env.o", envWrites},
+		{"clock read", `func zzThrowaway() int64 { return time.Now().Unix() }`, "zz_throwaway.go:18: zzThrowaway reads time.Now", envReads},
+		{"environment read", `func zzThrowaway() string { return os.Getenv("NODEREG_X") }`, "zz_throwaway.go:18: zzThrowaway reads os.Getenv", envReads},
 		{"retry captured", `func (e *env) zzThrowaway(ctx context.Context) int {
 	n := 0
 	_ = e.policy(0, nil).Do(ctx, "x", func(context.Context, int) error { n++; return nil })
 	return n
-}`, "zz_throwaway.go:16: a retry attempt in env.zzThrowaway assigns n", retryCaptures},
+}`, "zz_throwaway.go:20: a retry attempt in env.zzThrowaway assigns n", retryCaptures},
 		{"retry value captured", `func (e *env) zzThrowaway(ctx context.Context) (last int) {
 	_, _ = retry.Value(ctx, retry.Policy{}, "x", func(_ context.Context, attempt int) (int, error) { last = attempt; return attempt, nil })
 	return last
-}`, "zz_throwaway.go:15: a retry attempt in env.zzThrowaway assigns last", retryCaptures},
+}`, "zz_throwaway.go:19: a retry attempt in env.zzThrowaway assigns last", retryCaptures},
 		{"second state writer", `func (e *env) zzThrowaway(ph *phase, st state.State) error { return st.Save(ph.files, e.o.StatePath) }`,
-			"zz_throwaway.go:14: env.zzThrowaway saves the state file", stateWrites},
+			"zz_throwaway.go:18: env.zzThrowaway saves the state file", stateWrites},
 		{"writer called in a phase", `func (e *env) zzThrowaway(ph *phase) error { return e.saveState(ph, state.State{}) }`,
-			"zz_throwaway.go:14: env.zzThrowaway calls env.saveState", stateWrites},
+			"zz_throwaway.go:18: env.zzThrowaway calls env.saveState", stateWrites},
 		{"phase tagged by hand", `func (e *env) zzThrowaway() { e.log.WithField("phase", PhaseRegister).Info("x") }`,
-			"zz_throwaway.go:14: env.zzThrowaway tags a logger with the phase", phaseTags},
+			"zz_throwaway.go:18: env.zzThrowaway tags a logger with the phase", phaseTags},
 		{"phase made by hand", `func (e *env) zzThrowaway() *phase { return &phase{name: PhaseRegister, log: e.log} }`,
-			"zz_throwaway.go:14: env.zzThrowaway makes a phase", phaseTags},
+			"zz_throwaway.go:18: env.zzThrowaway makes a phase", phaseTags},
 	} {
 		code := loadAgentCode(t, map[string]string{"zz_throwaway.go": head + "\n" + c.src + "\n"})
 		got := c.check(code)
@@ -538,7 +573,7 @@ func TestArchitecturePageStatesTheRunRules(t *testing.T) {
 		"The state file is written in one place, `env." + stateWriter + "`, which the runner calls when a phase's call returns",
 		"The phase tag is added in one place, `env." + phaseTagger + "`: no other function of the agent's packages gives a logger the `phase` field",
 		"An attempt returns what it produced (`retry.Value`) and assigns nothing declared outside it, and writes no CA file",
-		"`tests/deps` (`TestRunEnvironmentIsReadOnly`, type-checked over package `agent`) holds these four rules",
+		"`tests/deps` (`TestRunEnvironmentIsReadOnly`, type-checked over package `agent`) holds these rules: no assignment to an `env` field outside `" + envMaker + "`, and no read of the process environment or the wall clock outside it",
 	} {
 		if !strings.Contains(page, claim) {
 			t.Errorf("%s does not say %q: say it, or change the rule and its test together", architecturePage, claim)
