@@ -167,3 +167,23 @@ func TestDumpHasEverythingAndNoSecrets(t *testing.T) {
 	}
 	jsonEqual(t, json.RawMessage(empty), `{"smbios":{},"systemData":{},"labels":{},"annotations":{}}`)
 }
+
+// A scratch root without sys/: the mac and sys-uuid identifiers say that
+// --root moved /sys, and how to give it back; the same file missing on a
+// root that has its own sys/ gets no such sentence.
+func TestIdentifiersSayWhatRootMoved(t *testing.T) {
+	root := t.TempDir()
+	files := host.Root(root)
+	for name, f := range map[string]func(host.FS) (string, error){"mac": MACAddress, "sys-uuid": SystemUUID} {
+		_, err := f(files)
+		if err == nil || !strings.Contains(err.Error(), "--root moves /sys too") || !strings.Contains(err.Error(), "mount --bind /sys "+root+"/sys") {
+			t.Errorf("%s under a root with no sys/: %v", name, err)
+		}
+	}
+	if err := os.MkdirAll(root+"/sys/class/net", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SystemUUID(files); err == nil || strings.Contains(err.Error(), "--root moves") {
+		t.Errorf("sys-uuid under a root with its own sys/: %v (the hint is for a root without /sys)", err)
+	}
+}

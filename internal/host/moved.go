@@ -15,14 +15,15 @@ var KernelDirs = []string{"/sys", "/proc", "/dev"}
 
 // MovedHint is, for a host path p that could not be found in files, the
 // sentence saying that --root moved it and how to give the root its own;
-// "" when files is the host itself or p is not below a KernelDirs entry.
+// "" when files is the host itself, p is not below a KernelDirs entry, or
+// the root has that directory (then the file itself is what is missing).
 func MovedHint(files FS, p string) string {
 	if files.Path("/") == "/" {
 		return ""
 	}
 	top := "/" + strings.SplitN(strings.TrimPrefix(path.Clean("/"+p), "/"), "/", 2)[0]
 	for _, d := range KernelDirs {
-		if top == d {
+		if _, err := files.Lstat(d); top == d && err != nil {
 			return fmt.Sprintf("--root moves %s too, and %s has none: bind the machine's own there (mount --bind %s %s) or copy the files it needs", d, files.Path("/"), d, files.Path(d))
 		}
 	}

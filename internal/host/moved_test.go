@@ -1,6 +1,7 @@
 package host
 
 import (
+	"os"
 	"strings"
 	"testing"
 )
@@ -20,9 +21,23 @@ func TestMovedHint(t *testing.T) {
 		{"/r", "/proc/sys/kernel/hostname", "mount --bind /proc /r/proc"},
 		{"/r", "/dev/tpmrm0", "mount --bind /dev /r/dev"},
 	} {
-		got := MovedHint(Root(c.root), c.p)
+		got := MovedHint(Root(c.root), c.p) // "/r" does not exist: no sys, proc or dev under it
 		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
 			t.Errorf("MovedHint(%q, %q) = %q, want %q", c.root, c.p, got, c.want)
 		}
+	}
+}
+
+// A root with a sys/ of its own gets no hint: the file is what is missing.
+func TestMovedHintOnlyForAMissingKernelDir(t *testing.T) {
+	root := t.TempDir()
+	if MovedHint(Root(root), "/sys/class/net") == "" {
+		t.Fatal("no hint for a root without sys/")
+	}
+	if err := os.Mkdir(root+"/sys", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if h := MovedHint(Root(root), "/sys/class/net"); h != "" {
+		t.Errorf("a root with its own sys/: %q", h)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -155,5 +156,42 @@ func TestDocsNameOneBinary(t *testing.T) {
 		for _, m := range issueNumber.FindAllString(string(b), -1) {
 			t.Errorf("%s: %q: say what changed, not which issue asked", rel, m)
 		}
+	}
+}
+
+// TestOneListOfUnits: every page that says which units to enable gives
+// the same list, docs/install.md's, and it is exactly the units whose
+// [Install] a plain install enables on an installed system (all but the
+// live ISO's nodereg-install.service).
+func TestOneListOfUnits(t *testing.T) {
+	want := doc(t, "docs/install.md", "systemctl enable nodereg.service nodereg-update.timer nodereg-verify.service")
+	n := 0
+	for _, f := range docFiles(t) {
+		for _, l := range shLines(t, f) {
+			if strings.HasPrefix(l, "systemctl enable") {
+				n++
+				if l != want {
+					t.Errorf("%s: `%s`, the list is `%s` (docs/install.md)", filepath.Base(f), l, want)
+				}
+			}
+		}
+	}
+	if n < 2 {
+		t.Errorf("%d pages give the units to enable: the README and docs/install.md should", n)
+	}
+	units, err := filepath.Glob(filepath.Join(testbin.ModuleRoot(), "systemd", "nodereg*"))
+	node.Must(t, err)
+	var installed []string
+	for _, u := range units {
+		b, err := os.ReadFile(u)
+		node.Must(t, err)
+		if name := filepath.Base(u); bytes.Contains(b, []byte("\n[Install]")) && name != "nodereg-install.service" {
+			installed = append(installed, name)
+		}
+	}
+	listed := strings.Fields(strings.TrimPrefix(want, "systemctl enable "))
+	slices.Sort(listed)
+	if !slices.Equal(installed, listed) {
+		t.Errorf("the units with [Install] (installed systems): %v, the docs list %v", installed, listed)
 	}
 }
