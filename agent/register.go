@@ -12,6 +12,7 @@ import (
 	"github.com/nodereg/nodereg/agent/localconfig"
 	"github.com/nodereg/nodereg/agent/netreport"
 	"github.com/nodereg/nodereg/agent/retry"
+	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/protocol"
 )
@@ -35,7 +36,11 @@ func collectInventory(ctx context.Context, o inventory.Options) *pendingInventor
 			inv = &inventory.Inventory{}
 		}
 		if len(inv.Degraded) > 0 && !inventory.Stopped(ctx) {
-			o.Log.WithField("families", strings.Join(inv.Degraded, ",")).Warn("inventory is partial")
+			log := o.Log.WithField("families", strings.Join(inv.Degraded, ","))
+			if moved := host.MovedHint(o.Files, host.SysClassNet); moved != "" {
+				log = log.WithField("why", moved) // a scratch root without /sys
+			}
+			log.Warn("inventory is partial")
 		}
 		p.inv = inv
 	}()
