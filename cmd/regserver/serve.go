@@ -13,7 +13,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -191,13 +190,9 @@ func adminOptions(f *flags, log *logrus.Entry) (server.AdminOptions, string, err
 		log.Warn("--admin-insecure: the admin API takes requests without a token; anyone who reaches it (on loopback: any local user) can delete inventories and so take their addresses")
 		return server.AdminOptions{Insecure: true}, "", nil
 	case f.adminTokenFile != "":
-		b, err := readTokenFile(f.adminTokenFile)
+		tok, err := readToken(f.adminTokenFile)
 		if err != nil {
 			return server.AdminOptions{}, "", err
-		}
-		tok := strings.TrimSpace(string(b))
-		if tok == "" {
-			return server.AdminOptions{}, "", configErr("--admin-token-file %s: empty", f.adminTokenFile)
 		}
 		return server.AdminOptions{Token: tok}, "", nil
 	}

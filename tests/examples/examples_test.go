@@ -126,7 +126,7 @@ func TestRegserverStartsOnEveryConfig(t *testing.T) {
 // adminToken is the bearer token every regserver of these tests is
 // started with (--admin-token-file): the admin API refuses requests
 // without it (docs/regserver.md).
-const adminToken = "examples-admin-token"
+const adminToken = "examples-admin-token-0123456789"
 
 func startRegserver(t *testing.T, cfg string) *node.Regserver {
 	t.Helper()

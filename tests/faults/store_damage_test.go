@@ -185,7 +185,7 @@ func TestDamagedStoreExits78OrServes(t *testing.T) {
 	cfg := filepath.Join(dir, "regserver.yaml")
 	node.Must(t, os.WriteFile(cfg, []byte(damageConfig), 0o600))
 	token := filepath.Join(dir, "token")
-	node.Must(t, os.WriteFile(token, []byte("damage-token"), 0o600))
+	node.Must(t, os.WriteFile(token, []byte("damage-token-0123456789abcdef"), 0o600))
 	damageSMBIOS = vectors.Read(t, "upstream-smbios.json")
 	good := filepath.Join(dir, "good.db")
 	healthyStore(t, bin, cfg, token, good, 40)
@@ -239,14 +239,14 @@ func checkDamagedRun(t *testing.T, bin, cfg, path, token string) string {
 		_ = damageRegister(ctx, url, id)
 	}
 	req, _ := http.NewRequest(http.MethodGet, r.admin+"/admin/inventories", nil)
-	req.Header.Set("Authorization", "Bearer damage-token")
+	req.Header.Set("Authorization", "Bearer damage-token-0123456789abcdef")
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		var invs []struct{ Name string }
 		_ = json.NewDecoder(resp.Body).Decode(&invs)
 		resp.Body.Close()
 		for _, inv := range invs {
 			one, _ := http.NewRequest(http.MethodGet, r.admin+"/admin/inventories/"+inv.Name, nil)
-			one.Header.Set("Authorization", "Bearer damage-token")
+			one.Header.Set("Authorization", "Bearer damage-token-0123456789abcdef")
 			if resp, err := http.DefaultClient.Do(one); err == nil {
 				resp.Body.Close()
 			}

@@ -170,7 +170,7 @@ func Test1000Agents(t *testing.T) {
 }
 
 // adminToken is the admin API's token in the tests that start regserver.
-const adminToken = "load-test-admin-token"
+const adminToken = "load-test-admin-token-0123456789"
 
 // adminClaims reads every claim from the admin API; token "" for the
 // in-process server, which serves the admin API without one.

@@ -173,7 +173,7 @@ func (l *lab) startServer(cfg string) error {
 }
 
 // labAdminToken is the admin API's bearer token in the lab.
-const labAdminToken = "vmlab-admin-token"
+const labAdminToken = "vmlab-admin-token-0123456789abc"
 
 func (l *lab) tokenFile() string { return filepath.Join(l.runDir, "regserver.admin-token") }
 
