@@ -235,7 +235,8 @@ func TestNetworkFailuresAre75(t *testing.T) {
 // an unknown registration never spends the 10-minute deadline.
 func TestRetryStopsOnNeedsAPerson(t *testing.T) {
 	attempts := 0
-	p := retry.Policy{Deadline: time.Hour, Initial: time.Millisecond, Max: time.Millisecond, Retryable: exitcode.Retryable}
+	// Virtual time: the waits end at once, whatever the machine's load.
+	p := retry.Policy{Deadline: time.Hour, Retryable: exitcode.Retryable, Clock: instantClock{}}
 	err := p.Do(context.Background(), "registration", func(ctx context.Context, _ int) error {
 		attempts++
 		return dial(t, statusServer(t, http.StatusNotFound), "")
@@ -260,7 +261,8 @@ func TestRetryStopsOnNeedsAPerson(t *testing.T) {
 // process: the first attempt ends the run instead of the whole deadline.
 func TestHostNotFoundIs75WithoutRetry(t *testing.T) {
 	attempts := 0
-	p := retry.Policy{Deadline: time.Hour, Initial: time.Millisecond, Max: time.Millisecond, Retryable: exitcode.Retryable}
+	// Virtual time: the waits end at once, whatever the machine's load.
+	p := retry.Policy{Deadline: time.Hour, Retryable: exitcode.Retryable, Clock: instantClock{}}
 	err := p.Do(context.Background(), "registration", func(ctx context.Context, _ int) error {
 		attempts++
 		return &protocol.StepError{Step: protocol.StepDial, Err: fmt.Errorf("%w: the registration host \"x.invalid\" does not resolve: %w",

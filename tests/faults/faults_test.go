@@ -74,6 +74,33 @@ type outcome struct {
 	elapsed time.Duration
 }
 
+// bounds are a run's --deadline (and --network-timeout) and its session
+// deadline. They bound a hang, never measure speed: a run that should
+// succeed has room on a loaded machine under -race. Only a stall needs a
+// short session deadline, which is what cuts it; and with the backoff on
+// a fake clock, the retry deadline counts the waits, not real time, so the
+// attempts of a case that must fail do not depend on the machine either.
+type bounds struct{ deadline, session time.Duration }
+
+var (
+	// goodRun is the registration before the fault: nothing stalls, so
+	// the bounds are only there for a hang.
+	goodRun = bounds{2 * time.Minute, 30 * time.Second}
+	// Nothing stalls either: every attempt ends by its fault at once, and
+	// the fake clock's waits 1, 2, 4, 8, 5 s make six attempts.
+	quickFault = bounds{20 * time.Second, 30 * time.Second}
+	// A stall is cut by the session deadline; waits 1, 2, 3 s make four
+	// attempts, each at most 1.5 s of real time, within the 6 s.
+	stallFault = bounds{6 * time.Second, 1500 * time.Millisecond}
+)
+
+func (c faultCase) bounds() bounds {
+	if c.fault == faultStall {
+		return stallFault
+	}
+	return quickFault
+}
+
 // faultRun is one case's server and machine, set up on the test's
 // goroutine (where a failed setup may end the test).
 type faultRun struct {
@@ -97,15 +124,15 @@ func prepare(t *testing.T, c faultCase) *faultRun {
 func (fr *faultRun) run(t *testing.T) outcome {
 	defer fr.fs.close()
 	defer fr.hs.Close()
-	run := func() (*agent.Result, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+	run := func(b bounds) (*agent.Result, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		var log node.Log
 		return agent.Run(ctx, agent.Options{
 			Root:            fr.m.Root,
-			Deadline:        2500 * time.Millisecond,
-			NetworkTimeout:  2500 * time.Millisecond,
-			SessionDeadline: 600 * time.Millisecond,
+			Deadline:        b.deadline,
+			NetworkTimeout:  b.deadline,
+			SessionDeadline: b.session,
 			// The backoff between attempts runs on a fake clock: the
 			// deadlines above bound attempts, not real sleeps. A stalled
 			// step still costs its real session deadline.
@@ -118,7 +145,7 @@ func (fr *faultRun) run(t *testing.T) outcome {
 	}
 	if fr.previous {
 		fr.fs.arm(false)
-		if _, err := run(); err != nil {
+		if _, err := run(goodRun); err != nil {
 			t.Errorf("%s: the good run before the fault failed: %v", fr.name(), err)
 		}
 		fr.fs.arm(true)
@@ -129,7 +156,7 @@ func (fr *faultRun) run(t *testing.T) outcome {
 		t.Errorf("%s: %v", fr.name(), err)
 	}
 	start := time.Now()
-	o.res, o.err = run()
+	o.res, o.err = run(fr.bounds())
 	o.elapsed = time.Since(start)
 	o.hits = fr.fs.Hits()
 	if o.after, err = testutil.ReadFiles(fr.m.Root); err != nil {

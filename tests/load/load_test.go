@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodereg/nodereg/agent"
+	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 	"github.com/nodereg/nodereg/protocol"
@@ -87,27 +89,54 @@ func register(ctx context.Context, url, id string, deadline time.Duration) (stri
 		return "", err
 	}
 	if reply.Network == nil || reply.Network.IPAddresses["inventory-ip"] == "" {
-		return "", fmt.Errorf("config of %s carries no address: %+v", id, reply.Network)
+		// The server's answer, not its load: not worth another attempt.
+		return "", errclass.Wrap(errclass.Final, "", fmt.Errorf("config of %s carries no address: %+v", id, reply.Network))
 	}
 	return reply.Network.IPAddresses["inventory-ip"], nil
 }
 
 type result struct {
-	id      string
-	addr    string
-	err     error
-	latency time.Duration
+	id       string
+	addr     string
+	err      error
+	latency  time.Duration
+	attempts int
 }
 
-// herd registers n machines at once (all dial together) and returns each
-// one's outcome.
+// asTheAgent runs one client's registration as the agent runs it: a
+// refused or failed attempt (HTTP 503 when every session slot stays busy
+// past its wait, a timeout on a machine busier than the server was sized
+// for) is retried under the agent's own policy and classification,
+// backoff with jitter, until ctx ends: the bound on a hang, not a measure
+// of speed. A failure the agent would not retry ends at once.
+func asTheAgent(ctx context.Context, attempt func(ctx context.Context) error) (attempts int, err error) {
+	err = agent.RetryPolicy(0, nil).Do(ctx, "registration", func(ctx context.Context, n int) error {
+		attempts = n
+		return agent.ClassifyRegister(attempt(ctx))
+	})
+	return attempts, err
+}
+
+// registerRetried is register, retried as the agent does.
+func registerRetried(ctx context.Context, url, id string, deadline time.Duration) (addr string, attempts int, err error) {
+	attempts, err = asTheAgent(ctx, func(ctx context.Context) error {
+		var err error
+		addr, err = register(ctx, url, id, deadline)
+		return err
+	})
+	return addr, attempts, err
+}
+
+// herd registers n machines at once (all dial together), each retrying
+// as the agent does, and returns each one's outcome.
 func herd(ctx context.Context, url string, first, n int, deadline time.Duration) []result {
-	return herdOf(ctx, url, first, n, deadline, nil)
+	return herdOf(ctx, url, first, n, deadline, nil, true)
 }
 
 // herdOf is herd, adding each success to ok while the herd runs (nil: no
-// count).
-func herdOf(ctx context.Context, url string, first, n int, deadline time.Duration, ok *atomic.Int64) []result {
+// count); retried false makes one attempt each (a herd the test cuts off
+// on purpose).
+func herdOf(ctx context.Context, url string, first, n int, deadline time.Duration, ok *atomic.Int64, retried bool) []result {
 	out := make([]result, n)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -118,8 +147,13 @@ func herdOf(ctx context.Context, url string, first, n int, deadline time.Duratio
 			id := mac(first + i)
 			<-start
 			t0 := time.Now()
-			addr, err := register(ctx, url, id, deadline)
-			out[i] = result{id: id, addr: addr, err: err, latency: time.Since(t0)}
+			addr, attempts, err := "", 1, error(nil)
+			if retried {
+				addr, attempts, err = registerRetried(ctx, url, id, deadline)
+			} else {
+				addr, err = register(ctx, url, id, deadline)
+			}
+			out[i] = result{id: id, addr: addr, err: err, latency: time.Since(t0), attempts: attempts}
 			if err == nil && ok != nil {
 				ok.Add(1)
 			}
@@ -144,8 +178,9 @@ func Test1000Agents(t *testing.T) {
 	defer cancel()
 	res := herd(ctx, hs.URL+"/elemental/registration/load-token", 0, n, 2*time.Minute)
 	byAddr := map[string]string{}
-	errs := 0
+	errs, retried := 0, 0
 	for _, r := range res {
+		retried += r.attempts - 1
 		if r.err != nil {
 			errs++
 			if errs <= 5 {
@@ -158,7 +193,7 @@ func Test1000Agents(t *testing.T) {
 		}
 		byAddr[r.addr] = r.id
 	}
-	t.Logf("%d agents: %d errors, %d distinct addresses", n, errs, len(byAddr))
+	t.Logf("%d agents: %d errors, %d distinct addresses, %d retried attempts", n, errs, len(byAddr), retried)
 	if errs != 0 || len(byAddr) != n {
 		t.Fatalf("want 0 errors and %d distinct addresses, got %d errors and %d", n, errs, len(byAddr))
 	}
