@@ -1,0 +1,149 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// offlineBackend models the recorded NetworkManager in files: the pending
+// checkpoint in NMSTATECTL_STUB_STATE (it exists while one is pending,
+// holding the profiles to go back to) and the profiles in STATE.nm.json.
+// It writes no keyfile: there is no NetworkManager to write one.
+type offlineBackend struct {
+	state string
+	nm    offlineNMState
+}
+
+type offlineNMState struct {
+	Checkpoints int                 `json:"checkpoints"` // checkpoints made, for their numbers
+	Profiles    map[string]*profile `json:"profiles"`    // by interface
+}
+
+type offlineCheckpoint struct {
+	Path   string              `json:"path"`
+	Before map[string]*profile `json:"before"`
+}
+
+func offlineNM() (backend, error) {
+	p := os.Getenv("NMSTATECTL_STUB_STATE")
+	if p == "" {
+		return nil, &exitError{70, "stub: NMSTATECTL_STUB_STATE is not set (needed without a NetworkManager)"}
+	}
+	o := &offlineBackend{state: p, nm: offlineNMState{Profiles: map[string]*profile{}}}
+	b, err := os.ReadFile(p + ".nm.json")
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return nil, &exitError{70, "stub: " + err.Error()}
+	default:
+		if err := json.Unmarshal(b, &o.nm); err != nil {
+			return nil, &exitError{70, "stub: " + p + ".nm.json: " + err.Error()}
+		}
+		if o.nm.Profiles == nil {
+			o.nm.Profiles = map[string]*profile{}
+		}
+	}
+	return o, nil
+}
+
+func (o *offlineBackend) save() error {
+	b, _ := json.Marshal(o.nm)
+	if err := os.WriteFile(o.state+".nm.json", b, 0o600); err != nil {
+		return &exitError{70, "stub: " + err.Error()}
+	}
+	return nil
+}
+
+// hasEthernet: the interfaces NMSTATECTL_STUB_INTERFACES lists; unset,
+// every name (the test set up the interfaces it names).
+func (o *offlineBackend) hasEthernet(name string) (bool, error) {
+	l, ok := os.LookupEnv("NMSTATECTL_STUB_INTERFACES")
+	if !ok {
+		return true, nil
+	}
+	return slices.Contains(strings.Split(l, ","), name), nil
+}
+
+func (o *offlineBackend) profile(iface string) (*profile, error) {
+	return o.nm.Profiles[iface], nil
+}
+
+func (o *offlineBackend) pending() (*offlineCheckpoint, error) {
+	b, err := os.ReadFile(o.state)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, &exitError{70, "stub: " + err.Error()}
+	}
+	var cp offlineCheckpoint
+	if err := json.Unmarshal(b, &cp); err != nil || cp.Path == "" {
+		return nil, &exitError{70, fmt.Sprintf("stub: %s is not the stand-in's checkpoint record", o.state)}
+	}
+	return &cp, nil
+}
+
+func (o *offlineBackend) createCheckpoint(uint32) (string, error) {
+	cp, err := o.pending()
+	if err != nil {
+		return "", err
+	}
+	if cp != nil {
+		return "", errCheckpointConflict
+	}
+	o.nm.Checkpoints++
+	cp = &offlineCheckpoint{Path: "/org/freedesktop/NetworkManager/Checkpoint/" + strconv.Itoa(o.nm.Checkpoints), Before: o.nm.Profiles}
+	b, _ := json.Marshal(cp)
+	if err := o.save(); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(o.state, b, 0o600); err != nil {
+		return "", &exitError{70, "stub: " + err.Error()}
+	}
+	return cp.Path, nil
+}
+
+func (o *offlineBackend) checkpoints() ([]string, error) {
+	cp, err := o.pending()
+	if cp == nil || err != nil {
+		return nil, err
+	}
+	return []string{cp.Path}, nil
+}
+
+func (o *offlineBackend) destroyCheckpoint(string) error {
+	if err := os.Remove(o.state); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return &exitError{70, "stub: " + err.Error()}
+	}
+	return nil
+}
+
+func (o *offlineBackend) rollbackCheckpoint(string) error {
+	cp, err := o.pending()
+	if err != nil || cp == nil {
+		return err
+	}
+	o.nm.Profiles = cp.Before
+	if o.nm.Profiles == nil {
+		o.nm.Profiles = map[string]*profile{}
+	}
+	if err := o.save(); err != nil {
+		return err
+	}
+	return o.destroyCheckpoint(cp.Path)
+}
+
+func (o *offlineBackend) put(p *profile, _ []byte, _, _ bool) error {
+	next := map[string]*profile{}
+	for k, v := range o.nm.Profiles {
+		next[k] = v
+	}
+	next[p.Iface] = p
+	o.nm.Profiles = next
+	return o.save()
+}
