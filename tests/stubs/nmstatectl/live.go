@@ -96,7 +96,7 @@ func (l *liveBackend) profile(iface string) (*profile, error) {
 		}
 		for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
 			f := strings.Split(line, ":")
-			if len(f) != 2 || f[1] != "802-3-ethernet" {
+			if len(f) != 2 || f[1] == "loopback" {
 				continue
 			}
 			if name, err := l.nmcli("-g", "connection.interface-name", "connection", "show", "uuid", f[0]); err == nil && strings.TrimSpace(name) == iface {
@@ -217,9 +217,13 @@ func (l *liveBackend) rollbackCheckpoint(cp string) error {
 // rollbackSettle bounds the wait for the devices after a rollback.
 const rollbackSettle = 30 * time.Second
 
-// liveTypes are the profile types the live mode sends to NetworkManager
-// (the transcripts show ethernet only).
-var liveTypes = map[string]string{"802-3-ethernet": "ethernet"}
+// liveTypes are the profile types the live mode sends to NetworkManager,
+// by gc's type, with nmcli's name.
+var liveTypes = map[string]string{"802-3-ethernet": "ethernet", "bridge": "bridge", "bond": "bond", "vlan": "vlan", "dummy": "dummy"}
+
+// sectionSettings are nmcli's setting names of gc's keyfile sections whose
+// keys are nmcli's property names ([bond] is bond.options, apart).
+var sectionSettings = map[string]string{"ethernet": "802-3-ethernet", "bridge": "bridge", "bridge-port": "bridge-port", "vlan": "vlan"}
 
 // put sends gc's keyfile to NetworkManager as nmstate sends its profile:
 // the same settings, NetworkManager's own UUID handling and file.
@@ -312,21 +316,36 @@ func nmcliSettings(kf []byte, create bool) ([]string, error) {
 	}
 	for _, kv := range keyfileSection(kf, "connection") {
 		switch kv[0] {
-		case "id", "uuid", "type", "interface-name", "autoconnect-slaves":
-		case "autoconnect":
-			props = append(props, "connection.autoconnect", map[string]string{"true": "yes", "false": "no"}[kv[1]])
+		case "id", "uuid", "type", "interface-name":
+		case "autoconnect-slaves":
+			if kv[1] != "-1" {
+				props = append(props, "connection.autoconnect-slaves", kv[1])
+			}
+		case "autoconnect", "master", "slave-type":
+			props = append(props, "connection."+kv[0], kv[1])
 		default:
 			return nil, declined("applying [connection] %s to NetworkManager", kv[0])
 		}
 	}
 	for _, sec := range keyfileSections(kf) {
-		if !slices.Contains([]string{"connection", "ipv4", "ipv6"}, sec) {
-			for _, kv := range keyfileSection(kf, sec) {
-				if sec != "ethernet" {
-					return nil, declined("applying [%s] to NetworkManager", sec)
-				}
-				props = append(props, "802-3-ethernet."+kv[0], kv[1])
+		if slices.Contains([]string{"connection", "ipv4", "ipv6"}, sec) {
+			continue
+		}
+		kvs := keyfileSection(kf, sec)
+		if sec == "bond" {
+			var opts []string
+			for _, kv := range kvs {
+				opts = append(opts, kv[0]+"="+kv[1])
 			}
+			props = append(props, "bond.options", strings.Join(opts, ","))
+			continue
+		}
+		setting, ok := sectionSettings[sec]
+		if !ok {
+			return nil, declined("applying [%s] to NetworkManager", sec)
+		}
+		for _, kv := range kvs {
+			props = append(props, setting+"."+kv[0], kv[1])
 		}
 	}
 	return props, nil
