@@ -98,9 +98,50 @@ writable_parent() {
 	[ -d "$up" ] && [ -w "$up" ]
 }
 
+# inside_destdir: no directory on the way to host path $1 under DESTDIR is
+# a symlink, and $1 holds no "..": a tree the build did not make (an image
+# a user can write to) cannot send a write, a rename or a chmod outside
+# DESTDIR. Every existing component is checked, from DESTDIR down; the
+# ones that do not exist yet are made by mkdir -p, as directories. Without
+# DESTDIR the system's own layout is taken as it is (/usr/sbin may be a
+# link to bin on a merged-/usr system).
+inside_destdir() {
+	case "/$1/" in */../*) die "$1: a target path may not hold '..': nothing written" ;; esac
+	[ -n "$DESTDIR" ] || return 0
+	p=$DESTDIR
+	set -f
+	old_ifs=$IFS
+	IFS=/
+	# shellcheck disable=SC2046 # split on / on purpose
+	set -- $(dirname "$1")
+	IFS=$old_ifs
+	set +f
+	for c; do
+		[ -n "$c" ] || continue
+		p="$p/$c"
+		if [ -L "$p" ]; then
+			die "$p is a symlink (to $(readlink "$p")): what is installed under it could land outside $DESTDIR; nothing written"
+		fi
+		[ -e "$p" ] || break
+	done
+}
+
 # check_one KIND T ARG: refuses (dies) when T cannot be written as planned.
 check_one() {
 	d="$DESTDIR$2"
+	inside_destdir "$2"
+	case "$1" in
+	file | link | mask)
+		# The staging name is written through (cp, sed, chmod follow a
+		# link): one already there may point anywhere.
+		if [ -e "$d.nodereg-new" ] || [ -L "$d.nodereg-new" ]; then
+			die "$d.nodereg-new exists already (left by an interrupted install, or planted): remove it and run again; nothing written"
+		fi ;;
+	esac
+	case "$1" in
+	link | mask)
+		if [ -d "$d" ] && [ ! -L "$d" ]; then die "$d is a directory: nothing written"; fi ;;
+	esac
 	case "$1" in
 	file)
 		[ -f "$3" ] || die "$3 not found: nothing written"
@@ -114,7 +155,7 @@ check_one() {
 	mask)
 		if foreign "$2" /dev/null; then die "refusing to mask $d: a file of the admin's is there: nothing written"; fi ;;
 	aside)
-		[ -f "$d" ] || die "$d is not a regular file: nothing written"
+		{ [ -f "$d" ] && [ ! -L "$d" ]; } || die "$d is not a regular file: nothing written"
 		if [ -e "$d.upstream" ] || [ -L "$d.upstream" ]; then die "$d.upstream exists already: nothing written"; fi ;;
 	esac
 	writable_parent "$d" || die "cannot write $d (its directory is not a writable directory): nothing written"
