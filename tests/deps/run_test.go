@@ -28,7 +28,9 @@ import (
 //     read there alone;
 //   - no retry closure (the attempt handed to retry.Policy.Do or
 //     retry.Value) assigns a variable it shares with other attempts or
-//     with its caller: an attempt returns what it produced;
+//     with its caller: an attempt returns what it produced; and the CA
+//     files are written (env.rotateCA) by the register and fetch-network
+//     phases once their retries are over, not by an attempt;
 //   - the state file has one writer: state.State.Save is called in
 //     env.saveState alone, and only the phase runner (and `agent
 //     --reset-network`, which is no run) calls that;
@@ -416,6 +418,22 @@ func stateWrites(c *agentCode) []string {
 	return bad
 }
 
+// caDeciders may call env.rotateCA, which writes the CA files: the phases
+// whose retries are over, never an attempt (registerOnce, askNetwork).
+var caDeciders = []string{"env.register", "env.fetchNetwork"}
+
+// caWrites lists every call of env.rotateCA from elsewhere.
+func caWrites(c *agentCode) []string {
+	var bad []string
+	callers := c.calls(func(call *ast.CallExpr) bool { return c.method(call, agentImport, "env", "rotateCA") })
+	for _, fn := range sortedKeys(callers) {
+		if !slices.Contains(caDeciders, fn) {
+			bad = append(bad, fmt.Sprintf("%s: %s calls env.rotateCA: the CA files are written by a phase once its retries are over (%v), never by an attempt", callers[fn][0], fn, caDeciders))
+		}
+	}
+	return bad
+}
+
 // phaseKey: e is the constant "phase".
 func phaseKey(info *types.Info, e ast.Expr) bool {
 	if info != nil {
@@ -484,7 +502,7 @@ func phaseTags(c *agentCode) []string {
 // TestRunEnvironmentIsReadOnly holds package agent to the rules.
 func TestRunEnvironmentIsReadOnly(t *testing.T) {
 	c := loadAgentCode(t, nil)
-	for _, check := range []func(*agentCode) []string{envWrites, envReads, retryCaptures, stateWrites, phaseTags} {
+	for _, check := range []func(*agentCode) []string{envWrites, envReads, retryCaptures, caWrites, stateWrites, phaseTags} {
 		for _, msg := range check(c) {
 			t.Error(msg)
 		}
@@ -493,8 +511,9 @@ func TestRunEnvironmentIsReadOnly(t *testing.T) {
 	// tag, and the retry loops of register and fetch-network.
 	saves := c.calls(func(call *ast.CallExpr) bool { return c.method(call, selfModule+"/internal/state", "State", "Save") })
 	retries := c.calls(func(call *ast.CallExpr) bool { return retryCallee(c, call) })
-	if len(saves["env."+stateWriter]) != 1 || len(retries["env.register"]) != 1 || len(retries["env.fetchNetwork"]) != 1 {
-		t.Errorf("the checks see saves %v and retry loops %v: they no longer look where they should", saves, retries)
+	rotations := c.calls(func(call *ast.CallExpr) bool { return c.method(call, agentImport, "env", "rotateCA") })
+	if len(saves["env."+stateWriter]) != 1 || len(retries["env.register"]) != 1 || len(retries["env.fetchNetwork"]) != 1 || len(rotations) != len(caDeciders) {
+		t.Errorf("the checks see saves %v, retry loops %v and CA rotations %v: they no longer look where they should", saves, retries, rotations)
 	}
 }
 
@@ -535,6 +554,8 @@ var _, _ = os.Getpid, time.Second
 	_, _ = retry.Value(ctx, retry.Policy{}, "x", func(_ context.Context, attempt int) (int, error) { last = attempt; return attempt, nil })
 	return last
 }`, "zz_throwaway.go:19: a retry attempt in env.zzThrowaway assigns last", retryCaptures},
+		{"CA written by an attempt", `func (e *env) zzThrowaway(ctx context.Context, ph *phase) { e.rotateCA(ctx, ph, caAnnouncement{}) }`,
+			"zz_throwaway.go:18: env.zzThrowaway calls env.rotateCA", caWrites},
 		{"second state writer", `func (e *env) zzThrowaway(ph *phase, st state.State) error { return st.Save(ph.files, e.o.StatePath) }`,
 			"zz_throwaway.go:18: env.zzThrowaway saves the state file", stateWrites},
 		{"writer called in a phase", `func (e *env) zzThrowaway(ph *phase) error { return e.saveState(ph, state.State{}) }`,
