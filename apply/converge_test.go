@@ -3,10 +3,8 @@ package apply
 import (
 	"bytes"
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -298,41 +296,3 @@ func TestResetRemovesNetworkManagersFileTheIntentRecorded(t *testing.T) {
 	}
 }
 
-// ApplyLive the nmstatectl way on a real NetworkManager, with the
-// stand-in: after commit the node holds the plan's profile for the device
-// and nothing else; a failed reachability check leaves the node as it was,
-// byte for byte, with NetworkManager holding no profile of the change.
-func TestApplyLiveNmstatectlConverges(t *testing.T) {
-	for _, tc := range []struct {
-		name      string
-		reachable error
-	}{{"commit", nil}, {"unreachable", errors.New("registration server unreachable")}} {
-		t.Run(tc.name, func(t *testing.T) {
-			l := newConvLab(t)
-			stub := newStub(t)
-			a := stub.applier(l.root, l.env...)
-			a.Nmstate = NmstateNmstatectl
-			testutil.Must(t, os.MkdirAll(filepath.Join(l.root, "oem"), 0o755)) // a node's /oem is there
-			before := testutil.Tree(t, l.root)
-			p := mustPlan(t, a, &Rendered{Configurator: protocol.ConfiguratorNmstate, Digested: convState("nrnode0", "192.0.2.10")})
-			err := a.ApplyLive(context.Background(), p, func(context.Context) error { return tc.reachable })
-			if subs := stub.subcommands(t); tc.reachable == nil && !slices.Equal(subs, []string{"gc", "apply", "commit"}) {
-				t.Errorf("nmstatectl calls %v", subs)
-			}
-			if tc.reachable == nil {
-				testutil.Must(t, err)
-				l.converged(t, "after commit", p)
-				return
-			}
-			if !errors.Is(err, tc.reachable) || !errors.Is(err, ErrRolledBack) {
-				t.Fatalf("got %v, want the rolled-back reachability failure", err)
-			}
-			if d := testutil.TreeDiff(before, testutil.Tree(t, l.root)); d != "" {
-				t.Errorf("root changed by a rolled-back apply:\n%s", d)
-			}
-			if got := l.profilesOf(t, convDev); len(got) != 0 {
-				t.Errorf("NetworkManager holds %v for %s after the rollback", got, convDev)
-			}
-		})
-	}
-}
