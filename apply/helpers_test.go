@@ -118,10 +118,7 @@ func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 // [connection] id, else the file name without its suffix, as NetworkManager
 // does.
 func connectionID(kf Keyfile) string {
-	if secs, err := parseKeyfile(kf.Name, kf.Content); err == nil && secs["connection"]["id"] != "" {
-		return secs["connection"]["id"]
-	}
-	return strings.TrimSuffix(kf.Name, keyfileSuffix)
+	return readProfile(kf.Name, kf.Content).ID
 }
 
 func TestParseProfiles(t *testing.T) {

@@ -2,8 +2,9 @@ package apply
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
+
+	"github.com/nodereg/nodereg/internal/keyfile"
 )
 
 // maxIfname is IFNAMSIZ (16) less the terminating NUL.
@@ -100,26 +101,25 @@ func checkNmstateIfnames(state map[string]any) error {
 	return nil
 }
 
-// uuidRE: keyfile references such as vlan.parent may be a connection
-// UUID instead of an interface name.
-var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
-
 // checkKeyfile parses a keyfile as ParseKeyfile does and checks the
 // interface names it binds: connection.interface-name and a VLAN's parent
-// when it is not a UUID.
+// when it is not a UUID, as written (the network policy judges them as
+// NetworkManager unescapes them, rule names).
 func checkKeyfile(path string, text []byte) error {
-	secs, err := parseKeyfile(path, text)
+	f, err := parseKeyfile(path, text)
 	if err != nil {
 		return err
 	}
-	if name, ok := secs["connection"]["interface-name"]; ok {
+	if name, ok := f.Value("connection", "interface-name"); ok {
 		if err := checkIfname(path+" [connection] interface-name", name); err != nil {
 			return err
 		}
 	}
-	if parent, ok := secs["vlan"]["parent"]; ok && !uuidRE.MatchString(parent) {
-		if err := checkIfname(path+" [vlan] parent", parent); err != nil {
-			return err
+	if parent, ok := f.Value("vlan", "parent"); ok {
+		if !keyfile.IsUUID(parent) {
+			if err := checkIfname(path+" [vlan] parent", parent); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

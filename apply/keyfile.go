@@ -1,65 +1,46 @@
 package apply
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/nodereg/nodereg/internal/keyfile"
 )
 
-// ParseKeyfile checks that text is a NetworkManager keyfile in the ini
-// dialect NetworkManager reads (nm-settings-keyfile(5)): [section] headers,
-// key=value lines, # or ; comments, blank lines, a [connection] section with
-// an id or a type. It returns a *FieldError naming path and the line.
+// ParseKeyfile checks that text is a keyfile NetworkManager loads as far as
+// its format goes (internal/keyfile: GLib's key-file rules, so only '#'
+// starts a comment): groups, key=value lines, a [connection] group with an
+// id or a type. It returns a *FieldError naming path and the line.
 func ParseKeyfile(path string, text []byte) error {
 	_, err := parseKeyfile(path, text)
 	return err
 }
 
-// keyfileSections maps section -> key -> value of a keyfile.
-type keyfileSections map[string]map[string]string
-
-func parseKeyfile(path string, text []byte) (keyfileSections, error) {
-	secs := keyfileSections{}
-	var cur string
-	sc := bufio.NewScanner(bytes.NewReader(text))
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		switch {
-		case line == "" || line[0] == '#' || line[0] == ';':
-			continue
-		case line[0] == '[':
-			if !strings.HasSuffix(line, "]") || len(line) < 3 || strings.ContainsAny(line[1:len(line)-1], "[]") {
-				return nil, &FieldError{Path: path, Reason: fmt.Sprintf("keyfile line %d: malformed section header %q", n, line)}
-			}
-			cur = line[1 : len(line)-1]
-			if secs[cur] == nil {
-				secs[cur] = map[string]string{}
-			}
-		default:
-			k, v, ok := strings.Cut(line, "=")
-			k = strings.TrimSpace(k)
-			if !ok || k == "" {
-				return nil, &FieldError{Path: path, Reason: fmt.Sprintf("keyfile line %d: not a key=value pair", n)}
-			}
-			if cur == "" {
-				return nil, &FieldError{Path: path, Reason: fmt.Sprintf("keyfile line %d: key %q before any section", n, k)}
-			}
-			secs[cur][k] = strings.TrimSpace(v)
-		}
+func parseKeyfile(path string, text []byte) (*keyfile.File, error) {
+	f, err := keyfile.Parse(text)
+	if err != nil {
+		return nil, &FieldError{Path: path, Reason: "keyfile " + err.Error()}
 	}
-	if err := sc.Err(); err != nil {
-		return nil, &FieldError{Path: path, Reason: fmt.Sprintf("keyfile: %v", err)}
-	}
-	c, ok := secs["connection"]
-	if !ok {
+	if !f.HasGroup("connection") {
 		return nil, &FieldError{Path: path, Reason: "keyfile has no [connection] section"}
 	}
-	if c["id"] == "" && c["type"] == "" {
+	id, _ := f.Value("connection", "id")
+	typ, _ := f.Value("connection", "type")
+	if id == "" && typ == "" {
 		return nil, &FieldError{Path: path, Reason: "keyfile [connection] has neither id nor type"}
 	}
-	return secs, nil
+	return f, nil
+}
+
+// readProfile is what NetworkManager makes of a keyfile Render has
+// already checked.
+func readProfile(name string, content []byte) keyfile.Profile {
+	f, err := keyfile.Parse(content)
+	if err != nil {
+		f, _ = keyfile.Parse(nil)
+	}
+	return keyfile.ReadProfile(f, name)
 }
 
 // InterfaceAddresses lists the addresses (with prefix length) the rendered
@@ -96,22 +77,14 @@ func InterfaceAddresses(r *Rendered) map[string][]string {
 	return out
 }
 
-// keyfileAddresses reads interface-name (default: the file's name) and the
-// addressN keys of [ipv4] and [ipv6] ("ip/prefix[,gateway]") of a keyfile
-// Render has already checked.
+// keyfileAddresses reads the interface name (default: the file's name)
+// and the addresses (ip/prefix) of a keyfile Render has already checked,
+// as NetworkManager reads them.
 func keyfileAddresses(kf Keyfile) (iface string, addrs []string) {
-	secs, _ := parseKeyfile(kf.Name, kf.Content)
-	iface = secs["connection"]["interface-name"]
+	p := readProfile(kf.Name, kf.Content)
+	iface = p.InterfaceName
 	if iface == "" {
 		iface = strings.TrimSuffix(kf.Name, keyfileSuffix)
 	}
-	for _, fam := range []string{"ipv4", "ipv6"} {
-		for k, v := range secs[fam] {
-			if strings.HasPrefix(k, "address") {
-				a, _, _ := strings.Cut(v, ",")
-				addrs = append(addrs, a)
-			}
-		}
-	}
-	return iface, addrs
+	return iface, append(p.Addresses4, p.Addresses6...)
 }

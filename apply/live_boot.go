@@ -61,8 +61,7 @@ func (a *Applier) matchBoot(ctx context.Context, nmcli string, files []string, c
 // (a profile bound by MAC) the one NetworkManager activates it on; a
 // profile that activates on no device has nothing to take down.
 func (a *Applier) disconnectDevice(ctx context.Context, nmcli, file, uuid string, content []byte) (step string, err error) {
-	secs, _ := parseKeyfile(file, content)
-	dev, _ := netpolicy.Unescape(secs["connection"]["interface-name"])
+	dev := readProfile(file, content).InterfaceName
 	if dev == "" {
 		if _, err := a.run(ctx, host.Command{Name: nmcli, Args: []string{"connection", "up", "uuid", uuid}}); err != nil {
 			a.log().WithField("keyfile", file).WithError(err).Debug("autoconnect=false profile activates on no device")

@@ -13,6 +13,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/keyfile"
 )
 
 // maxKeyfileDirEntries bounds the keyfile directory the nmstatectl way
@@ -128,24 +129,28 @@ func (c *convergence) dirFiles() ([]string, error) {
 	return out, nil
 }
 
-// addUUID counts the profile in keyfile as the agent's.
-func (c *convergence) addUUID(keyfile []byte) {
-	if u := keyfileUUID(keyfile); u != "" {
+// addUUID counts the profile in content as the agent's.
+func (c *convergence) addUUID(content []byte) {
+	if u := keyfileUUID(content); u != "" {
 		c.ours[u] = true
 	}
 }
 
-// keyfileUUID is the keyfile's [connection] uuid, "" when it has none or
-// does not parse.
-func keyfileUUID(keyfile []byte) string {
-	if keyfile == nil {
+// keyfileUUID is the keyfile's [connection] uuid as NetworkManager holds
+// it (internal/keyfile), "" when it has none or does not parse.
+func keyfileUUID(content []byte) string {
+	if content == nil {
 		return ""
 	}
-	secs, err := parseKeyfile("", keyfile)
+	f, err := parseKeyfile("", content)
 	if err != nil {
 		return ""
 	}
-	return secs["connection"]["uuid"]
+	u, err := f.String("connection", "uuid")
+	if err != nil {
+		return ""
+	}
+	return keyfile.NormalUUID(u)
 }
 
 // converge runs after a successful `nmstatectl apply --no-commit`: it

@@ -207,17 +207,11 @@ func (a *Applier) activate(ctx context.Context, nmcli string, files []string, co
 }
 
 // autoconnects says whether NetworkManager brings the keyfile's profile up
-// by itself (its default: yes); unreadable content counts as yes.
-func autoconnects(keyfile []byte) bool {
-	secs, err := parseKeyfile("", keyfile)
-	if err != nil {
-		return true
-	}
-	switch strings.ToLower(secs["connection"]["autoconnect"]) {
-	case "false", "0", "no", "off":
-		return false
-	}
-	return true
+// by itself: its reading of connection.autoconnect (GLib's boolean: only
+// false or 0 say no; "no" is a value it drops, so the default, yes);
+// unreadable content counts as yes.
+func autoconnects(content []byte) bool {
+	return readProfile("", content).Autoconnect
 }
 
 // parseProfiles reads `nmcli -t -f UUID,FILENAME connection show`: one

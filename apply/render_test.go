@@ -257,13 +257,15 @@ func TestRenderRefusesHostile(t *testing.T) {
 }
 
 func TestParseKeyfile(t *testing.T) {
-	good := []string{eth0Template, "# c\n[connection]\ntype=ethernet\n; x\n"}
+	// GLib's rules (internal/keyfile): only '#' starts a comment, so
+	// "; x" is a line NetworkManager cannot read.
+	good := []string{eth0Template, "# c\n[connection]\ntype=ethernet\n;x=1\n"}
 	for _, g := range good {
 		if err := ParseKeyfile("k", []byte(g)); err != nil {
 			t.Errorf("ParseKeyfile(%q): %v", g, err)
 		}
 	}
-	bad := []string{"", "[connection\nid=x\n", "id=x\n[connection]\n", "[connection]\njunk\n", "[ipv4]\nmethod=auto\n", "[connection]\nfoo=bar\n"}
+	bad := []string{"", "# c\n[connection]\ntype=ethernet\n; x\n", "[connection\nid=x\n", "id=x\n[connection]\n", "[connection]\njunk\n", "[ipv4]\nmethod=auto\n", "[connection]\nfoo=bar\n"}
 	for _, b := range bad {
 		var fe *FieldError
 		if err := ParseKeyfile("k", []byte(b)); !errors.As(err, &fe) {

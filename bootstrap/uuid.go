@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/nodereg/nodereg/apply"
+	"github.com/nodereg/nodereg/internal/keyfile"
 	"github.com/nodereg/nodereg/nmstate"
 )
 
@@ -21,23 +22,20 @@ var bootstrapNamespace = [16]byte{0x6b, 0xa7, 0xb8, 0x11, 0x9d, 0xad, 0x11, 0xd1
 // then shows only the /run file for that UUID, never loads the IPAM keyfile
 // under /etc, and the live apply fails every run. A keyfile without a
 // uuid= gets one NetworkManager derives from its path, distinct already.
+//
+// The keyfiles are read and edited as NetworkManager reads them
+// (internal/keyfile): only a '#' line is a comment, and a value is
+// compared unescaped, in lower case.
 func bootstrapUUIDs(kfs []apply.Keyfile) []apply.Keyfile {
 	renamed := map[string]string{}
 	for _, kf := range kfs {
-		section := ""
-		for _, line := range strings.Split(string(kf.Content), "\n") {
-			t := strings.TrimSpace(line)
-			if strings.HasPrefix(t, "[") && strings.HasSuffix(t, "]") {
-				section = t[1 : len(t)-1]
-				continue
-			}
-			k, v, ok := strings.Cut(t, "=")
-			if ok && section == "connection" && strings.TrimSpace(k) == "uuid" {
-				old := strings.ToLower(strings.TrimSpace(v))
-				if old != "" {
-					renamed[old] = nmstate.UUIDv5(bootstrapNamespace, "nodereg-bootstrap://"+old)
-				}
-			}
+		f, err := keyfile.Parse(kf.Content)
+		if err != nil {
+			continue // the plan's policy check refuses it
+		}
+		if old, err := f.String("connection", "uuid"); err == nil && old != "" {
+			old = strings.ToLower(old)
+			renamed[old] = nmstate.UUIDv5(bootstrapNamespace, "nodereg-bootstrap://"+old)
 		}
 	}
 	if len(renamed) == 0 {
@@ -45,20 +43,11 @@ func bootstrapUUIDs(kfs []apply.Keyfile) []apply.Keyfile {
 	}
 	out := make([]apply.Keyfile, len(kfs))
 	for i, kf := range kfs {
-		lines := strings.Split(string(kf.Content), "\n")
-		for j, line := range lines {
-			if strings.HasPrefix(strings.TrimSpace(line), "#") {
-				continue
-			}
-			k, v, ok := strings.Cut(line, "=")
-			if !ok {
-				continue
-			}
-			if u, ok := renamed[strings.ToLower(strings.TrimSpace(v))]; ok {
-				lines[j] = k + "=" + u
-			}
-		}
-		kf.Content = []byte(strings.Join(lines, "\n"))
+		kf.Content = keyfile.Rewrite(kf.Content, func(_, _, raw string) (string, bool) {
+			v, err := keyfile.Unescape(raw)
+			u, ok := renamed[strings.ToLower(v)]
+			return u, ok && err == nil
+		})
 		out[i] = kf
 	}
 	return out

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/nodereg/nodereg/internal/keyfile"
 )
 
 // OneProfile: two profiles of one config that NetworkManager could both
@@ -44,39 +46,14 @@ func (d bootDevice) clashes(o bootDevice) bool {
 // an ethernet profile also matches a veth device.
 var deviceKinds = map[string]string{"802-3-ethernet": "ethernet", "veth": "ethernet"}
 
-// deviceOf reads the device binding of a parsed keyfile.
-func deviceOf(secs Sections) bootDevice {
-	get := func(sec, k string) string {
-		v, _ := Unescape(secs[sec][k])
-		return v
-	}
-	kind := get("connection", "type")
-	if kind == "" {
-		kind = "ethernet"
-		for _, s := range []string{"vlan", "bond", "bridge", "infiniband", "vxlan", "vrf", "dummy"} {
-			if _, ok := secs[s]; ok {
-				kind = s
-			}
-		}
-	}
+// deviceOf reads the device binding of a keyfile as NetworkManager reads it.
+func deviceOf(nm keyfile.Profile) bootDevice {
+	kind := nm.Type
 	if k, ok := deviceKinds[kind]; ok {
 		kind = k
 	}
 	d := bootDevice{kind: kind}
-	switch {
-	case get("connection", "interface-name") != "":
-		d.by, d.value = "interface-name", get("connection", "interface-name")
-	case get("ethernet", "mac-address") != "" || get("802-3-ethernet", "mac-address") != "":
-		d.by, d.value = "mac-address", strings.ToUpper(get("ethernet", "mac-address")+get("802-3-ethernet", "mac-address"))
-	case get("infiniband", "mac-address") != "":
-		d.by, d.value = "mac-address", strings.ToUpper(get("infiniband", "mac-address"))
-	case get("match", "interface-name") != "":
-		// A plain name binds that device; a pattern (or a list) may bind
-		// any device of the kind, so it clashes with every other profile.
-		if m := get("match", "interface-name"); !strings.ContainsAny(m, "*?[]!~|\\; ,") {
-			d.by, d.value = "interface-name", m
-		}
-	}
+	d.by, d.value = boundName(nm)
 	return d
 }
 
@@ -88,11 +65,11 @@ func deviceOf(secs Sections) bootDevice {
 func CheckOneProfile(kfs []Keyfile) error {
 	devs := make([]bootDevice, len(kfs))
 	for i, kf := range kfs {
-		secs, err := ReadKeyfile(kf.Content)
+		_, nm, err := read(kf)
 		if err != nil {
 			continue
 		}
-		devs[i] = deviceOf(secs)
+		devs[i] = deviceOf(nm)
 		for j := range i {
 			if devs[j].kind != "" && devs[i].clashes(devs[j]) {
 				return &Refusal{Path: kf.Label + " [connection]", Rule: OneProfile,
@@ -119,12 +96,12 @@ const HandOverAutoconnect Rule = "handover-autoconnect"
 // Keyfiles NetworkManager cannot read are left to CheckKeyfiles.
 func CheckHandOverAutoconnect(kfs []Keyfile) error {
 	for _, kf := range kfs {
-		secs, err := ReadKeyfile(kf.Content)
+		f, _, err := read(kf)
 		if err != nil {
 			continue
 		}
-		raw, set := secs["connection"]["autoconnect"]
-		v, _ := Unescape(raw)
+		raw, set := f.Value("connection", "autoconnect")
+		v, _ := keyfile.Unescape(raw)
 		if !set || slices.Contains([]string{"true", "yes", "on", "1"}, strings.ToLower(strings.TrimSpace(v))) {
 			continue
 		}

@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/keyfile"
 )
 
 // ProfileDirs are the directories NetworkManager loads keyfiles from
@@ -111,13 +112,13 @@ func loadProfile(files host.FS, hostPath string) (Profile, bool) {
 	if err != nil {
 		return Profile{}, false
 	}
-	secs, err := ReadKeyfile(b)
-	if err != nil || secs["connection"] == nil || generated(secs) {
+	f, err := keyfile.Parse(b)
+	if err != nil || !f.HasGroup("connection") || generated(f) {
 		return Profile{}, false
 	}
 	// The entry's own name, not the target's, gives the id and the UUID.
-	e := effective(secs, path.Base(hostPath))
-	return Profile{Path: hostPath, ID: e.id, UUID: e.uuid}, true
+	e := keyfile.ReadProfile(f, path.Base(hostPath))
+	return Profile{Path: hostPath, ID: e.ID, UUID: e.UUID}, true
 }
 
 // maxLinks is the kernel's bound on symlinks followed in one lookup.
@@ -169,10 +170,9 @@ func resolve(files host.FS, hostPath string) (string, error) {
 // to any real profile for the device, and its id is the interface name, as
 // a template's often is: it is not a profile a server config could hide
 // (docs/boot-simulation.md, "profile id equal to the interface name").
-func generated(secs Sections) bool {
+func generated(f *keyfile.File) bool {
 	for _, k := range []string{"nm-generated", "external"} {
-		switch strings.ToLower(secs[".nmmeta"][k]) {
-		case "true", "yes", "on", "1":
+		if b, err := f.Boolean(".nmmeta", k); err == nil && b {
 			return true
 		}
 	}
@@ -185,11 +185,11 @@ func generated(secs Sections) bool {
 // both.
 func CheckForeign(kfs []Keyfile, foreign []Profile) error {
 	for _, kf := range kfs {
-		secs, err := ReadKeyfile(kf.Content)
+		_, nm, err := read(kf)
 		if err != nil {
 			return &Refusal{Path: kf.Label, Rule: Names, Reason: "NetworkManager cannot read this keyfile: " + err.Error()}
 		}
-		e := effective(secs, kf.Name)
+		e := effective(nm)
 		for _, f := range foreign {
 			if e.uuid != "" && e.uuid == f.UUID {
 				return &Refusal{Path: kf.Label + " [connection] uuid", Rule: Unique,

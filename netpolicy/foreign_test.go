@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/keyfile"
 )
 
 func symlink(t *testing.T, root, target, p string) {
@@ -66,11 +67,11 @@ const (
 func TestKeyfileUUIDIsNetworkManagers(t *testing.T) {
 	for name, want := range map[string]string{"image-eth0.nmconnection": goldenImageEth0,
 		"lib-eth1.nmconnection": goldenLibEth1, "noid.nmconnection": goldenNoID} {
-		if got := keyfileUUID(name); got != want {
-			t.Errorf("keyfileUUID(%s) = %s, want %s", name, got, want)
+		if got := keyfile.DerivedUUID(name); got != want {
+			t.Errorf("keyfile.DerivedUUID(%s) = %s, want %s", name, got, want)
 		}
 	}
-	if got := normalUUID(strings.Repeat("AB", 20)); got != goldenLegacy {
+	if got := keyfile.NormalUUID(strings.Repeat("AB", 20)); got != goldenLegacy {
 		t.Errorf("legacy uuid normalised to %s, want %s", got, goldenLegacy)
 	}
 }
@@ -78,7 +79,7 @@ func TestKeyfileUUIDIsNetworkManagers(t *testing.T) {
 // A server keyfile claiming the UUID that NetworkManager derives for an
 // image profile without uuid=, in any case, is refused by the unique rule.
 func TestCheckForeignDerivedAndCaseInsensitiveUUIDs(t *testing.T) {
-	foreign := []Profile{{Path: "/usr/lib/NetworkManager/system-connections/image-eth0.nmconnection", ID: "image-eth0", UUID: keyfileUUID("image-eth0.nmconnection")}}
+	foreign := []Profile{{Path: "/usr/lib/NetworkManager/system-connections/image-eth0.nmconnection", ID: "image-eth0", UUID: keyfile.DerivedUUID("image-eth0.nmconnection")}}
 	kf := Keyfile{Label: "config.eth0", Name: "eth0.nmconnection",
 		Content: []byte("[connection]\nid=eth0\nuuid=" + strings.ToUpper(goldenImageEth0) + "\ntype=ethernet\n")}
 	err := CheckForeign([]Keyfile{kf}, foreign)
@@ -93,10 +94,10 @@ func TestCheckForeignDerivedAndCaseInsensitiveUUIDs(t *testing.T) {
 }
 
 func TestNormalUUID(t *testing.T) {
-	if got := normalUUID("8D2F6A41-0C3B-4E5F-9A7D-1B2C3D4E5F60"); got != "8d2f6a41-0c3b-4e5f-9a7d-1b2c3d4e5f60" {
+	if got := keyfile.NormalUUID("8D2F6A41-0C3B-4E5F-9A7D-1B2C3D4E5F60"); got != "8d2f6a41-0c3b-4e5f-9a7d-1b2c3d4e5f60" {
 		t.Errorf("upper case: %s", got)
 	}
-	if got := normalUUID(strings.Repeat("ab", 20)); got != goldenLegacy {
+	if got := keyfile.NormalUUID(strings.Repeat("ab", 20)); got != goldenLegacy {
 		t.Errorf("a legacy value in lower case: %s, want %s as for upper case", got, goldenLegacy)
 	}
 }

@@ -7,35 +7,6 @@ import (
 	"testing"
 )
 
-func TestUnescape(t *testing.T) {
-	for raw, want := range map[string]string{
-		`eth0`: "eth0", `eth0\s`: "eth0 ", `a\tb`: "a\tb", `a\\b`: `a\b`, `a\nb`: "a\nb", `x\s\s`: "x  ",
-	} {
-		if got, ok := Unescape(raw); !ok || got != want {
-			t.Errorf("Unescape(%q) = %q, %v; want %q", raw, got, ok, want)
-		}
-	}
-	for _, raw := range []string{`eth\;0`, `eth\x41`, `eth\q0`, `eth0\`} {
-		if got, ok := Unescape(raw); ok {
-			t.Errorf("Unescape(%q) = %q, accepted; GLib refuses it", raw, got)
-		}
-	}
-}
-
-func TestReadKeyfileAsGLib(t *testing.T) {
-	secs, err := ReadKeyfile([]byte("  [connection]\nid=x  \n  interface-name =  eth0\ninterface-name=eth1\n;uuid=not-a-comment\n[ipv4]\nmethod=auto\n[connection]\ntype=ethernet\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := secs["connection"]
-	if c["id"] != "x  " || c["interface-name"] != "eth1" || c["type"] != "ethernet" || c[";uuid"] != "not-a-comment" || c["uuid"] != "" {
-		t.Errorf("read %q", c)
-	}
-	if _, err := ReadKeyfile([]byte("[connection]\nfoo\n")); err == nil {
-		t.Error("a line that is no key=value was read")
-	}
-}
-
 // TestUnescapeMatchesNetworkManager feeds each interface name to
 // NetworkManager's own keyfile reader (nmcli --offline) and checks that the
 // policy refuses exactly the names NetworkManager refuses or drops.

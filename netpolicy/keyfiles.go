@@ -2,10 +2,10 @@ package netpolicy
 
 import (
 	"fmt"
-	"maps"
-	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/nodereg/nodereg/internal/keyfile"
 )
 
 // Keyfile sections by what the policy makes of them (keyfile names, after
@@ -26,7 +26,6 @@ var (
 	nameKeys = []string{"id", "uuid", "interface-name", "type", "master", "controller", "slave-type", "port-type"}
 	// secretWords in a key name mean a credential or a credential's file.
 	secretWords = []string{"password", "secret", "psk", "private-key", "cert", "ca-path", "pac-file"}
-	uuidRE      = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 )
 
 // CheckKeyfiles judges keyfiles of one network config: each on its own,
@@ -39,14 +38,14 @@ func (p Policy) CheckKeyfiles(kfs []Keyfile) error {
 	}
 	profs := make([]profile, 0, len(kfs))
 	for _, kf := range kfs {
-		secs, err := ReadKeyfile(kf.Content)
+		f, nm, err := read(kf)
 		if err != nil {
 			return &Refusal{Path: kf.Label, Rule: Names, Reason: "NetworkManager cannot read this keyfile: " + err.Error()}
 		}
-		if err := p.checkKeyfile(kf.Label, secs); err != nil {
+		if err := p.checkKeyfile(kf.Label, f, nm); err != nil {
 			return err
 		}
-		pr := effective(secs, kf.Name)
+		pr := effective(nm)
 		pr.label = kf.Label
 		profs = append(profs, pr)
 	}
@@ -63,9 +62,12 @@ func (p Policy) CheckKeyfiles(kfs []Keyfile) error {
 	return vlanCycle(profs)
 }
 
-func (p Policy) checkKeyfile(label string, secs Sections) error {
-	for _, raw := range slices.Sorted(maps.Keys(secs)) {
-		sec := canonicalSection(raw)
+func (p Policy) checkKeyfile(label string, f *keyfile.File, nm keyfile.Profile) error {
+	if err := checkReading(label, f, nm); err != nil {
+		return err
+	}
+	for _, raw := range slices.Sorted(slices.Values(f.Groups())) {
+		sec := keyfile.Alias(raw)
 		path := fmt.Sprintf("%s [%s]", label, raw)
 		var err error
 		switch {
@@ -76,27 +78,34 @@ func (p Policy) checkKeyfile(label string, secs Sections) error {
 		case !slices.Contains(allowedSections, sec):
 			err = p.refuse(path, Unknown, "section the network policy does not know (allowed: %s)", strings.Join(allowedSections, ", "))
 		case sec == "proxy":
-			err = p.checkProxy(path, secs[raw])
+			err = p.checkProxy(path, f, raw)
 		}
 		if err != nil {
 			return err
 		}
-		for _, k := range slices.Sorted(maps.Keys(secs[raw])) {
-			if err := p.checkKey(path+" "+k, sec, k, secs[raw][k]); err != nil {
+		for _, k := range slices.Sorted(slices.Values(f.Keys(raw))) {
+			v, _ := f.Value(raw, k)
+			if err := p.checkKey(path+" "+k, sec, k, v); err != nil {
 				return err
 			}
 		}
 	}
-	return p.checkType(label, secs)
+	if err := p.checkMatch(label, nm); err != nil {
+		return err
+	}
+	if err := p.checkBinds(label, nm); err != nil {
+		return err
+	}
+	if err := p.checkPortType(label, nm); err != nil {
+		return err
+	}
+	return p.checkType(label, nm)
 }
 
-// checkType judges connection.type, or the type NetworkManager infers from
-// the sections when it is absent.
-func (p Policy) checkType(label string, secs Sections) error {
-	t, _ := Unescape(secs["connection"]["type"])
-	if t == "" {
-		return nil // inferred from a section, each already judged
-	}
+// checkType judges connection.type (checkReading has made sure there is
+// one: NetworkManager infers none).
+func (p Policy) checkType(label string, nm keyfile.Profile) error {
+	t := nm.Type
 	path := label + " [connection] type"
 	switch {
 	case slices.Contains(allowedTypes, t):
@@ -107,12 +116,12 @@ func (p Policy) checkType(label string, secs Sections) error {
 	return p.refuse(path, Unknown, "type %q is not a kind the agent supports (%s)", t, strings.Join(allowedTypes, ", "))
 }
 
-func (p Policy) checkProxy(path string, keys map[string]string) error {
-	if _, ok := keys["pac-script"]; ok {
+func (p Policy) checkProxy(path string, f *keyfile.File, group string) error {
+	if _, ok := f.Value(group, "pac-script"); ok {
 		return p.refuse(path+" pac-script", Scripts, "a proxy auto-config script")
 	}
-	for _, k := range slices.Sorted(maps.Keys(keys)) {
-		v := keys[k]
+	for _, k := range slices.Sorted(slices.Values(f.Keys(group))) {
+		v, _ := f.Value(group, k)
 		switch {
 		case k == "browser-only":
 		case k == "method" && (v == "" || v == "0" || v == "none"):
@@ -134,8 +143,8 @@ func (p Policy) checkKey(path, sec, key, raw string) error {
 			return err
 		}
 	}
-	v, _ := Unescape(raw)
-	if err := p.checkAllowedKey(path, sec, key, v); err != nil {
+	v, _ := keyfile.Unescape(raw)
+	if err := p.checkAllowedKey(path, sec, key, raw, v); err != nil {
 		return err
 	}
 	lk := strings.ToLower(key)
@@ -157,8 +166,8 @@ func (p Policy) checkKey(path, sec, key, raw string) error {
 // profile binds to something else than was checked), and the unescaped
 // value must be what NetworkManager accepts for that key.
 func checkName(path, key, raw string) error {
-	v, ok := Unescape(raw)
-	if !ok {
+	v, err := keyfile.Unescape(raw)
+	if err != nil {
 		return &Refusal{Path: path, Rule: Names, Reason: fmt.Sprintf("%q has an escape GLib refuses (only \\s \\t \\n \\r \\\\): NetworkManager would drop the key", raw)}
 	}
 	bad := func(why string) error {
@@ -170,11 +179,11 @@ func checkName(path, key, raw string) error {
 			return bad(why)
 		}
 	case "uuid":
-		if !uuidRE.MatchString(v) {
+		if !keyfile.IsUUID(v) {
 			return bad("is not a UUID")
 		}
 	case "parent", "master", "controller":
-		if !uuidRE.MatchString(v) {
+		if !keyfile.IsUUID(v) {
 			if why := badIfname(v); why != "" {
 				return bad("is neither a UUID nor an interface name: it " + why)
 			}

@@ -3,8 +3,9 @@ package netpolicy
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
+
+	"github.com/nodereg/nodereg/internal/keyfile"
 )
 
 // Opt-in rules for keys inside allowed sections (docs/reliability.md,
@@ -16,17 +17,22 @@ const (
 	Shared Rule = "shared"
 	// Zone: connection.zone (the interface's firewall zone).
 	Zone Rule = "zone"
-	// MatchWildcard: a [match] value with a glob or a negation, which
-	// binds the profile to devices by pattern instead of by name.
+	// MatchWildcard: a [match] value with a glob or a negation, or a list
+	// of several interface names, which binds the profile to devices by
+	// pattern instead of by one name.
 	MatchWildcard Rule = "match-wildcard"
 )
 
 // Bounds is refused always: a value outside the bound the policy sets.
 const Bounds Rule = "bounds"
 
-// ipMethods are the ipv4/ipv6 methods a server may set; shared needs its
-// own rule, anything else is unknown.
-var ipMethods = []string{"manual", "auto", "dhcp", "link-local", "disabled", "ignore"}
+// ipMethods are the ipv4 and ipv6 methods a server may set, of those
+// NetworkManager takes for each family (dhcp and ignore are IPv6's only);
+// shared needs its own rule, anything else is unknown.
+var ipMethods = map[string][]string{
+	"ipv4": {"manual", "auto", "link-local", "disabled"},
+	"ipv6": {"manual", "auto", "dhcp", "link-local", "disabled", "ignore"},
+}
 
 // MaxAutoconnectPriority bounds connection.autoconnect-priority: at most
 // the default every image profile has, so that a server profile never
@@ -38,37 +44,26 @@ const (
 )
 
 // checkAllowedKey applies the per-key allowlist of an allowed section to
-// key = v (unescaped).
-func (p Policy) checkAllowedKey(path, sec, key, v string) error {
+// key = raw (v: unescaped). [match] is judged as a whole (checkMatch).
+func (p Policy) checkAllowedKey(path, sec, key, raw, v string) error {
 	switch {
 	case (sec == "ipv4" || sec == "ipv6") && key == "method":
 		switch {
 		case v == "shared":
 			return p.refuse(path, Shared, "shares the node's connection: NetworkManager starts a DHCP and DNS server, NAT and forwarding")
-		case !slices.Contains(ipMethods, v):
-			return p.refuse(path, Unknown, "method %q is not one the network policy knows (%s)", v, strings.Join(ipMethods, ", "))
+		case !slices.Contains(ipMethods[sec], v):
+			return p.refuse(path, Unknown, "method %q is not one the network policy knows for %s (%s)", v, sec, strings.Join(ipMethods[sec], ", "))
 		}
 	case sec == "connection" && key == "zone" && v != "":
 		return p.refuse(path, Zone, "puts the interface in firewall zone %q", v)
 	case sec == "connection" && key == "autoconnect-priority":
-		n, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil || n < minAutoconnectPriority || n > MaxAutoconnectPriority {
-			return &Refusal{Path: path, Rule: Bounds, Reason: fmt.Sprintf("%q is not an integer from %d to %d: a higher priority would win a device from the image's own profiles at boot", v, minAutoconnectPriority, MaxAutoconnectPriority)}
-		}
-	case sec == "match":
-		// A keyfile list: ';'-separated; nmcli also takes ',' and blanks.
-		for _, item := range strings.FieldsFunc(v, func(r rune) bool { return strings.ContainsRune(";, \t", r) }) {
-			if wildcard(item) {
-				return p.refuse(path, MatchWildcard, "%q matches devices by pattern or by exclusion, not by name", strings.TrimSpace(item))
-			}
+		// NetworkManager reads the raw value (no escapes) as C's strtoll
+		// with base 0 does (010 is 8): only a plain decimal reads the same
+		// everywhere.
+		n, ok := keyfile.DecimalInt(raw)
+		if !ok || n < minAutoconnectPriority || n > MaxAutoconnectPriority {
+			return &Refusal{Path: path, Rule: Bounds, Reason: fmt.Sprintf("%q is not a plain decimal integer from %d to %d: a higher priority would win a device from the image's own profiles at boot", raw, minAutoconnectPriority, MaxAutoconnectPriority)}
 		}
 	}
 	return nil
-}
-
-// wildcard: a match item NetworkManager reads as a pattern (a glob, or a
-// "!" negation, after an optional "~" or "&" prefix).
-func wildcard(item string) bool {
-	item = strings.TrimLeft(strings.TrimSpace(item), "~&")
-	return strings.HasPrefix(item, "!") || strings.ContainsAny(item, "*?[")
 }

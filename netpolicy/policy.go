@@ -5,14 +5,14 @@
 // supports, and nothing that names a local file or secret, runs a script,
 // sets the hostname or a proxy, restricts who may use a profile, or that the
 // policy does not know, unless the node's own config allows that rule.
-// Keyfiles are read as NetworkManager reads them (GLib key-file escapes, last
-// key wins), so names and UUIDs are judged as NetworkManager will see them,
+// Keyfiles are read as NetworkManager reads them (internal/keyfile: GLib's
+// key-file format, NetworkManager 1.42's reading of the keys judged), so names and UUIDs are judged as NetworkManager will see them,
 // and a profile must not share a UUID or an id with one NetworkManager
 // already loads from elsewhere.
 //
 // It works on plain data (the rendered nmstate tree, keyfile bytes, a list of
 // profiles read through the host edge); of this module it imports only
-// internal/host.
+// internal/host and internal/keyfile.
 package netpolicy
 
 import (
@@ -60,7 +60,7 @@ const (
 )
 
 // OptIn are the rules a local config may allow.
-var OptIn = []Rule{FilesAndSecrets, Scripts, Hostname, Proxy, Permissions, Unknown, Shared, Zone, MatchWildcard}
+var OptIn = []Rule{FilesAndSecrets, Scripts, Hostname, Proxy, Permissions, Unknown, Shared, Zone, MatchWildcard, AnyDevice}
 
 // Key is the local config's key for the policy. Like the other keep-local
 // keys it is never taken from a server.

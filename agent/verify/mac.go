@@ -1,7 +1,6 @@
 package verify
 
 import (
-	"bufio"
 	"bytes"
 	"net"
 	"path"
@@ -10,6 +9,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/keyfile"
 	"github.com/nodereg/nodereg/internal/nic"
 	"github.com/nodereg/nodereg/internal/state"
 )
@@ -53,7 +53,7 @@ func macBound(files host.FS) map[string]string {
 		return out
 	}
 	keyfile := func(name string, b []byte) {
-		if id, iface, mac := keyfileIdentity(b); iface == "" && mac != "" {
+		if id, iface, mac := keyfileIdentity(name, b); iface == "" && mac != "" {
 			out[strings.TrimSuffix(name, ".nmconnection")] = mac
 			if id != "" {
 				out[id] = mac
@@ -92,32 +92,15 @@ func macBound(files host.FS) map[string]string {
 	return out
 }
 
-// keyfileIdentity reads [connection] id and interface-name and [ethernet]
-// mac-address of a keyfile apply wrote (so already checked).
-func keyfileIdentity(b []byte) (id, iface, mac string) {
-	sec := ""
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]") {
-			sec = line[1 : len(line)-1]
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		if !ok {
-			continue
-		}
-		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-		switch {
-		case sec == "connection" && k == "id":
-			id = v
-		case sec == "connection" && k == "interface-name":
-			iface = v
-		case (sec == "ethernet" || sec == "802-3-ethernet") && k == "mac-address":
-			mac = v
-		}
+// keyfileIdentity reads the id, interface name and MAC address of a
+// keyfile apply wrote (so already checked), as NetworkManager reads them.
+func keyfileIdentity(name string, b []byte) (id, iface, mac string) {
+	f, err := keyfile.Parse(b)
+	if err != nil {
+		return "", "", ""
 	}
-	return id, iface, mac
+	p := keyfile.ReadProfile(f, name)
+	return p.ID, p.InterfaceName, p.MAC
 }
 
 // kernelByMAC is the kernel's name of the interface with hardware address

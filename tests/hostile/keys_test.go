@@ -30,6 +30,18 @@ var keyAttacks = []policyAttack{
 		path: "config.eth0.nmconnection [match] interface-name", rule: netpolicy.MatchWildcard},
 	{name: "high autoconnect-priority", config: map[string]any{"eth0": strings.Replace(kfHead, "type=ethernet", "type=ethernet\nautoconnect-priority=100", 1)},
 		path: "config.eth0.nmconnection [connection] autoconnect-priority", rule: netpolicy.Bounds},
+	// Issue 37: GLib refuses these escapes, NetworkManager drops the
+	// [match] value, and the profile binds every NIC.
+	{name: "match escape NetworkManager drops", config: map[string]any{"eth0": strings.Replace(kfHead, "interface-name=eth0\n", "", 1) + "\n[match]\ninterface-name=eth\\x2a\n"},
+		path: "config.eth0.nmconnection [match] interface-name", rule: netpolicy.Names},
+	{name: "match escaped bang", config: map[string]any{"eth0": strings.Replace(kfHead, "interface-name=eth0\n", "", 1) + "\n[match]\ninterface-name=eth0\\!\n"},
+		path: "config.eth0.nmconnection [match] interface-name", rule: netpolicy.Names},
+	{name: "match list", config: map[string]any{"eth0": strings.Replace(kfHead, "interface-name=eth0\n", "", 1) + "\n[match]\ninterface-name=eth0;eth1\n"},
+		path: "config.eth0.nmconnection [match] interface-name", rule: netpolicy.MatchWildcard},
+	{name: "match empty", config: map[string]any{"eth0": strings.Replace(kfHead, "interface-name=eth0\n", "", 1) + "\n[match]\ninterface-name=\n"},
+		path: "config.eth0.nmconnection [match] interface-name", rule: netpolicy.MatchWildcard},
+	{name: "names no device", config: map[string]any{"eth0": strings.Replace(kfHead, "interface-name=eth0\n", "", 1)},
+		path: "config.eth0.nmconnection [connection] interface-name", rule: netpolicy.AnyDevice},
 }
 
 // TestPolicyPerKeyAllowlist: each is refused with exit 78, nothing written.
@@ -50,7 +62,7 @@ func TestPolicyPerKeyOptIn(t *testing.T) {
 	for _, c := range []struct {
 		attack int
 		allow  netpolicy.Rule
-	}{{0, netpolicy.Shared}, {3, netpolicy.Zone}, {4, netpolicy.MatchWildcard}} {
+	}{{0, netpolicy.Shared}, {3, netpolicy.Zone}, {4, netpolicy.MatchWildcard}, {11, netpolicy.AnyDevice}} {
 		a := keyAttacks[c.attack]
 		t.Run(string(c.allow), func(t *testing.T) {
 			t.Parallel()

@@ -1,4 +1,4 @@
-package netpolicy
+package keyfile
 
 import (
 	"crypto/md5"
@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"hash"
 	"path"
+	"regexp"
 	"strings"
 
 	"github.com/nodereg/nodereg/internal/host"
@@ -24,9 +25,9 @@ var (
 // in (/run and /usr/lib included): so the name alone decides it.
 const seedDir = host.KeyfileDir
 
-// keyfileUUID is the UUID NetworkManager gives a keyfile named name that
+// DerivedUUID is the UUID NetworkManager gives a keyfile named name that
 // has no uuid=, on a node whose profile directory is the default one.
-func keyfileUUID(name string) string { return KeyfileUUID(seedDir, name) }
+func DerivedUUID(name string) string { return KeyfileUUID(seedDir, name) }
 
 // KeyfileUUID is the UUID NetworkManager, with profileDir as its keyfile
 // directory, gives a keyfile named name that has no uuid=: a name-based
@@ -36,13 +37,13 @@ func KeyfileUUID(profileDir, name string) string {
 	return nameUUID(md5.New(), 3, keyfileNS, "keyfile\x00"+path.Join(profileDir, name)+"\x00")
 }
 
-// normalUUID is a uuid= value as NetworkManager holds it: a UUID in
+// NormalUUID is a uuid= value as NetworkManager holds it: a UUID in
 // lower case; a legacy value (hex digits and dashes, 36 with four dashes
 // or 40 with none) made a version 5 UUID of its lower-case text; anything
 // else lower-cased as it is (the names rule refuses it in our keyfiles).
-func normalUUID(v string) string {
+func NormalUUID(v string) string {
 	v = strings.ToLower(v)
-	if uuidRE.MatchString(v) {
+	if IsUUID(v) {
 		return v
 	}
 	dashes, ok := 0, v != ""
@@ -59,6 +60,11 @@ func normalUUID(v string) string {
 	}
 	return v
 }
+
+// IsUUID: v is a UUID in NetworkManager's text form (any case).
+func IsUUID(v string) bool { return uuidRE.MatchString(v) }
+
+var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
 func nameUUID(h hash.Hash, version byte, ns [16]byte, s string) string {
 	h.Write(ns[:])
