@@ -3,6 +3,8 @@ package main
 import (
 	"net/netip"
 	"testing"
+
+	"github.com/nodereg/nodereg/protocol"
 )
 
 // Every machine of the largest storm has a loopback address of its own,
@@ -33,5 +35,19 @@ func TestCounts(t *testing.T) {
 		if _, err := counts(bad); err == nil {
 			t.Errorf("counts(%q) accepted", bad)
 		}
+	}
+}
+
+// The storm counts the conflict by the text elemental-operator sends
+// (issue 36), which regserver's --fault-update-conflict repeats.
+func TestRefusalKindNamesTheConflict(t *testing.T) {
+	conflict := &protocol.ErrorReply{Message: `MachineInventory update failed: failed to update machine inventory fleet-default/m-1: ` +
+		`Operation cannot be fulfilled on machineinventories.elemental.cattle.io "m-1": ` +
+		`the object has been modified; please apply your changes to the latest version and try again`}
+	if got := refusalKind(conflict); got != "Kubernetes conflict" {
+		t.Errorf("refusalKind(conflict) = %q", got)
+	}
+	if got := refusalKind(&protocol.ErrorReply{Reason: protocol.ReasonRateLimited, Message: "try again in 1s"}); got != protocol.ReasonRateLimited {
+		t.Errorf("refusalKind(RateLimited) = %q", got)
 	}
 }

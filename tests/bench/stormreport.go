@@ -107,15 +107,19 @@ func (r *stormResult) conflictRows(name string, err error) []row {
 // the agent's deadline.
 func (r *stormResult) failures() error {
 	var failed []string
+	exit78 := 0
 	for i, m := range r.machines {
 		if m.err != nil {
 			failed = append(failed, fmt.Sprintf("machine %d after %d attempts: %v", i, len(m.attempts), m.err))
+			if exitcode.Of(m.err) == exitcode.Config {
+				exit78++
+			}
 		}
 	}
 	if len(failed) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%d of %d machines gave up; first: %s", len(failed), len(r.machines), failed[0])
+	return fmt.Errorf("%d of %d machines gave up, %d of them with exit 78; first: %s", len(failed), len(r.machines), exit78, failed[0])
 }
 
 func (r *stormResult) rows(name string, err error) []row {
