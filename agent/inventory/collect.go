@@ -49,7 +49,7 @@ const (
 	FamilyNetwork   = "Network"
 	FamilyStorage   = "Storage"
 	FamilyRuntime   = "Runtime"
-	FamilyTopology  = "Topology" // legacy MsgSystemData only
+	FamilyTopology  = "Topology" // legacy MsgSystemData only, read when it is asked for
 )
 
 // Options configures Collect.
@@ -131,10 +131,13 @@ type result struct {
 // unusable.
 func Collect(ctx context.Context, o Options) (*Inventory, error) {
 	log := logx.OrDiscard(o.Log)
-	files := o.Files
-	if files == nil {
+	if o.Files == nil {
 		return nil, errors.New("inventory: no host.FS given: the caller hands the machine's")
 	}
+	// One pass over the machine: every family reads sysfs, procfs and
+	// the udev database through this snapshot, each file once per run
+	// however many families or fields want it.
+	files := host.NewSnapshot(o.Files)
 	// ghw reads below a directory of its own (its chroot): the one place
 	// the edge's root is needed as a path.
 	root := files.Path("/")
@@ -154,7 +157,8 @@ func Collect(ctx context.Context, o Options) (*Inventory, error) {
 	gate := &logGate{}
 	defer gate.close()
 
-	jobs := ghwJobs(files, o.InterfaceAddrs, log, gate)
+	ghwOpts := ghwOptions(files, log, gate)
+	jobs := ghwJobs(files, ghwOpts, o.InterfaceAddrs, log)
 	if !o.NoSMBIOS {
 		jobs[FamilySMBIOS] = func() (func(*ghwHost, *Inventory), error) {
 			m, err := collectSMBIOS(ctx, files, o, log)
@@ -169,6 +173,9 @@ func Collect(ctx context.Context, o Options) (*Inventory, error) {
 
 	inv.SystemDataV2 = systemDataV2(h)
 	inv.legacy = sync.OnceValues(func() (json.RawMessage, error) {
+		// Only the legacy tree has the topology: read when an old
+		// server asks for it, not on every run.
+		h.Topology = legacyTopology(ghwOpts, deadline, log)
 		b, err := legacySystemData(h)
 		if err != nil {
 			return nil, fmt.Errorf("inventory: encoding legacy system data: %w", err)
@@ -183,10 +190,10 @@ func Collect(ctx context.Context, o Options) (*Inventory, error) {
 // job is one family's collection: it returns what to store, or an error.
 type job func() (func(*ghwHost, *Inventory), error)
 
-// ghwJobs is the table of ghw's families, each read from files; addrs
-// (nil: the live interfaces' on the live system) gives the NICs' addresses.
-func ghwJobs(files host.FS, addrs func(string) ([]netip.Addr, error), log *logrus.Entry, gate *logGate) map[string]job {
-	ghwOpts := []any{
+// ghwOptions are the options of the families still read by ghw itself
+// (CPU, Network, the DMI identity and the legacy topology).
+func ghwOptions(files host.FS, log *logrus.Entry, gate *logGate) []any {
+	return []any{
 		// ghw reads below a directory of its own (its chroot): the one
 		// place the edge's root is needed as a path.
 		ghw.WithChroot(files.Path("/")),
@@ -196,6 +203,41 @@ func ghwJobs(files host.FS, addrs func(string) ([]netip.Addr, error), log *logru
 		ghw.WithDisableTopology(),
 		ghw.WithLogger(slog.New(logrusHandler{log, gate})),
 	}
+}
+
+// legacyTopology is ghw's NUMA topology, bounded by the collection's
+// deadline; nil (the legacy tree's "topology": null) when it fails.
+func legacyTopology(ghwOpts []any, deadline time.Duration, log *logrus.Entry) *topology.Info {
+	type answer struct {
+		i   *topology.Info
+		err error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- answer{err: fmt.Errorf("panic: %v", p)}
+			}
+		}()
+		i, err := topology.New(ghwOpts...)
+		done <- answer{i, err}
+	}()
+	select {
+	case a := <-done:
+		if a.err != nil {
+			log.WithField("family", FamilyTopology).Warnf("inventory: %s left out: %v", FamilyTopology, a.err)
+		}
+		return a.i
+	case <-time.After(deadline):
+		log.WithField("family", FamilyTopology).Warnf("inventory: %s left out: not finished before the %s deadline", FamilyTopology, deadline)
+		return nil
+	}
+}
+
+// ghwJobs is the table of the families, each read from files (a
+// snapshot) or by ghw with ghwOpts; addrs (nil: the live interfaces' on
+// the live system) gives the NICs' addresses.
+func ghwJobs(files host.FS, ghwOpts []any, addrs func(string) ([]netip.Addr, error), log *logrus.Entry) map[string]job {
 	if addrs == nil && host.Live(files) {
 		addrs = liveInterfaceAddrs
 	}
@@ -218,7 +260,7 @@ func ghwJobs(files host.FS, addrs func(string) ([]netip.Addr, error), log *logru
 			return func(h *ghwHost, _ *Inventory) { h.Chassis = i }, err
 		},
 		FamilyMemory: func() (func(*ghwHost, *Inventory), error) {
-			i, err := memory.New(ghwOpts...)
+			i, err := collectMemory(files)
 			return func(h *ghwHost, _ *Inventory) { h.Memory = i }, err
 		},
 		FamilyCPU: func() (func(*ghwHost, *Inventory), error) {
@@ -235,8 +277,8 @@ func ghwJobs(files host.FS, addrs func(string) ([]netip.Addr, error), log *logru
 			if err := tree(host.SysBlock, "block"); err != nil {
 				return nil, err
 			}
-			i, err := block.New(ghwOpts...)
-			return func(h *ghwHost, _ *Inventory) { h.Block = i }, err
+			i := collectBlock(files, log)
+			return func(h *ghwHost, _ *Inventory) { h.Block = i }, nil
 		},
 		FamilyNetwork: func() (func(*ghwHost, *Inventory), error) {
 			if err := tree(host.SysClassNet, "network"); err != nil {
@@ -247,10 +289,6 @@ func ghwJobs(files host.FS, addrs func(string) ([]netip.Addr, error), log *logru
 		FamilyGPU: func() (func(*ghwHost, *Inventory), error) {
 			i, err := collectGPU(files, log)
 			return func(h *ghwHost, _ *Inventory) { h.GPU = i }, err
-		},
-		FamilyTopology: func() (func(*ghwHost, *Inventory), error) {
-			i, err := topology.New(ghwOpts...)
-			return func(h *ghwHost, _ *Inventory) { h.Topology = i }, err
 		},
 		FamilyRuntime: func() (func(*ghwHost, *Inventory), error) {
 			name, err := hostname(files)

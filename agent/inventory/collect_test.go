@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io/fs"
 	"maps"
 	"net/netip"
@@ -12,7 +13,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -228,34 +228,39 @@ func TestCollectBrokenModuleDegradesItsFamilyOnly(t *testing.T) {
 	}
 }
 
-// hungMeminfo is a copy of vm1 whose /proc/meminfo is a FIFO nobody writes:
-// a hung read for the memory module, released when the test ends.
-func hungMeminfo(t *testing.T) string {
+// hungMeminfo is vm1 whose /proc/meminfo read never returns (a hung
+// sysfs read, as a wedged driver gives), released when the test ends. It
+// hangs in the edge's read: the edge refuses a FIFO, so a FIFO no longer
+// stands for one.
+func hungMeminfo(t *testing.T) host.FS {
 	t.Helper()
-	root := copyTree(t, "testdata/vm1")
-	meminfo := host.Root(root).Path("/proc/meminfo")
-	if err := os.Remove(meminfo); err != nil {
-		t.Fatal(err)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	return hangingFS{FS: host.Root("testdata/vm1"), path: "/proc/meminfo", release: release}
+}
+
+type hangingFS struct {
+	host.FS
+	path    string
+	release chan struct{}
+}
+
+func (h hangingFS) ReadFile(p string, limit int64) ([]byte, error) {
+	if p == h.path {
+		<-h.release
+		return nil, errors.New("released at the end of the test")
 	}
-	if err := syscall.Mkfifo(meminfo, 0o644); err != nil {
-		t.Skipf("cannot create a FIFO here: %v", err)
-	}
-	t.Cleanup(func() {
-		if f, err := os.OpenFile(meminfo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-			f.Close()
-		}
-	})
-	return root
+	return h.FS.ReadFile(p, limit)
 }
 
 // A module that never returns (a FIFO nobody writes stands for a hung sysfs
 // read) is cut off by the deadline; the others are still sent.
 func TestCollectDeadlineCutsHungModule(t *testing.T) {
-	root := hungMeminfo(t)
+	files := hungMeminfo(t)
 	log, hook := testLogger()
 	// The deadline is the test's whole cost (the hung module waits it
 	// out); the other modules need a few milliseconds of it.
-	inv, err := Collect(context.Background(), Options{Files: host.Root(root), Log: log, InterfaceAddrs: vm1Addrs, Deadline: time.Second})
+	inv, err := Collect(context.Background(), Options{Files: files, Log: log, InterfaceAddrs: vm1Addrs, Deadline: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,13 +455,13 @@ func TestCollectWithoutPCIIDs(t *testing.T) {
 // is no deadline: nothing is logged above debug, nothing says "deadline",
 // and Stopped says why the inventory is partial.
 func TestCollectStoppedIsNotADeadline(t *testing.T) {
-	root := hungMeminfo(t)
+	files := hungMeminfo(t)
 	log, hook := testLogger()
 	ctx, cancel := context.WithCancel(context.Background())
 	// The hung module holds the collection open until the cancel; the
 	// deadline is far away.
 	time.AfterFunc(50*time.Millisecond, cancel)
-	inv, err := Collect(ctx, Options{Files: host.Root(root), Log: log, InterfaceAddrs: vm1Addrs, Deadline: time.Hour})
+	inv, err := Collect(ctx, Options{Files: files, Log: log, InterfaceAddrs: vm1Addrs, Deadline: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

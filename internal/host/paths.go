@@ -52,6 +52,12 @@ const (
 	DMITable     = "/sys/firmware/dmi/tables/DMI"
 	DMIEntry     = "/sys/firmware/dmi/tables/smbios_entry_point"
 	DevMem       = "/dev/mem" // dmidecode reads it when the kernel exports no DMITable
+	ProcMeminfo  = "/proc/meminfo"
+	ProcMounts   = "/proc/self/mounts"
+	RunUdevData  = "/run/udev/data"
+	SysMemory    = "/sys/devices/system/memory"
+	SysHugepages = "/sys/kernel/mm/hugepages"
+	VarLog       = "/var/log" // ghw's last resort for the physical memory: the kernel's boot line in syslog
 	OSRelease    = "/etc/os-release"
 	HostnameProc = "/proc/sys/kernel/hostname"
 	HostnameFile = "/etc/hostname"
