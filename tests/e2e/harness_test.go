@@ -47,6 +47,7 @@ type regServer struct {
 	cfg       string
 	storePath string
 	delay     time.Duration
+	conflict  float64                        // --fault-update-conflict
 	auth      []protocol.ServerAuthenticator // nil: TPM, then PLAIN, as regserver
 	http      *httptest.Server
 	srv       *server.Server
@@ -77,7 +78,7 @@ func (rs *regServer) start() {
 	if rs.auth != nil {
 		auth = rs.auth
 	}
-	o := server.Options{Config: cfg, Store: st, AllocationDelay: rs.delay, Auth: auth, Log: testutil.TestLog(rs.t)}
+	o := server.Options{Config: cfg, Store: st, AllocationDelay: rs.delay, UpdateConflict: rs.conflict, Auth: auth, Log: testutil.TestLog(rs.t)}
 	if rs.delay > 0 {
 		// Pending addresses are answered at once, not waited for inside
 		// MsgGet: the agent's own wait is what the delay tests exercise.
