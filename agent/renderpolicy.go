@@ -7,6 +7,7 @@ import (
 	"github.com/nodereg/nodereg/agent/localconfig"
 	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/netpolicy"
+	"github.com/nodereg/nodereg/protocol"
 )
 
 // renderPolicy reads the network policy of the node at root from its
@@ -26,7 +27,11 @@ func renderPolicy(root, configPath string, required bool) (netpolicy.Policy, err
 	case err != nil:
 		return netpolicy.Policy{}, errclass.Configf("config file %s: %v", files.Path(configPath), err)
 	}
-	pol, err := netpolicy.FromConfig(files.Path(configPath), b)
+	doc, err := protocol.ParseYAML(b)
+	if err != nil {
+		return netpolicy.Policy{}, errclass.Configf("config file %s: %w", files.Path(configPath), err)
+	}
+	pol, err := netpolicy.FromConfigNode(files.Path(configPath), doc)
 	if err != nil {
 		return netpolicy.Policy{}, &errclass.ConfigError{Err: err}
 	}

@@ -102,11 +102,14 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 // a *ConfigError. Unknown keys below Key are refused so a misspelt key is
 // not silently ignored on a machine that then cannot register.
 func FromConfigFile(b []byte) (*Config, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
+	doc, err := protocol.ParseYAML(b)
+	if errors.Is(err, protocol.ErrYAMLTooLarge) {
+		return nil, &ConfigError{Reason: err.Error(), Err: err}
+	}
+	if err != nil {
 		return nil, &ConfigError{Reason: "config file is not YAML", Err: err}
 	}
-	return FromConfigNode(&doc)
+	return FromConfigNode(doc)
 }
 
 // FromConfigNode is FromConfigFile for a file already parsed (the agent

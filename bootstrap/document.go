@@ -1,6 +1,7 @@
 package bootstrap
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/protocol"
 )
 
 // DropInDirs are the directories a cloud-config may write a bootstrap
@@ -34,10 +36,17 @@ const maxCloudFiles = 1024
 // the agent would not read (not a *.yaml file in DropInDirs) is an error
 // naming the path: on the node it would be silently ignored.
 func FromDocument(b []byte) (*Config, string, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
+	// One budget for the file and every document inside it (the content
+	// of a cloud-config's files), aliases expanded.
+	var budget protocol.YAMLBudget
+	root, err := budget.Parse(b)
+	if errors.Is(err, protocol.ErrYAMLTooLarge) {
+		return nil, "", errclass.Configf("%w", err)
+	}
+	if err != nil {
 		return nil, "", errclass.Configf("not YAML: %w", err)
 	}
+	doc := *root
 	if lookup(&doc, "elemental", "registration", "bootstrap-network") != nil {
 		c, err := FromConfigNode(&doc)
 		return c, "config file or drop-in", err
@@ -64,12 +73,12 @@ func FromDocument(b []byte) (*Config, string, error) {
 	if cloud == nil {
 		return nil, "", errclass.Configf("no %s in it, and no cloud-config (stages) that writes a drop-in with one", Key)
 	}
-	return fromCloudConfig(cloud, what)
+	return fromCloudConfig(cloud, what, &budget)
 }
 
 // fromCloudConfig finds the one file of the cloud-config's stages whose
 // content carries Key.
-func fromCloudConfig(cloud *yaml.Node, what string) (*Config, string, error) {
+func fromCloudConfig(cloud *yaml.Node, what string, budget *protocol.YAMLBudget) (*Config, string, error) {
 	stages := lookup(cloud, "stages")
 	if stages == nil || stages.Kind != yaml.MappingNode {
 		return nil, "", errclass.Configf("%s: no stages", what)
@@ -93,10 +102,14 @@ func fromCloudConfig(cloud *yaml.Node, what string) (*Config, string, error) {
 					return nil, "", errclass.Configf("%s: more than %d files", what, maxCloudFiles)
 				}
 				p, content := scalar(lookup(f, "path")), scalar(lookup(f, "content"))
-				var inner yaml.Node
-				if yaml.Unmarshal([]byte(content), &inner) != nil || lookup(&inner, "elemental", "registration", "bootstrap-network") == nil {
+				parsed, err := budget.Parse([]byte(content))
+				if errors.Is(err, protocol.ErrYAMLTooLarge) {
+					return nil, "", errclass.Configf("%s, stage %s, file %s: %w", what, stage, p, err)
+				}
+				if err != nil || lookup(parsed, "elemental", "registration", "bootstrap-network") == nil {
 					continue
 				}
+				inner := *parsed
 				where := fmt.Sprintf("%s, stage %s %q, file %s", what, stage, scalar(lookup(step, "name")), p)
 				if enc := scalar(lookup(f, "encoding")); enc != "" {
 					return nil, "", errclass.Configf("%s: encoding %s: write the drop-in as plain text", where, enc)

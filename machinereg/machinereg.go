@@ -68,8 +68,10 @@ type Assigned struct {
 // elemental.cattle.io), its spec.config.network, or a NetworkConfig. A key
 // none of them has is an error naming it.
 func Parse(b []byte) (*Input, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
+	// One budget for the whole document (aliases expanded), not one per
+	// value: a few KB of anchors each used by many values ran for minutes.
+	doc, err := protocol.ParseYAML(b)
+	if err != nil {
 		return nil, err
 	}
 	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {

@@ -30,28 +30,68 @@ const (
 // ErrReplyTooLarge marks a reply over MaxReplyNodes or MaxReplyText.
 var ErrReplyTooLarge = errors.New("reply too large")
 
+// ErrYAMLTooLarge marks a local YAML document (the config file, a drop-in,
+// render's input) over the same budget as a reply (YAMLBudget).
+var ErrYAMLTooLarge = errors.New("YAML document too large")
+
 // parseBounded parses one YAML document into a node tree and checks that
-// decoding it cannot exceed the reply budget. The document is first
-// counted cheaply, so that even the node tree (about 200 bytes a node in
-// yaml.v3) is never built for a document of millions of tiny nodes.
+// decoding it cannot exceed the reply budget.
 func parseBounded(p []byte) (*yaml.Node, error) {
-	if est := estimateNodes(p); est > MaxReplyNodes {
-		return nil, fmt.Errorf("%w: about %d YAML nodes before alias expansion, the limit is %d", ErrReplyTooLarge, est, MaxReplyNodes)
+	b := YAMLBudget{tooLarge: ErrReplyTooLarge}
+	return b.Parse(p)
+}
+
+// YAMLBudget holds every YAML document of one input, together, to the
+// reply budget (MaxReplyNodes, MaxReplyText, aliases expanded): each YAML
+// the agent reads, not only a server's, since a file of a few KB can
+// expand to GBs once decoded value by value, and a document inside
+// another (a cloud-config file's content) counts against the same budget
+// as the one holding it. The zero value is a fresh budget.
+type YAMLBudget struct {
+	used     size
+	tooLarge error // ErrYAMLTooLarge unless set
+}
+
+// ParseYAML parses one YAML document held to a fresh YAMLBudget.
+func ParseYAML(p []byte) (*yaml.Node, error) {
+	var b YAMLBudget
+	return b.Parse(p)
+}
+
+// Parse parses one YAML document into a node tree, checking that decoding
+// it, with what the budget has taken already, cannot exceed it. The
+// document is first counted cheaply, so that even the node tree (about 200
+// bytes a node in yaml.v3) is never built for a document of millions of
+// tiny nodes. A refusal wraps ErrYAMLTooLarge (ErrReplyTooLarge for a
+// reply).
+func (b *YAMLBudget) Parse(p []byte) (*yaml.Node, error) {
+	tooLarge := b.tooLarge
+	if tooLarge == nil {
+		tooLarge = ErrYAMLTooLarge
+	}
+	if est := estimateNodes(p); b.used.nodes+est > MaxReplyNodes {
+		return nil, fmt.Errorf("%w: about %d YAML nodes before alias expansion, the limit is %d", tooLarge, b.used.nodes+est, MaxReplyNodes)
 	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(p, &root); err != nil {
 		return nil, err
 	}
-	if err := checkExpanded(&root); err != nil {
+	c := newExpansion()
+	s, err := c.size(&root)
+	if err != nil {
 		return nil, err
 	}
+	if s = b.used.add(s); s.over() {
+		return nil, c.tooLarge(s, tooLarge)
+	}
+	b.used = s
 	return &root, nil
 }
 
 // checkExpanded refuses a node tree whose decoding, aliases expanded, would
 // exceed the reply budget.
 func checkExpanded(n *yaml.Node) error {
-	c := expansion{memo: map[*yaml.Node]size{}, open: map[*yaml.Node]bool{}}
+	c := newExpansion()
 	s, err := c.size(n)
 	if err != nil {
 		return err
@@ -59,6 +99,11 @@ func checkExpanded(n *yaml.Node) error {
 	if !s.over() {
 		return nil
 	}
+	return c.tooLarge(s, ErrReplyTooLarge)
+}
+
+// tooLarge says which of the budget's limits s is over.
+func (c *expansion) tooLarge(s size, sentinel error) error {
 	what, limit := "nodes", MaxReplyNodes
 	if s.text > MaxReplyText {
 		what, limit = "bytes of text", MaxReplyText
@@ -67,7 +112,11 @@ func checkExpanded(n *yaml.Node) error {
 	if c.aliases > 0 {
 		why = " (excessive aliasing)"
 	}
-	return fmt.Errorf("%w: expands to more than %d %s%s", ErrReplyTooLarge, limit, what, why)
+	return fmt.Errorf("%w: expands to more than %d %s%s", sentinel, limit, what, why)
+}
+
+func newExpansion() *expansion {
+	return &expansion{memo: map[*yaml.Node]size{}, open: map[*yaml.Node]bool{}}
 }
 
 // size is what a node decodes to: nodes and scalar bytes, both saturating

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/protocol"
 )
 
 // Drop-ins (docs/config.md, "Drop-ins"): *.yaml files beside the config
@@ -68,9 +69,11 @@ func readDropIns(files host.FS, configPath string) ([]dropIn, error) {
 			}
 			total += int64(len(b))
 			d := dropIn{Path: files.Path(p)}
-			if err := yaml.Unmarshal(b, &d.doc); err != nil {
+			doc, err := protocol.ParseYAML(b)
+			if err != nil {
 				return nil, errclass.Configf("drop-in %s: %w", d.Path, err)
 			}
+			d.doc = *doc
 			out = append(out, d)
 		}
 	}

@@ -227,9 +227,11 @@ func parse(files host.FS, path string, sayMissing bool) (*File, error) {
 	if err != nil {
 		return nil, errclass.Configf("reading config file: %w", err)
 	}
-	if err := yaml.Unmarshal(b, &f.doc); err != nil {
+	doc, err := protocol.ParseYAML(b)
+	if err != nil {
 		return nil, errclass.Configf("config file %s: %w", f.Path, err)
 	}
+	f.doc = *doc
 	f.unknown = unknownKeys(f.Path, &f.doc)
 	ins, err := readDropIns(files, path)
 	if err != nil {
