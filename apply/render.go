@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"regexp"
 	"slices"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 
@@ -79,8 +80,10 @@ const MaxConnections = 1024
 var (
 	// placeholderRE finds {name} the way upstream writes them; names are what
 	// a Kubernetes map key allows.
-	placeholderRE = regexp.MustCompile(`\{([A-Za-z0-9_.-]+)\}`)
-	nameRE        = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+	// Both compiled on first use: package start-up stays free for the
+	// commands that render nothing.
+	placeholderRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`\{([A-Za-z0-9_.-]+)\}`) })
+	nameRE        = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_.-]+$`) })
 )
 
 // Render substitutes {name} placeholders on the parsed tree (never on text)
@@ -168,7 +171,7 @@ func newRenderer(ips map[string]string) (*renderer, error) {
 	r := &renderer{addrs: map[string]string{}}
 	for _, name := range slices.Sorted(maps.Keys(ips)) {
 		path := "ipAddresses." + name
-		if !nameRE.MatchString(name) {
+		if !nameRE().MatchString(name) {
 			return nil, &FieldError{Path: path, Reason: "name is not a valid placeholder name"}
 		}
 		a, err := netip.ParseAddr(ips[name])
@@ -244,7 +247,7 @@ func (r *renderer) scalar(path, s string) (string, error) {
 func (r *renderer) substitute(path, s string) (string, int, error) {
 	var unresolved string
 	n := 0
-	out := placeholderRE.ReplaceAllStringFunc(s, func(m string) string {
+	out := placeholderRE().ReplaceAllStringFunc(s, func(m string) string {
 		name := m[1 : len(m)-1]
 		a, ok := r.addrs[name]
 		if !ok {

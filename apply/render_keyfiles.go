@@ -55,7 +55,7 @@ func (r *renderer) keyfiles(conf map[string]protocol.RawValue) ([]Keyfile, error
 // checkKey refuses keys that could carry a substitution or a template: the
 // tree's structure is the server's template and must not depend on addresses.
 func checkKey(path, key string) error {
-	if placeholderRE.MatchString(key) || strings.ContainsAny(key, "{}") {
+	if placeholderRE().MatchString(key) || strings.ContainsAny(key, "{}") {
 		return &FieldError{Path: path, Reason: "placeholder or brace in a key"}
 	}
 	return checkText(path, key, false)

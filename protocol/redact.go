@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // The registration token is the last path segment of the registration URL
@@ -23,7 +24,7 @@ const minBareToken = 6
 // registrationPath is where a token stands in upstream's URLs
 // (/elemental/registration/<token>). Only that path: the agent's own files
 // live under /oem/registration/ and must print as they are.
-var registrationPath = regexp.MustCompile(`(/elemental/registration/)[^/\s"'?#<>]+`)
+var registrationPath = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`(/elemental/registration/)[^/\s"'?#<>]+`) })
 
 // RegistrationToken is the token of a registration URL: the path segment
 // after ".../registration/", else the last path segment; "" when the path
@@ -77,7 +78,7 @@ func RedactURL(u string) string {
 // and anywhere at all (also path- or query-escaped) when it is long enough
 // to be told apart from ordinary words.
 func Redact(s, token string) string {
-	s = registrationPath.ReplaceAllString(s, "${1}"+Redacted)
+	s = registrationPath().ReplaceAllString(s, "${1}"+Redacted)
 	if len(token) < minBareToken {
 		return s
 	}

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/protocol"
@@ -115,12 +116,14 @@ func matchesAll(name string, size *big.Int, rules []protocol.DeviceSelector) (bo
 	return true, nil
 }
 
-var quantityRE = regexp.MustCompile(`^([0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$`)
+// quantityRE is compiled on first use: only a reset plan parses sizes,
+// and package start-up stays free for every other command.
+var quantityRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^([0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$`) })
 
 // parseQuantity reads the integer Kubernetes quantities device selectors
 // use (e.g. 100Gi, 500G, 1073741824).
 func parseQuantity(s string) (*big.Int, error) {
-	m := quantityRE.FindStringSubmatch(strings.TrimSpace(s))
+	m := quantityRE().FindStringSubmatch(strings.TrimSpace(s))
 	if m == nil {
 		return nil, fmt.Errorf("size %q is not a quantity such as 100Gi", s)
 	}

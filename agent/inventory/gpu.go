@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/jaypipes/ghw/pkg/gpu"
 	"github.com/jaypipes/ghw/pkg/pci"
@@ -24,7 +25,10 @@ import (
 // root; the same places pcidb searches, minus the network fetch.
 var pciIDsPaths = host.PCIIDs
 
-var rePCIAddress = regexp.MustCompile(`^[[:xdigit:]]{4}:[[:xdigit:]]{2}:[[:xdigit:]]{2}\.[[:xdigit:]]$`)
+// rePCIAddress is compiled on first use (a machine with a DRM card).
+var rePCIAddress = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[[:xdigit:]]{4}:[[:xdigit:]]{2}:[[:xdigit:]]{2}\.[[:xdigit:]]$`)
+})
 
 // collectGPU finds graphics cards the way ghw does (DRM card links that lead
 // to a PCI device) but looks up only their vendor and product names instead
@@ -59,7 +63,7 @@ func collectGPU(files host.FS, log *logrus.Entry) (*gpu.Info, error) {
 		addr := ""
 		parts := strings.Split(dest, "/")
 		for i := len(parts) - 1; i >= 0; i-- {
-			if rePCIAddress.MatchString(parts[i]) {
+			if rePCIAddress().MatchString(parts[i]) {
 				addr = parts[i]
 				break
 			}
