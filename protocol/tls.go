@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/safefile"
@@ -68,6 +69,17 @@ func TLSConfig(caCert string, noSystemPool bool) (*tls.Config, error) {
 		return nil, errors.New("ca-cert: no certificate found in the PEM data")
 	}
 	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// ServerVerifyOptions are the options crypto/tls verifies a server's chain
+// with for the client TLSConfig builds (RootCAs, no VerifyPeerCertificate):
+// the pool, the chain's intermediates, the name dialled (ServerName, an IP
+// address included) and the time, with x509's default key usage,
+// serverAuth. Whatever judges a CA by what the dial will accept
+// (agent/catrust) verifies with these, so the two cannot part.
+func ServerVerifyOptions(roots, intermediates *x509.CertPool, serverName string, now time.Time) x509.VerifyOptions {
+	return x509.VerifyOptions{Roots: roots, Intermediates: intermediates, DNSName: serverName, CurrentTime: now,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
 }
 
 // PeerCertificates is the chain the server presented, leaf first; nil over

@@ -2,6 +2,7 @@ package catrust
 
 import (
 	"crypto/x509"
+	"encoding/asn1"
 	"net"
 	"os"
 	"path/filepath"
@@ -74,6 +75,12 @@ func TestOfferRefusesWhatNothingVerified(t *testing.T) {
 			c.PermittedDNSDomains = []string{"other.example"}
 		}), "", old, byOld, "name-constrained away from reg.example"},
 		{"DNS-excluded", https, edited("excluded", func(c *x509.Certificate) { c.ExcludedDNSDomains = []string{".example"} }), "", old, byOld, "name-constrained"},
+		{"clientAuth only", https, edited("client-only", func(c *x509.Certificate) {
+			c.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+		}), "", old, byOld, "without serverAuth"},
+		{"an unknown usage only", https, edited("unknown-usage", func(c *x509.Certificate) {
+			c.UnknownExtKeyUsage = []asn1.ObjectIdentifier{{1, 3, 6, 1, 4, 1, 99999, 1}}
+		}), "", old, byOld, "without serverAuth"},
 		{"IP-excluded", httpsByAddr, edited("ip-excluded", func(c *x509.Certificate) { c.ExcludedIPRanges = []*net.IPNet{tenNet} }), "", old, oldCA.Chain(t, "10.1.2.3"), "name-constrained away from 10.1.2.3"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -171,6 +178,8 @@ func TestPromoteDropsAPendingCAThatCanNeverVerify(t *testing.T) {
 			c.NotBefore, c.NotAfter = time.Now().Add(-48*time.Hour), time.Now().Add(-time.Minute)
 		},
 		"name-constrained": func(c *x509.Certificate) { c.PermittedDNSDomains = []string{"elsewhere.example"} },
+		// Kept pending by an agent before the EKU rule: dropped now.
+		"clientAuth only": func(c *x509.Certificate) { c.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth} },
 	} {
 		t.Run(name, func(t *testing.T) {
 			tr, root := trustAt(t, string(testpki.NewWith(t, "pending", edit).CertPEM()))

@@ -1,13 +1,22 @@
 package catrust
 
 import (
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"math/big"
 	"net"
 	"strings"
 	"time"
+
+	"github.com/nodereg/nodereg/protocol"
 )
 
 // parseCAs checks announced PEM: bounded, certificates only, each a CA.
@@ -62,7 +71,82 @@ func canVerify(c *x509.Certificate, host string, now time.Time) error {
 	if !permits(c, host) {
 		return fmt.Errorf("%s is name-constrained away from %s", name, host)
 	}
+	if !serverAuth(c) {
+		return fmt.Errorf("%s may not vouch for servers (extended key usage without serverAuth)", name)
+	}
+	// What the checks above name, and what they do not (a key the
+	// verifier cannot use, the rest of RFC 5280 as crypto/x509 reads it),
+	// is settled by the verifier the dial uses.
+	if err := probe(c, host, now); err != nil {
+		return fmt.Errorf("%s cannot verify a server certificate for %s: %w", name, host, err)
+	}
 	return nil
+}
+
+// serverAuth: the CA's extended key usage, if it has one, lets its chains
+// vouch for a server (x509 applies a CA's EKU to every certificate below
+// it; an unknown usage alone allows nothing).
+func serverAuth(c *x509.Certificate) bool {
+	if len(c.ExtKeyUsage) == 0 && len(c.UnknownExtKeyUsage) == 0 {
+		return true
+	}
+	for _, u := range c.ExtKeyUsage {
+		if u == x509.ExtKeyUsageServerAuth || u == x509.ExtKeyUsageAny {
+			return true
+		}
+	}
+	return false
+}
+
+// probe verifies, with the options the dial verifies with
+// (protocol.ServerVerifyOptions), a server certificate for host issued by
+// a stand-in for c: c's subject, validity and every extension of it,
+// critical or not, byte for byte (basic constraints, key usage, extended
+// key usage, name constraints, policies...), under a key of our own, since
+// c's is not ours. What the stand-in cannot carry, c's own key, is checked
+// for a type and size the verifier takes.
+func probe(c *x509.Certificate, host string, now time.Time) error {
+	switch k := c.PublicKey.(type) {
+	case *rsa.PublicKey:
+		if k.N.BitLen() < 1024 {
+			return fmt.Errorf("its RSA key is %d bits, fewer than the verifier takes", k.N.BitLen())
+		}
+	case *ecdsa.PublicKey, ed25519.PublicKey:
+	default:
+		return fmt.Errorf("its key (%s) is of a kind the verifier does not take", c.PublicKeyAlgorithm)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	standIn := &x509.Certificate{SerialNumber: big.NewInt(1), RawSubject: c.RawSubject,
+		NotBefore: c.NotBefore, NotAfter: c.NotAfter, ExtraExtensions: c.Extensions}
+	der, err := x509.CreateCertificate(rand.Reader, standIn, standIn, key.Public(), key)
+	if err != nil {
+		return fmt.Errorf("its extensions cannot be carried: %w", err)
+	}
+	ca, err := x509.ParseCertificate(der)
+	if err != nil {
+		return fmt.Errorf("its extensions cannot be carried: %w", err)
+	}
+	leaf := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: host},
+		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(time.Minute),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	if ip := net.ParseIP(host); ip != nil {
+		leaf.IPAddresses = []net.IP{ip}
+	} else {
+		leaf.DNSNames = []string{host}
+	}
+	if der, err = x509.CreateCertificate(rand.Reader, leaf, ca, key.Public(), key); err != nil {
+		return err
+	}
+	if leaf, err = x509.ParseCertificate(der); err != nil {
+		return err
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	_, err = leaf.Verify(protocol.ServerVerifyOptions(roots, nil, host, now))
+	return err
 }
 
 // permits is the CA's name constraints applied to the registration host,
@@ -117,8 +201,7 @@ func verifiedBy(caPEM []byte, peer []*x509.Certificate, host string, now time.Ti
 	for _, c := range peer[1:] {
 		inter.AddCert(c)
 	}
-	_, err := peer[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter, DNSName: host,
-		CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	_, err := peer[0].Verify(protocol.ServerVerifyOptions(roots, inter, host, now))
 	return err
 }
 
