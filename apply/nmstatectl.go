@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/sirupsen/logrus"
 
@@ -39,15 +40,17 @@ func (e *NmstatectlError) Unwrap() error { return e.Err }
 
 // nmstatectlLogLine is one line of nmstatectl's log on stderr:
 // `[<time> <LEVEL> <target>] <message>` (env_logger's format; the time
-// has no blank).
-var nmstatectlLogLine = regexp.MustCompile(`^\[\S+ +(TRACE|DEBUG|INFO|WARN|ERROR) +\S+\] `)
+// has no blank). Compiled by the first caller, not at every start.
+var nmstatectlLogLine = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^\[\S+ +(TRACE|DEBUG|INFO|WARN|ERROR) +\S+\] `)
+})
 
 // splitNmstatectlStderr parts nmstatectl's stderr into its log lines and
 // the rest, which is its error when it failed.
 func splitNmstatectlStderr(stderr []byte) (logLines, rest []string) {
 	for _, line := range strings.Split(strings.TrimRight(string(stderr), "\n"), "\n") {
 		switch {
-		case nmstatectlLogLine.MatchString(line):
+		case nmstatectlLogLine().MatchString(line):
 			logLines = append(logLines, line)
 		case strings.TrimSpace(line) != "":
 			rest = append(rest, strings.TrimSpace(line))
