@@ -295,4 +295,3 @@ func TestResetRemovesNetworkManagersFileTheIntentRecorded(t *testing.T) {
 		t.Errorf("after --reset-network NetworkManager still has %v for %s", got, convDev)
 	}
 }
-
