@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 )
@@ -51,9 +52,13 @@ func isNull(n *yaml.Node) bool {
 	return n.Kind == yaml.ScalarNode && n.Style == 0 && (n.Value == "~" || n.Value == "null")
 }
 
+// Compiled on first use: package start-up stays free for the commands
+// that translate nothing.
 var (
-	decimalRE = regexp.MustCompile(`^[+-]?[0-9]+$`)
-	floatRE   = regexp.MustCompile(`^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
+	decimalRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[+-]?[0-9]+$`) })
+	floatRE   = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
+	})
 )
 
 // untagged is the type serde_yaml 0.8.26 gives a plain scalar when the
@@ -68,10 +73,10 @@ func untagged(v string) string {
 	if _, _, ok := radixInt(v); ok {
 		return "int"
 	}
-	if t := strings.TrimLeft(v, "+-"); len(t) > 1 && t[0] == '0' && decimalRE.MatchString(t) {
+	if t := strings.TrimLeft(v, "+-"); len(t) > 1 && t[0] == '0' && decimalRE().MatchString(t) {
 		return "str"
 	}
-	if decimalRE.MatchString(v) && len(strings.TrimLeft(v, "+-")) <= 38 && strings.Count(v[:1], "+")+strings.Count(v[:1], "-") <= 1 {
+	if decimalRE().MatchString(v) && len(strings.TrimLeft(v, "+-")) <= 38 && strings.Count(v[:1], "+")+strings.Count(v[:1], "-") <= 1 {
 		return "int"
 	}
 	switch strings.TrimLeft(v, "+") {
@@ -82,7 +87,7 @@ func untagged(v string) string {
 	case "-.inf", "-.Inf", "-.INF", ".nan", ".NaN", ".NAN":
 		return "float"
 	}
-	if floatRE.MatchString(v) {
+	if floatRE().MatchString(v) {
 		if f, err := strconv.ParseFloat(v, 64); err == nil && !math.IsInf(f, 0) {
 			return "float"
 		}

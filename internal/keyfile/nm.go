@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Profile is what NetworkManager (1.42, the version the differential test
@@ -142,11 +143,15 @@ var MatchKeys = []string{"interface-name", "driver", "path", "kernel-command-lin
 // ipLessPorts are the port kinds NetworkManager strips of IP settings.
 var ipLessPorts = []string{"bond", "bridge", "team"}
 
-// macRE: six octets for ethernet, twenty for InfiniBand.
-var macRE = map[bool]*regexp.Regexp{
-	false: regexp.MustCompile(`^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$`),
-	true:  regexp.MustCompile(`^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){19}$`),
-}
+// macRE: six octets for ethernet, twenty for InfiniBand. This file's
+// expressions are compiled on first use: the agent's start-up (every
+// command) stays free of them.
+var macRE = sync.OnceValue(func() map[bool]*regexp.Regexp {
+	return map[bool]*regexp.Regexp{
+		false: regexp.MustCompile(`^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$`),
+		true:  regexp.MustCompile(`^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){19}$`),
+	}
+})
 
 func (p *Profile) readMAC(f *File, str func(g, k string) string) {
 	for _, g := range f.Groups() {
@@ -157,7 +162,7 @@ func (p *Profile) readMAC(f *File, str func(g, k string) string) {
 		if !ok {
 			continue
 		}
-		if v := str(g, "mac-address"); v == raw && macRE[g == "infiniband"].MatchString(v) {
+		if v := str(g, "mac-address"); v == raw && macRE()[g == "infiniband"].MatchString(v) {
 			p.MAC = strings.ToUpper(v)
 		} else {
 			p.MAC = ""
@@ -169,10 +174,10 @@ func (p *Profile) readMAC(f *File, str func(g, k string) string) {
 // addressKey is the one spelling of an address key this reading follows
 // (nmstatectl gc writes address0=, nmcli address1=); NetworkManager also
 // reads address=, addresses=, addressesN= and merges them.
-var addressKey = regexp.MustCompile(`^address(0|[1-9][0-9]{0,8})$`)
+var addressKey = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^address(0|[1-9][0-9]{0,8})$`) })
 
 // IsAddressKey: k is an addressN key of [ipv4] or [ipv6].
-func IsAddressKey(k string) bool { return addressKey.MatchString(k) }
+func IsAddressKey(k string) bool { return addressKey().MatchString(k) }
 
 func (p *Profile) readAddresses(f *File, fam string) []string {
 	type numbered struct {
@@ -186,7 +191,7 @@ func (p *Profile) readAddresses(f *File, fam string) []string {
 			continue
 		}
 		path := fmt.Sprintf("[%s] %s", fam, k)
-		m := addressKey.FindStringSubmatch(k)
+		m := addressKey().FindStringSubmatch(k)
 		raw, _ := f.Value(fam, k)
 		pfx, ok := parseAddress(raw, fam == "ipv6")
 		if m == nil || !ok || seen[pfx.Addr()] {
@@ -236,13 +241,13 @@ func nmInt(raw string, lo, hi int64) (int, bool) {
 	return int(n), true
 }
 
-var decimalRE = regexp.MustCompile(`^(0|-?[1-9][0-9]{0,8})$`)
+var decimalRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(0|-?[1-9][0-9]{0,8})$`) })
 
 // DecimalInt reads a value written as a plain decimal integer (an
 // optional '-', no leading zero, nothing around it), the one spelling on
 // which every reading of an integer agrees.
 func DecimalInt(raw string) (int, bool) {
-	if !decimalRE.MatchString(raw) {
+	if !decimalRE().MatchString(raw) {
 		return 0, false
 	}
 	n, err := strconv.Atoi(raw)

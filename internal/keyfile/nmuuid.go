@@ -8,6 +8,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/nodereg/nodereg/internal/host"
 )
@@ -62,9 +63,12 @@ func NormalUUID(v string) string {
 }
 
 // IsUUID: v is a UUID in NetworkManager's text form (any case).
-func IsUUID(v string) bool { return uuidRE.MatchString(v) }
+func IsUUID(v string) bool { return uuidRE().MatchString(v) }
 
-var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+// uuidRE is compiled on first use, as nm.go's.
+var uuidRE = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+})
 
 func nameUUID(h hash.Hash, version byte, ns [16]byte, s string) string {
 	h.Write(ns[:])
