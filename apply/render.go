@@ -90,7 +90,8 @@ var (
 // and validates the result: every placeholder resolves, every address parses,
 // no placeholder sits in a key, no template delimiter or control character
 // reaches generated files, and file names stay inside the keyfile directory.
-// Nothing else changes.
+// Nothing else changes, but for one thing in an nmstate state: an interface
+// without type: gets the type gc gives it (typeUntyped).
 func Render(nc *protocol.NetworkConfig) (*Rendered, error) {
 	if nc == nil {
 		return &Rendered{Configurator: protocol.ConfiguratorNone}, nil
@@ -152,6 +153,7 @@ func Render(nc *protocol.NetworkConfig) (*Rendered, error) {
 		state[key] = v
 	}
 	if conf == protocol.ConfiguratorNmstate {
+		typeUntyped(state)
 		if err := checkNmstate(state); err != nil {
 			return nil, err
 		}
@@ -295,4 +297,25 @@ func (r *Rendered) Digest() string {
 		field(kf.Content)
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// typeUntyped gives each interface of an nmstate state that is not absent
+// and has no type: the type nmstatectl gc gives it, ethernet ("Setting
+// unknown type interface eth0 to ethernet", nmstate 2.2; the built-in
+// translator does the same), so that what the policy judges, what the
+// generators write and what `nmstatectl apply` is handed are one kind: the
+// live apply would otherwise take the kind of whatever interface of that
+// name the node has (docs/nmstate.md, "An interface without type").
+func typeUntyped(state map[string]any) {
+	ifaces, _ := state["interfaces"].([]any)
+	for _, it := range ifaces {
+		iface, ok := it.(map[string]any)
+		if !ok {
+			continue
+		}
+		if _, typed := iface["type"]; typed || iface["state"] == "absent" {
+			continue
+		}
+		iface["type"] = "ethernet"
+	}
 }

@@ -273,3 +273,23 @@ func TestParseKeyfile(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderTypesUntypedAsGC: an nmstate interface without type gets the
+// type nmstatectl gc gives it (ethernet; transcript 05 of
+// tests/stubs/nmstatectl), so the policy, the generators and nmstatectl
+// apply see one kind; an absent one is left as it is.
+func TestRenderTypesUntypedAsGC(t *testing.T) {
+	r, err := Render(nmstateConfig(t, nil, map[string]string{"interfaces": `[{"name":"eth1","state":"up","ipv4":{"enabled":true,"dhcp":true}},{"name":"eth2","state":"absent"},{"name":"bond0","type":"bond","state":"up","link-aggregation":{"mode":"active-backup","port":["eth3"]}}]`}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ifaces := r.State["interfaces"].([]any)
+	for i, want := range []any{"ethernet", nil, "bond"} {
+		if got := ifaces[i].(map[string]any)["type"]; got != want {
+			t.Errorf("interfaces[%d].type = %v, want %v", i, got, want)
+		}
+	}
+	if !strings.Contains(string(r.Digested), "type: ethernet") {
+		t.Errorf("the kept state does not carry the type:\n%s", r.Digested)
+	}
+}

@@ -59,9 +59,6 @@ func (p Policy) checkInterfaces(path string, v any) error {
 		if !ok {
 			return p.refuse(ip, Unknown, "an interface that is not a mapping")
 		}
-		if err := p.checkTyped(ip, iface); err != nil {
-			return err
-		}
 		for _, k := range slices.Sorted(maps.Keys(iface)) {
 			kp := ip + "." + k
 			var err error

@@ -18,15 +18,10 @@ func (p Policy) interfaceList(path string, v any) ([]any, error) {
 	return nil, p.refuse(path, Unknown, "interfaces given as %s, not a list: the policy judges interfaces one by one in a list", kindOf(v))
 }
 
-// checkTyped refuses an interface without type: nmstatectl then takes the
-// kind of whatever interface of that name the node has, so its kind could
-// not be judged.
-func (p Policy) checkTyped(path string, iface map[string]any) error {
-	if _, ok := iface["type"]; ok {
-		return nil
-	}
-	return p.refuse(path+".type", Unknown, "missing: an interface's kind must be given, so that it can be judged")
-}
+// An interface without type: is judged as what will be written: apply's
+// rendering gives it the type nmstatectl gc and the built-in translator
+// give it (ethernet) before the policy sees the state, and the keyfiles
+// written are judged in turn; an absent one writes nothing.
 
 func kindOf(v any) string {
 	switch v.(type) {
