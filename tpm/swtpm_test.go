@@ -1,6 +1,8 @@
 package tpm
 
 import (
+	"github.com/google/go-tpm/tpm2"
+
 	"context"
 	"crypto/sha256"
 	"crypto/x509"
@@ -142,6 +144,13 @@ func TestSwtpmEKCertificate(t *testing.T) {
 	_, _, warm := register(t, s, blob, srv)
 	if warm.KeyCreations() != 0 {
 		t.Errorf("warm run: %d key creations", warm.KeyCreations())
+	}
+	// swtpm_setup's certificate is under 1 KiB: one NV_Read, and no
+	// capability query for the NV buffer size (upstream asks every time).
+	for name, c := range map[string]Counts{"cold": cold, "warm": warm} {
+		if n, r := c.ByCommand[tpm2.TPMCCGetCapability], c.ByCommand[tpm2.TPMCCNVRead]; n != 0 || r != 1 {
+			t.Errorf("%s run: %d GetCapability, %d NV_Read; want 0 and 1 (%v)", name, n, r, c.ByCommand)
+		}
 	}
 
 	// The hash is the bare template key's hash, as if no certificate existed.

@@ -234,26 +234,44 @@ func (t *TPM) readEKCert() (*x509.Certificate, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decoding EK certificate index public area: %w", err)
 	}
-	chunk := 1024
+	auth := tpm2.AuthHandle{Handle: nvEKCertRSA, Name: pubRsp.NVName, Auth: tpm2.PasswordAuth(nil)}
+	// Read in chunks of nvChunk without asking the TPM its NV buffer size
+	// first (the GetCapability upstream sends on every read): an EK
+	// certificate of up to 1 KiB then costs one NV_Read. A TPM with a
+	// smaller buffer refuses the read; then it is asked and the read
+	// done again in its size.
+	data, err := t.nvRead(nvEKCertRSA, pubRsp.NVName, auth, int(nvPub.DataSize), nvChunk)
+	if err != nil && !errors.Is(err, ErrBusy) {
+		if chunk := t.nvBufferMax(); chunk > 0 && chunk < nvChunk {
+			data, err = t.nvRead(nvEKCertRSA, pubRsp.NVName, auth, int(nvPub.DataSize), chunk)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading EK certificate: %w", err)
+	}
+	return wire.ParseEKCertificate(data)
+}
+
+// nvChunk is the NV read size tried first: the TPM 2.0 reference
+// implementation's MAX_NV_BUFFER_SIZE, which TPMs in the field meet or
+// exceed.
+const nvChunk = 1024
+
+// nvBufferMax is the TPM's TPM_PT_NV_BUFFER_MAX, 0 when it does not say.
+func (t *TPM) nvBufferMax() int {
 	capRsp, err := (tpm2.GetCapability{
 		Capability:    tpm2.TPMCapTPMProperties,
 		Property:      uint32(tpm2.TPMPTNVBufferMax),
 		PropertyCount: 1,
 	}).Execute(t.counter)
-	if err == nil {
-		if props, err := capRsp.CapabilityData.Data.TPMProperties(); err == nil &&
-			len(props.TPMProperty) > 0 && props.TPMProperty[0].Property == tpm2.TPMPTNVBufferMax &&
-			props.TPMProperty[0].Value > 0 {
-			chunk = int(props.TPMProperty[0].Value)
-		}
-	}
-	data, err := t.nvRead(nvEKCertRSA, pubRsp.NVName, tpm2.AuthHandle{
-		Handle: nvEKCertRSA, Name: pubRsp.NVName, Auth: tpm2.PasswordAuth(nil),
-	}, int(nvPub.DataSize), chunk)
 	if err != nil {
-		return nil, fmt.Errorf("reading EK certificate: %w", err)
+		return 0
 	}
-	return wire.ParseEKCertificate(data)
+	props, err := capRsp.CapabilityData.Data.TPMProperties()
+	if err != nil || len(props.TPMProperty) == 0 || props.TPMProperty[0].Property != tpm2.TPMPTNVBufferMax {
+		return 0
+	}
+	return int(props.TPMProperty[0].Value)
 }
 
 func (t *TPM) nvRead(idx tpm2.TPMHandle, name tpm2.TPM2BName, auth tpm2.AuthHandle, size, chunk int) ([]byte, error) {
