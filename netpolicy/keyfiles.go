@@ -105,15 +105,7 @@ func (p Policy) checkKeyfile(label string, f *keyfile.File, nm keyfile.Profile) 
 // checkType judges connection.type (checkReading has made sure there is
 // one: NetworkManager infers none).
 func (p Policy) checkType(label string, nm keyfile.Profile) error {
-	t := nm.Type
-	path := label + " [connection] type"
-	switch {
-	case slices.Contains(allowedTypes, t):
-		return nil
-	case slices.Contains(secretTypes, t):
-		return p.refuse(path, FilesAndSecrets, "a %s profile carries credentials", t)
-	}
-	return p.refuse(path, Unknown, "type %q is not a kind the agent supports (%s)", t, strings.Join(allowedTypes, ", "))
+	return p.judgeKind(label+" [connection] type", nm.Type, "type", "profile", allowedTypes, secretTypes)
 }
 
 func (p Policy) checkProxy(path string, f *keyfile.File, group string) error {

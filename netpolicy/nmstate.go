@@ -84,13 +84,21 @@ func (p Policy) checkInterfaces(path string, v any) error {
 
 func (p Policy) checkKind(path string, v any) error {
 	t, _ := v.(string)
+	return p.judgeKind(path, t, "interface type", "interface", allowedKinds, secretKinds)
+}
+
+// judgeKind is the one rule for a profile's or an interface's type: an
+// allowed kind passes, a kind that carries credentials is refused as such,
+// anything else as unknown. key names the field and noun the thing typed
+// in the messages.
+func (p Policy) judgeKind(path, t, key, noun string, allowed, secret []string) error {
 	switch {
-	case slices.Contains(allowedKinds, t):
+	case slices.Contains(allowed, t):
 		return nil
-	case slices.Contains(secretKinds, t):
-		return p.refuse(path, FilesAndSecrets, "a %s interface carries credentials", t)
+	case slices.Contains(secret, t):
+		return p.refuse(path, FilesAndSecrets, "a %s %s carries credentials", t, noun)
 	}
-	return p.refuse(path, Unknown, "interface type %q is not a kind the agent supports (%s)", t, strings.Join(allowedKinds, ", "))
+	return p.refuse(path, Unknown, "%s %q is not a kind the agent supports (%s)", key, t, strings.Join(allowed, ", "))
 }
 
 // checkValue walks an allowed subtree for credentials and local files.

@@ -56,24 +56,32 @@ func (s *Server) adminStale(w http.ResponseWriter, r *http.Request, remove bool)
 	writeJSON(w, http.StatusOK, rep)
 }
 
+// SweepStale lists the inventories c selects in st at now, and removes
+// them when remove is set: the one sweep behind the admin API and
+// regserver's offline prune, so both report and remove the same ones.
+func SweepStale(st *store.State, now time.Time, c store.StaleCriteria, remove bool) StaleReport {
+	rep := StaleReport{Stale: st.Stale(now, c), Removed: remove}
+	if rep.Stale == nil {
+		rep.Stale = []store.Stale{}
+	}
+	rep.Count = len(rep.Stale)
+	for _, x := range rep.Stale {
+		rep.Addresses += len(x.Addresses)
+		if remove {
+			st.DeleteInventory(x.Hash)
+		}
+	}
+	return rep
+}
+
 // RemoveStale lists (dryRun) or removes the inventories c selects.
 func (s *Server) RemoveStale(c store.StaleCriteria, dryRun bool) (StaleReport, error) {
 	var rep StaleReport
 	err := s.store.Update(func(st *store.State) (bool, error) {
 		now := s.now()
-		rep = StaleReport{Stale: st.Stale(now, c), Removed: !dryRun}
-		if rep.Stale == nil {
-			rep.Stale = []store.Stale{}
-		}
-		rep.Count = len(rep.Stale)
-		for _, x := range rep.Stale {
-			rep.Addresses += len(x.Addresses)
-		}
+		rep = SweepStale(st, now, c, !dryRun)
 		if dryRun {
 			return false, nil
-		}
-		for _, x := range rep.Stale {
-			st.DeleteInventory(x.Hash)
 		}
 		s.serveWaiting(st, now)
 		return true, nil

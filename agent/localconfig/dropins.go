@@ -15,6 +15,7 @@ import (
 
 	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/safefile"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -126,7 +127,7 @@ func checkDropIn(files host.FS, p string, dir bool) error {
 	}
 	switch {
 	case fi.Mode().Type() != want:
-		return errclass.Configf("drop-in %s: not %s (%s): drop-ins are read only from real files and directories", files.Path(p), kind, fileKind(fi.Mode()))
+		return errclass.Configf("drop-in %s: not %s (%s): drop-ins are read only from real files and directories", files.Path(p), kind, safefile.Kind(fi.Mode()))
 	}
 	return trusted(files, p, fi, "drop-in")
 }
@@ -185,18 +186,6 @@ func trusted(files host.FS, p string, fi fs.FileInfo, what string) error {
 		return errclass.Configf("%s %s: owned by uid %d, not root: %s", what, files.Path(p), st.Uid, why)
 	}
 	return nil
-}
-
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeSymlink != 0:
-		return "a symlink"
-	case m.IsDir():
-		return "a directory"
-	case m.IsRegular():
-		return "a regular file"
-	}
-	return "a special file"
 }
 
 // mergeDropIns merges the drop-ins into doc (the config file's, from

@@ -148,7 +148,7 @@ func TestDropInRefused(t *testing.T) {
 			mkdir(t, root, "/run/nodereg")
 			symlink(t, filepath.Join(root, "etc/x"), filepath.Join(root, dir))
 		}},
-		{"fifo", "not a regular file (a special file)", func(t *testing.T, root string) {
+		{"fifo", "not a regular file (a FIFO)", func(t *testing.T, root string) {
 			mkdir(t, root, dir)
 			if err := mkfifo(filepath.Join(root, dir, "50-x.yaml")); err != nil {
 				t.Skip("no mkfifo here:", err)

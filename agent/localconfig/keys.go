@@ -9,6 +9,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/bootstrap"
+	"github.com/nodereg/nodereg/internal/editdist"
 	"github.com/nodereg/nodereg/netpolicy"
 	"github.com/nodereg/nodereg/protocol"
 )
@@ -108,7 +109,7 @@ func closest(key string, names []string) string {
 	norm := strings.ToLower(strings.ReplaceAll(key, "_", "-"))
 	best, bestD := "", -1
 	for _, n := range names {
-		d := editDistance(norm, strings.ToLower(n))
+		d := editdist.Levenshtein(norm, strings.ToLower(n))
 		if bestD < 0 || d < bestD {
 			best, bestD = n, d
 		}
@@ -117,24 +118,4 @@ func closest(key string, names []string) string {
 		return ""
 	}
 	return best
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -116,17 +116,6 @@ func TestCAIsReadUnderRootAndCheckedAtLoad(t *testing.T) {
 	}
 }
 
-func TestEditDistance(t *testing.T) {
-	for _, c := range []struct {
-		a, b string
-		d    int
-	}{{"", "", 0}, {"abc", "abc", 0}, {"tpm-devce", "tpm-device", 1}, {"kitten", "sitting", 3}} {
-		if got := editDistance(c.a, c.b); got != c.d {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", c.a, c.b, got, c.d)
-		}
-	}
-}
-
 // elemental.registration.nmstate is local: read from the file (no
 // unknown-key warning), overridden by --nmstate, checked with the key
 // named, and never set by a server reply decoded onto the config.

@@ -116,17 +116,7 @@ func prune(path string, c store.StaleCriteria, remove bool) (server.StaleReport,
 	defer st.Close()
 	var rep server.StaleReport
 	err = st.Update(func(s *store.State) (bool, error) {
-		rep = server.StaleReport{Stale: s.Stale(time.Now(), c), Removed: remove}
-		if rep.Stale == nil {
-			rep.Stale = []store.Stale{}
-		}
-		rep.Count = len(rep.Stale)
-		for _, x := range rep.Stale {
-			rep.Addresses += len(x.Addresses)
-			if remove {
-				s.DeleteInventory(x.Hash)
-			}
-		}
+		rep = server.SweepStale(s, time.Now(), c, remove)
 		return remove, nil
 	})
 	return rep, err

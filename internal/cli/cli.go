@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/nodereg/nodereg/internal/editdist"
 )
 
 // ExitUsage is EX_USAGE (sysexits.h): the command line is wrong.
@@ -209,33 +211,11 @@ func flagSuggestion(cmd *cobra.Command, err error) string {
 			return
 		}
 		seen[f.Name] = true
-		if d := distance(typed, f.Name); d <= 2 || (len(typed) >= 3 && strings.HasPrefix(f.Name, typed)) {
+		if d := editdist.Levenshtein(strings.ToLower(typed), strings.ToLower(f.Name)); d <= 2 || (len(typed) >= 3 && strings.HasPrefix(f.Name, typed)) {
 			names = append(names, "--"+f.Name)
 		}
 	}
 	cmd.LocalFlags().VisitAll(visit)
 	cmd.InheritedFlags().VisitAll(visit)
 	return didYouMean(names)
-}
-
-// distance is the Levenshtein distance of a and b, case-insensitive.
-func distance(a, b string) int {
-	a, b = strings.ToLower(a), strings.ToLower(b)
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
 }

@@ -120,19 +120,7 @@ func (r Root) OpenDevice(p string) (io.ReadWriteCloser, error) {
 	} else if err := charDevice(name, fi); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(name, os.O_RDWR, 0)
-	if err != nil {
-		return nil, err
-	}
-	fi, err := f.Stat()
-	if err == nil {
-		err = charDevice(name, fi)
-	}
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	return f, nil
+	return safefile.OpenAs(name, os.O_RDWR, charDevice)
 }
 
 // ErrNotDevice: OpenDevice was given something other than a character

@@ -51,16 +51,24 @@ func Open(path string) (*os.File, error) {
 // openChecked is Open without the early look: the type is checked on the
 // opened file only.
 func openChecked(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	return OpenAs(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, regular)
+}
+
+// OpenAs opens path with flag and hands the opened file's type to check,
+// closing the file when check refuses it: the check is on what was opened,
+// so a swap after an earlier look changes nothing. With O_NOFOLLOW a
+// symlink at path is ErrSymlink.
+func OpenAs(path string, flag int, check func(path string, fi fs.FileInfo) error) (*os.File, error) {
+	f, err := os.OpenFile(path, flag, 0)
 	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
+		if flag&syscall.O_NOFOLLOW != 0 && errors.Is(err, syscall.ELOOP) {
 			return nil, &fs.PathError{Op: "open", Path: path, Err: ErrSymlink}
 		}
 		return nil, err
 	}
 	fi, err := f.Stat()
 	if err == nil {
-		err = regular(path, fi)
+		err = check(path, fi)
 	}
 	if err != nil {
 		f.Close()
@@ -84,6 +92,8 @@ func regular(path string, fi fs.FileInfo) error {
 // device").
 func Kind(m fs.FileMode) string {
 	switch {
+	case m&fs.ModeSymlink != 0:
+		return "a symlink"
 	case m&fs.ModeNamedPipe != 0:
 		return "a FIFO"
 	case m&fs.ModeSocket != 0:

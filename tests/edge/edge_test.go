@@ -54,7 +54,7 @@ var fileFuncs = map[string]map[string]bool{
 	// The parts of the edge: their pure helpers (CheckPEM, Kind, IsTemp,
 	// the error values) may be used anywhere, their file calls only
 	// through internal/host.
-	module + "/internal/safefile":   set("Open", "ReadFile", "ReadPEM", "SetAside"),
+	module + "/internal/safefile":   set("Open", "OpenAs", "ReadFile", "ReadPEM", "SetAside"),
 	module + "/internal/atomicfile": set("Write", "Remove", "RemoveStale", "SyncDir"),
 	module + "/internal/statelock":  set("Acquire"),
 }
