@@ -3,11 +3,12 @@ package nmstate
 import (
 	"bytes"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
 
 var seedDesired = []byte(strings.ReplaceAll(seedTemplate, "{inventory-ip}", "10.88.0.2"))
@@ -28,10 +29,7 @@ func BenchmarkSeedTemplate(b *testing.B) {
 // ([[name, text], ...] under NetworkManager, what apply's parseGC reads).
 // The real nmstatectl does more work per call; this is a lower bound.
 func BenchmarkSeedTemplateStandIn(b *testing.B) {
-	bin := filepath.Join(b.TempDir(), "nmstatectl")
-	if out, err := exec.Command("go", "build", "-o", bin, "../tests/stubs/nmstatectl").CombinedOutput(); err != nil {
-		b.Fatalf("building the stand-in: %v: %s", err, out)
-	}
+	bin := testbin.NmstatectlStub(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		cmd := exec.Command(bin, "gc", "-")

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
 
 // A real go test run of a module with a passing, a skipping and a failing
@@ -29,10 +31,7 @@ func TestSub(t *testing.T) {
 	t.Run("inner", func(t *testing.T) { t.Skipf("no %s here", "netns") })
 }
 `)
-	bin := filepath.Join(t.TempDir(), "gotest")
-	if b, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, b)
-	}
+	bin := testbin.Build(t, "./tests/gotest")
 	skips := filepath.Join(t.TempDir(), "skips.txt")
 	for _, verbose := range []bool{false, true} {
 		os.Remove(skips)

@@ -1,0 +1,85 @@
+package testbin
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// The cache key follows the source a build reads and nothing else: an
+// edit to a source file, a new file or a renamed one changes it; a test
+// file, version control or bin/ does not.
+func TestSourceKey(t *testing.T) {
+	root := t.TempDir()
+	write := func(rel, text string) {
+		t.Helper()
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := func() string {
+		t.Helper()
+		k, err := sourceKey(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	write("go.mod", "module example\n")
+	write("a/a.go", "package a\n")
+	first := key()
+	for _, rel := range []string{"a/a_test.go", ".git/HEAD", "bin/agent", "tmp/x", "a/a.test"} {
+		write(rel, "anything")
+		if k := key(); k != first {
+			t.Errorf("writing %s changed the key", rel)
+		}
+	}
+	write("a/a.go", "package a // edited\n")
+	edited := key()
+	if edited == first {
+		t.Error("editing a/a.go left the key as it was")
+	}
+	write("a/b.txt", "embedded, perhaps")
+	if key() == edited {
+		t.Error("a new non-test file left the key as it was")
+	}
+	os.Rename(filepath.Join(root, "a/b.txt"), filepath.Join(root, "a/c.txt"))
+	if key() == edited {
+		t.Error("a renamed file gave an earlier key")
+	}
+}
+
+// Two processes' worth of Path calls for the same binary build it once:
+// the second finds the first's binary under the lock.
+func TestBuildOnceReusesTheBinary(t *testing.T) {
+	t.Setenv(EnvCache, t.TempDir())
+	dir, err := cacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "nmstatectl")
+	if err := buildOnce(out, "./tests/stubs/nmstatectl", nil); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := buildOnce(out, "./tests/stubs/nmstatectl", nil); err != nil {
+		t.Fatal(err)
+	}
+	again, err := os.Stat(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !os.SameFile(fi, again) || !fi.ModTime().Equal(again.ModTime()) {
+		t.Error("the second buildOnce built the binary again")
+	}
+	if m, _ := filepath.Glob(out + ".tmp*"); len(m) != 0 {
+		t.Errorf("temporary builds left behind: %v", m)
+	}
+}
