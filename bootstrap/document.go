@@ -10,6 +10,7 @@ import (
 
 	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/termsafe"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -57,6 +58,7 @@ func FromDocument(b []byte) (*Config, string, error) {
 	if ns := scalar(lookup(&doc, "metadata", "namespace")); ns != "" {
 		name = ns + "/" + name
 	}
+	name = termsafe.Quote(name)
 	switch kind := scalar(lookup(&doc, "kind")); kind {
 	case "SeedImage":
 		cloud, what = lookup(&doc, "spec", "cloud-config"), "SeedImage "+name+" spec.cloud-config"
@@ -88,7 +90,7 @@ func fromCloudConfig(cloud *yaml.Node, what string, budget *protocol.YAMLBudget)
 	var conf *Config
 	seen := 0
 	for i := 0; i+1 < len(stages.Content); i += 2 {
-		stage, steps := stages.Content[i].Value, stages.Content[i+1]
+		stage, steps := termsafe.Quote(stages.Content[i].Value), stages.Content[i+1]
 		if steps.Kind != yaml.SequenceNode {
 			continue
 		}
@@ -101,7 +103,8 @@ func fromCloudConfig(cloud *yaml.Node, what string, budget *protocol.YAMLBudget)
 				if seen++; seen > maxCloudFiles {
 					return nil, "", errclass.Configf("%s: more than %d files", what, maxCloudFiles)
 				}
-				p, content := scalar(lookup(f, "path")), scalar(lookup(f, "content"))
+				raw, content := scalar(lookup(f, "path")), scalar(lookup(f, "content"))
+				p := termsafe.Quote(raw) // for messages; the check takes the path as it is
 				parsed, err := budget.Parse([]byte(content))
 				if errors.Is(err, protocol.ErrYAMLTooLarge) {
 					return nil, "", errclass.Configf("%s, stage %s, file %s: %w", what, stage, p, err)
@@ -114,7 +117,7 @@ func fromCloudConfig(cloud *yaml.Node, what string, budget *protocol.YAMLBudget)
 				if enc := scalar(lookup(f, "encoding")); enc != "" {
 					return nil, "", errclass.Configf("%s: encoding %s: write the drop-in as plain text", where, enc)
 				}
-				if !readAsDropIn(p) {
+				if !readAsDropIn(raw) {
 					return nil, "", errclass.Configf("%s: the agent reads no drop-in there: want a *.yaml file in %s", where, strings.Join(DropInDirs, ", "))
 				}
 				c, err := FromConfigNode(&inner)

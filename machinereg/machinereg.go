@@ -20,6 +20,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/internal/termsafe"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -39,7 +40,7 @@ type PoolRef struct {
 	Name     string `yaml:"name"`
 }
 
-func (p PoolRef) String() string { return p.Kind + " " + p.Name }
+func (p PoolRef) String() string { return termsafe.Quote(p.Kind) + " " + termsafe.Quote(p.Name) }
 
 // template is the operator's NetworkTemplate (spec.config.network).
 type template struct {
@@ -85,7 +86,9 @@ func Parse(b []byte) (*Input, error) {
 			return nil, fmt.Errorf("kind %s (apiVersion %s): %s", kind.Value, scalar(value(top, "apiVersion")), Shapes)
 		}
 		meta := value(top, "metadata")
-		in.What = fmt.Sprintf("MachineRegistration %s/%s", scalar(value(meta, "namespace")), scalar(value(meta, "name")))
+		// The resource's own strings: quoted if they would act on the
+		// terminal that prints them.
+		in.What = "MachineRegistration " + termsafe.Quote(scalar(value(meta, "namespace"))+"/"+scalar(value(meta, "name")))
 		if net = value(value(value(top, "spec"), "config"), "network"); net == nil {
 			return nil, fmt.Errorf("%s has no spec.config.network: the node gets no network config from it", in.What)
 		}

@@ -23,6 +23,7 @@ import (
 	"github.com/nodereg/nodereg/agent/exitcode"
 	cmdline "github.com/nodereg/nodereg/internal/cli"
 	"github.com/nodereg/nodereg/internal/logging"
+	"github.com/nodereg/nodereg/internal/termsafe"
 )
 
 // version is set by the Makefile with -ldflags.
@@ -35,24 +36,33 @@ func main() {
 // cli is what every command shares: the program name, the streams and the
 // persistent flags.
 type cli struct {
-	name           string
-	stdout, stderr io.Writer
-	root           string
-	debug          logging.Debug
-	logFormat      *choice
+	name string
+	// stdout and stderr escape what would act on the terminal
+	// (termsafe); logOut is stderr as given, for the logger, which
+	// escapes messages itself and colours only a terminal.
+	stdout, stderr, logOut io.Writer
+	root                   string
+	debug                  logging.Debug
+	logFormat              *choice
 	// lastRegister is the registration flags of the tree, for tests.
 	lastRegister *registerFlags
 }
 
 // execute runs the command line and returns the exit status.
 func execute(name string, args []string, stdout, stderr io.Writer) int {
-	c := &cli{name: name, stdout: stdout, stderr: stderr}
-	return cmdline.Execute(c.command(), args, stderr)
+	// Everything printed may hold a resource's or a server's strings (a
+	// MachineRegistration's name, a rendered keyfile, an error quoting a
+	// reply): one filter for every path that prints.
+	out, errOut := &termsafe.Writer{W: stdout}, &termsafe.Writer{W: stderr}
+	defer out.Flush()
+	defer errOut.Flush()
+	c := &cli{name: name, stdout: out, stderr: errOut, logOut: stderr}
+	return cmdline.Execute(c.command(), args, errOut)
 }
 
 // logger builds the logger from --log-format and --debug.
 func (c *cli) logger() (*logrus.Entry, error) {
-	return logging.New(logging.Options{Format: c.logFormat.value, Debug: c.debug, Out: c.stderr})
+	return logging.New(logging.Options{Format: c.logFormat.value, Debug: c.debug, Out: c.logOut})
 }
 
 // signalContext is cancelled by SIGINT or SIGTERM, with the signal as the

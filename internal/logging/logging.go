@@ -15,6 +15,8 @@ import (
 	"github.com/coreos/go-systemd/v22/journal"
 	"github.com/sirupsen/logrus"
 	"golang.org/x/sys/unix"
+
+	"github.com/nodereg/nodereg/internal/termsafe"
 )
 
 // Formats accepted by --log-format.
@@ -145,7 +147,7 @@ func New(o Options) (*logrus.Entry, error) {
 	}
 	l := logrus.New()
 	l.Out = o.Out
-	l.Formatter = &filtered{inner: f, showLibraries: o.Debug == DebugAll}
+	l.Formatter = &filtered{inner: f, showLibraries: o.Debug == DebugAll, escapeMessage: f == logrus.Formatter(text) && colour}
 	if o.Debug != DebugOff {
 		l.Level = logrus.DebugLevel
 	}
@@ -156,11 +158,21 @@ func New(o Options) (*logrus.Entry, error) {
 type filtered struct {
 	inner         logrus.Formatter
 	showLibraries bool
+	// escapeMessage: the text formatter in colour prints the message raw
+	// (without colour it quotes it, and json escapes it).
+	escapeMessage bool
 }
 
 func (f *filtered) Format(e *logrus.Entry) ([]byte, error) {
 	if src, _ := e.Data[SourceField].(string); src == SourceGHW && !f.showLibraries {
 		return nil, nil
+	}
+	// A message may quote a server or a resource. Escaped here, the
+	// colours the formatter adds stay.
+	if safe := termsafe.Text(e.Message); f.escapeMessage && safe != e.Message {
+		c := *e
+		c.Message = safe
+		return f.inner.Format(&c)
 	}
 	return f.inner.Format(e)
 }

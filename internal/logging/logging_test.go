@@ -160,3 +160,29 @@ func TestFieldName(t *testing.T) {
 		}
 	}
 }
+
+// A message quoting a server or a resource cannot act on the terminal: on
+// a terminal the text formatter prints the message raw (only without
+// colour does it quote it), so the logger escapes it; its own colours stay
+// (issue 37).
+func TestMessageControlCharactersEscapedOnATerminal(t *testing.T) {
+	tty := func(io.Writer) bool { return true }
+	for _, isTTY := range []bool{true, false} {
+		var out bytes.Buffer
+		o := logging.Options{Out: &out, Getenv: env()}
+		if isTTY {
+			o.IsTerminal = tty
+		}
+		newLog(t, o).Warn("server said: \x1b]0;owned\a\x1b[2J done")
+		got := out.String()
+		if strings.Contains(got, "\x1b]") || strings.Contains(got, "\x1b[2J") || strings.Contains(got, "\a") {
+			t.Errorf("terminal %v: a raw control sequence reached the output: %q", isTTY, got)
+		}
+		if !strings.Contains(got, `\x1b]0;owned`) {
+			t.Errorf("terminal %v: the message is not there escaped: %q", isTTY, got)
+		}
+		if isTTY && !strings.Contains(got, "\x1b[33m") {
+			t.Errorf("the logger's own colour is lost: %q", got)
+		}
+	}
+}
