@@ -50,8 +50,10 @@ func DropInDirs(configPath string) []string {
 // directories that are not links, each of them and every directory above
 // them up to "/" (the root of files) owned by root and writable by no one
 // else (trusted): a drop-in decides the registration URL, the network
-// policy and the bootstrap network. A missing directory has none.
-func readDropIns(files host.FS, configPath string) ([]dropIn, error) {
+// policy and the bootstrap network. A missing directory has none. Each is
+// parsed within budget, the one the config file took its share of: the
+// drop-ins are merged into one config.
+func readDropIns(files host.FS, configPath string, budget *protocol.YAMLBudget) ([]dropIn, error) {
 	var out []dropIn
 	var total int64
 	for _, dir := range DropInDirs(configPath) {
@@ -70,7 +72,7 @@ func readDropIns(files host.FS, configPath string) ([]dropIn, error) {
 			}
 			total += int64(len(b))
 			d := dropIn{Path: files.Path(p)}
-			doc, err := protocol.ParseYAML(b)
+			doc, err := budget.Parse(b)
 			if err != nil {
 				return nil, errclass.Configf("drop-in %s: %w", d.Path, err)
 			}

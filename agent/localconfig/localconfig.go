@@ -227,13 +227,16 @@ func parse(files host.FS, path string, sayMissing bool) (*File, error) {
 	if err != nil {
 		return nil, errclass.Configf("reading config file: %w", err)
 	}
-	doc, err := protocol.ParseYAML(b)
+	// One budget for the file and its drop-ins, merged into one config:
+	// each document under it, and hundreds of drop-ins no more than one.
+	var budget protocol.YAMLBudget
+	doc, err := budget.Parse(b)
 	if err != nil {
 		return nil, errclass.Configf("config file %s: %w", f.Path, err)
 	}
 	f.doc = *doc
 	f.unknown = unknownKeys(f.Path, &f.doc)
-	ins, err := readDropIns(files, path)
+	ins, err := readDropIns(files, path, &budget)
 	if err != nil {
 		return nil, err
 	}

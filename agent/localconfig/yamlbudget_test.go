@@ -15,7 +15,8 @@ import (
 // drop-in are each held to one alias and node budget for the whole
 // document (protocol.YAMLBudget), not one per value (issue 37). At the
 // edge, a document one alias (1024 nodes) under the budget is read and
-// one just over is refused, naming the file; so is the issue's
+// one just over is refused, naming the file (and the drop-in that takes
+// the file and its drop-ins, merged into one config, over it); so is the issue's
 // amplification shape, 7 KB of anchors used once per cloud-config value
 // (about 23 million nodes), which each value alone kept under the budget.
 func TestConfigAndDropInsHeldToOneYAMLBudget(t *testing.T) {
@@ -45,12 +46,18 @@ func TestConfigAndDropInsHeldToOneYAMLBudget(t *testing.T) {
 		{"drop-in, under", base, inDropIn(testutil.AliasBulk("    ", "x-bulk", under)), ""},
 		{"drop-in, over", base, inDropIn(testutil.AliasBulk("    ", "x-bulk", over)), "50-x.yaml"},
 		{"drop-in, amplified", base, dropInAmplified, "50-x.yaml"},
+		// Merged into one config, the file and its drop-ins share one
+		// budget: two drop-ins each half of it, with the file, cross it.
+		{"two drop-ins, together over", base, inDropIn(testutil.AliasBulk("    ", "x-bulk", under/2+1)), "60-y.yaml"},
 	} {
 		t.Run(strings.ReplaceAll(c.name, " ", ""), func(t *testing.T) {
 			root := t.TempDir()
 			writeConfig(t, root, c.config)
 			if c.dropIn != "" {
 				writeFile(t, root, dropInDir+"/50-x.yaml", c.dropIn, 0o600)
+			}
+			if c.refused == "60-y.yaml" {
+				writeFile(t, root, dropInDir+"/60-y.yaml", c.dropIn, 0o600)
 			}
 			_, err := Read(host.Root(root), host.ConfigFile, Overrides{}, nil)
 			if c.refused == "" {
