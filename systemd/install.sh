@@ -186,16 +186,25 @@ stage() {
 		d="$DESTDIR$t"
 		mkdir -p "$(dirname "$d")"
 		n="$d.nodereg-new"
-		staged="$staged $n"
+		# Each staging name is made new (noclobber, ln without -f): one
+		# that appeared since the check (a link planted meanwhile) fails
+		# the install, is neither written through nor removed as ours.
 		case "$kind" in
 		file)
+			set -C
+			: >"$n"
+			set +C
+			staged="$staged $n"
 			case "$t" in
 			"$SYSTEMD_UNITDIR"/*) sed "s|$DEFAULT_AGENT|$NODEREG_AGENT|g" "$arg" >"$n" ;;
-			*) cp "$arg" "$n" ;;
+			*) cat "$arg" >"$n" ;;
 			esac
 			chmod "$mode" "$n" ;;
-		link) ln -sfn "$arg" "$n" ;;
-		mask) ln -sfn /dev/null "$n" ;;
+		link | mask)
+			to=$arg
+			[ "$kind" = link ] || to=/dev/null
+			ln -sn "$to" "$n"
+			staged="$staged $n" ;;
 		esac
 	done <<EOF
 $1

@@ -2,6 +2,7 @@ package systemd
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -97,4 +98,42 @@ func modesOf(t *testing.T, root string) map[string]string {
 		m[p] = fi.Mode().String()
 	}
 	return m
+}
+
+// TestInstallStagingNamePlantedMidway: a staging name planted after the
+// check, while the install runs (here by a mkdir on PATH that plants it
+// the moment the install makes usr/sbin), is neither written through nor
+// removed: the install fails, the file outside and the planted link are
+// as they were, and nothing is installed.
+func TestInstallStagingNamePlantedMidway(t *testing.T) {
+	agent, _ := builtAgent(t)
+	root := filepath.Join(t.TempDir(), "root")
+	outside := t.TempDir()
+	victim := filepath.Join(outside, "victim")
+	must(t, os.WriteFile(victim, []byte("precious\n"), 0o600))
+	staging := filepath.Join(root, "usr/sbin/nodereg-agent.nodereg-new")
+	realMkdir, err := exec.LookPath("mkdir")
+	if err != nil {
+		t.Skip("no mkdir")
+	}
+	bin := t.TempDir()
+	wrapper := "#!/bin/sh\n" + realMkdir + " \"$@\" || exit\n" +
+		"[ -e '" + staging + "' ] || [ -L '" + staging + "' ] || ln -s '" + victim + "' '" + staging + "' 2>/dev/null\nexit 0\n"
+	must(t, os.WriteFile(filepath.Join(bin, "mkdir"), []byte(wrapper), 0o755))
+	out, err := runMake(t, "DESTDIR="+root, "AGENT_BIN="+agent, "PATH="+bin+":"+os.Getenv("PATH"))
+	if err == nil {
+		t.Fatalf("make install with a staging name planted midway succeeded:\n%s", out)
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "precious\n" {
+		t.Errorf("written through the planted staging name: %q", b)
+	}
+	if fi, err := os.Stat(victim); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the file outside changed mode: %v %v", fi.Mode(), err)
+	}
+	if got, err := os.Readlink(staging); err != nil || got != victim {
+		t.Errorf("the planted link was removed or changed: %q %v", got, err)
+	}
+	if _, err := os.Lstat(filepath.Join(root, "usr/sbin/nodereg-agent")); err == nil {
+		t.Errorf("the agent was installed although the install failed")
+	}
 }
