@@ -8,11 +8,11 @@ import (
 	"path"
 	"slices"
 
-	"github.com/mudler/yip/pkg/schema"
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/state"
+	"github.com/nodereg/nodereg/internal/yipschema"
 )
 
 // ReloadError says the agent's network files are removed but
@@ -111,7 +111,7 @@ func (a *Applier) applicatorFiles() ([]state.ManifestFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the applicator: %w", err)
 	}
-	var y schema.YipConfig
+	var y yipschema.Config
 	if err := yaml.Unmarshal(b, &y); err != nil {
 		return nil, fmt.Errorf("reading the applicator %s: %w", a.host(file), err)
 	}

@@ -6,10 +6,10 @@ import (
 	"path"
 	"strings"
 
-	"github.com/mudler/yip/pkg/schema"
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/yipschema"
 )
 
 const (
@@ -42,21 +42,21 @@ const applicatorHeader = "# Written by nodereg-agent; replaced or removed by it 
 // at every boot. Only fields Elemental's rancher/yip engine also honours are
 // used: name, if, directories, files.
 func buildApplicator(keyfileDir string, kfs []Keyfile) ([]byte, error) {
-	step := schema.Stage{
+	step := yipschema.Stage{
 		Name:        keyfileStep,
 		If:          notLive + " && " + wholeFile,
-		Directories: []schema.Directory{{Path: keyfileDir, Permissions: 0o755}},
+		Directories: []yipschema.Directory{{Path: keyfileDir, Permissions: 0o755}},
 	}
 	for _, kf := range kfs {
-		step.Files = append(step.Files, schema.File{
+		step.Files = append(step.Files, yipschema.File{
 			Path:        path.Join(keyfileDir, kf.Name),
 			Permissions: 0o600,
 			Content:     NeutraliseTemplate(string(kf.Content)),
 		})
 	}
-	cfg := schema.YipConfig{
+	cfg := yipschema.Config{
 		Name:   applicatorName,
-		Stages: map[string][]schema.Stage{"initramfs": {step}},
+		Stages: map[string][]yipschema.Stage{"initramfs": {step}},
 	}
 	var doc yaml.Node
 	if err := doc.Encode(&cfg); err != nil {
@@ -79,7 +79,7 @@ func buildApplicator(keyfileDir string, kfs []Keyfile) ([]byte, error) {
 
 // guardsFirst puts each step's name and if before its files: a prefix of
 // the file that names a keyfile then also holds the guard that skips it
-// (schema.Stage declares if after files, and yaml keeps that order).
+// (yipschema.Stage declares if after files, and yaml keeps that order).
 func guardsFirst(doc *yaml.Node) {
 	for _, stages := range mappingValues(doc, "stages") {
 		for _, seq := range stages.Content {

@@ -7,11 +7,11 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/mudler/yip/pkg/schema"
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/yipschema"
 )
 
 // OEM mount points while the elemental toolkit runs a hook (docs/protocol.md §8.4).
@@ -35,22 +35,22 @@ type hookFile struct {
 func finalizeHook(stage, oem string, files []hookFile) ([]byte, error) {
 	sorted := slices.Clone(files)
 	slices.SortFunc(sorted, func(a, b hookFile) int { return strings.Compare(a.name, b.name) })
-	var steps []schema.Stage
+	var steps []yipschema.Stage
 	for _, f := range sorted {
 		if !plainRelative(f.name) {
 			return nil, fmt.Errorf("hook file %q: not a plain relative path", f.name)
 		}
 		dst := path.Join(oem, f.name)
-		st := schema.Stage{
+		st := yipschema.Stage{
 			Name:  "nodereg " + f.name,
-			Files: []schema.File{{Path: dst, Permissions: 0o600, Content: apply.NeutraliseTemplate(string(f.content))}},
+			Files: []yipschema.File{{Path: dst, Permissions: 0o600, Content: apply.NeutraliseTemplate(string(f.content))}},
 		}
 		if d := path.Dir(dst); d != oem {
-			st.Directories = []schema.Directory{{Path: d, Permissions: 0o700}}
+			st.Directories = []yipschema.Directory{{Path: d, Permissions: 0o700}}
 		}
 		steps = append(steps, st)
 	}
-	cfg := schema.YipConfig{Name: "Elemental Finalize System", Stages: map[string][]schema.Stage{stage: steps}}
+	cfg := yipschema.Config{Name: "Elemental Finalize System", Stages: map[string][]yipschema.Stage{stage: steps}}
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
@@ -76,11 +76,11 @@ func plainRelative(name string) bool {
 // installed system once, and are owned by the running agent afterwards
 // (docs/protocol.md §8.4 guards).
 func initramfsFile(name, dst string, content []byte) ([]byte, error) {
-	cfg := schema.YipConfig{Name: name, Stages: map[string][]schema.Stage{"initramfs": {{
+	cfg := yipschema.Config{Name: name, Stages: map[string][]yipschema.Stage{"initramfs": {{
 		Name:        name,
 		If:          "[ ! -f " + dst + " ]",
-		Directories: []schema.Directory{{Path: path.Dir(dst), Permissions: 0o700}},
-		Files:       []schema.File{{Path: dst, Permissions: 0o600, Content: apply.NeutraliseTemplate(string(content))}},
+		Directories: []yipschema.Directory{{Path: path.Dir(dst), Permissions: 0o700}},
+		Files:       []yipschema.File{{Path: dst, Permissions: 0o600, Content: apply.NeutraliseTemplate(string(content))}},
 	}}}}
 	b, err := yaml.Marshal(&cfg)
 	if err != nil {
@@ -94,16 +94,16 @@ func initramfsFile(name, dst string, content []byte) ([]byte, error) {
 func initramfsFiles(name string, files []agentFile) ([]byte, error) {
 	sorted := slices.Clone(files)
 	slices.SortFunc(sorted, func(a, b agentFile) int { return strings.Compare(a.path, b.path) })
-	st := schema.Stage{Name: name}
+	st := yipschema.Stage{Name: name}
 	dirs := map[string]bool{}
 	for _, f := range sorted {
 		if d := path.Dir(f.path); !dirs[d] {
 			dirs[d] = true
-			st.Directories = append(st.Directories, schema.Directory{Path: d, Permissions: 0o700})
+			st.Directories = append(st.Directories, yipschema.Directory{Path: d, Permissions: 0o700})
 		}
-		st.Files = append(st.Files, schema.File{Path: f.path, Permissions: 0o600, Content: apply.NeutraliseTemplate(string(f.content))})
+		st.Files = append(st.Files, yipschema.File{Path: f.path, Permissions: 0o600, Content: apply.NeutraliseTemplate(string(f.content))})
 	}
-	b, err := yaml.Marshal(&schema.YipConfig{Name: name, Stages: map[string][]schema.Stage{"initramfs": {st}}})
+	b, err := yaml.Marshal(&yipschema.Config{Name: name, Stages: map[string][]yipschema.Stage{"initramfs": {st}}})
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s: %w", name, err)
 	}
