@@ -62,13 +62,7 @@ func (s *stubEnv) applier(root string, extraEnv ...string) *Applier {
 
 func writeFile(t testing.TB, root, p, content string, perm os.FileMode) {
 	t.Helper()
-	full := filepath.Join(root, p)
-	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(full, []byte(content), perm); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteFile(t, root, p, content, perm)
 }
 
 func readFile(t testing.TB, root, p string) string {

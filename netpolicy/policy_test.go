@@ -3,7 +3,6 @@ package netpolicy
 import (
 	"errors"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/testutil"
 )
 
 const goodKeyfile = "[connection]\nid=eth0\nuuid=0f2e8c2e-6b1d-4a0e-9a8e-3b5c2d7f1a01\ntype=ethernet\ninterface-name=eth0\n\n[ethernet]\n\n[ipv4]\naddress1=192.168.122.10/24,192.168.122.1\ndns=192.168.122.1;\nmethod=manual\n\n[ipv6]\nmethod=disabled\n\n[proxy]\n"
@@ -139,16 +139,7 @@ func TestStateRules(t *testing.T) {
 // writeProfile puts a keyfile where NetworkManager loads it, root-only.
 func writeProfile(t *testing.T, root, hostPath, text string, mode os.FileMode) {
 	t.Helper()
-	p := filepath.Join(root, hostPath)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(text), mode); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(p, mode); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteFile(t, root, hostPath, text, mode)
 }
 
 func TestForeignProfiles(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 	"github.com/jaypipes/ghw/pkg/memory"
 
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/testutil"
 )
 
 // countingFS is the host edge with a tally of every read that reaches it.
@@ -181,13 +182,7 @@ func richTree(t *testing.T) string {
 	root := t.TempDir()
 	write := func(p, s string) {
 		t.Helper()
-		f := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(f), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(f, []byte(s), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		testutil.WriteFile(t, root, p, s, 0o644)
 	}
 	link := func(p, target string) {
 		t.Helper()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/testutil"
 )
 
 // operatorConfig is a config as the operator generates it from a
@@ -40,16 +41,7 @@ const bootstrapDropIn = `elemental:
 
 func writeFile(t *testing.T, root, p, text string, perm os.FileMode) {
 	t.Helper()
-	full := filepath.Join(root, filepath.FromSlash(p))
-	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(full, []byte(text), perm); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(full, perm); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteFile(t, root, p, text, perm)
 }
 
 func TestDropInBringsTheBootstrapBlock(t *testing.T) {

@@ -23,6 +23,17 @@ import (
 	"github.com/sirupsen/logrus"
 )
 
+// WriteFile writes text at p below root, making the directories on the way
+// (0755), with exactly perm whatever the umask: the scratch files tests
+// lay out for the code under test to read.
+func WriteFile(tb testing.TB, root, p, text string, perm os.FileMode) {
+	tb.Helper()
+	full := filepath.Join(root, filepath.FromSlash(p))
+	Must(tb, os.MkdirAll(filepath.Dir(full), 0o755))
+	Must(tb, os.WriteFile(full, []byte(text), perm))
+	Must(tb, os.Chmod(full, perm))
+}
+
 // Must fails tb on err.
 func Must(tb testing.TB, err error) {
 	tb.Helper()

@@ -232,35 +232,29 @@ func assigned(n ast.Node) []ast.Expr {
 // env) outside newEnv.
 func envWrites(c *agentCode) []string {
 	var bad []string
-	c.eachFunc(func(name string, body ast.Node) {
-		if name == envMaker {
-			return
-		}
-		ast.Inspect(body, func(n ast.Node) bool {
-			for _, lhs := range assigned(n) {
-				for x := lhs; x != nil; {
-					if tv, ok := c.info.Types[x]; ok && isEnv(tv.Type) && x == lhs {
-						bad = append(bad, fmt.Sprintf("%s: %s assigns a whole env: the environment is fixed in %s", c.pos(lhs), name, envMaker))
+	c.outsideEnvMaker(func(name string, n ast.Node) {
+		for _, lhs := range assigned(n) {
+			for x := lhs; x != nil; {
+				if tv, ok := c.info.Types[x]; ok && isEnv(tv.Type) && x == lhs {
+					bad = append(bad, fmt.Sprintf("%s: %s assigns a whole env: the environment is fixed in %s", c.pos(lhs), name, envMaker))
+				}
+				switch e := x.(type) {
+				case *ast.SelectorExpr:
+					if sel := c.info.Selections[e]; sel != nil && sel.Kind() == types.FieldVal && isEnv(sel.Recv()) {
+						bad = append(bad, fmt.Sprintf("%s: %s assigns env.%s: the environment is fixed in %s", c.pos(lhs), name, e.Sel.Name, envMaker))
 					}
-					switch e := x.(type) {
-					case *ast.SelectorExpr:
-						if sel := c.info.Selections[e]; sel != nil && sel.Kind() == types.FieldVal && isEnv(sel.Recv()) {
-							bad = append(bad, fmt.Sprintf("%s: %s assigns env.%s: the environment is fixed in %s", c.pos(lhs), name, e.Sel.Name, envMaker))
-						}
-						x = e.X
-					case *ast.IndexExpr:
-						x = e.X
-					case *ast.StarExpr:
-						x = e.X
-					case *ast.ParenExpr:
-						x = e.X
-					default:
-						x = nil
-					}
+					x = e.X
+				case *ast.IndexExpr:
+					x = e.X
+				case *ast.StarExpr:
+					x = e.X
+				case *ast.ParenExpr:
+					x = e.X
+				default:
+					x = nil
 				}
 			}
-			return true
-		})
+		}
 	})
 	return bad
 }
@@ -274,23 +268,31 @@ var processReads = map[string][]string{"os": {"Getenv", "LookupEnv", "Environ"},
 // outside newEnv.
 func envReads(c *agentCode) []string {
 	var bad []string
+	c.outsideEnvMaker(func(name string, n ast.Node) {
+		sel, ok := n.(*ast.SelectorExpr)
+		if !ok {
+			return
+		}
+		f, ok := c.info.Uses[sel.Sel].(*types.Func)
+		if ok && f.Pkg() != nil && slices.Contains(processReads[f.Pkg().Path()], f.Name()) && f.Type().(*types.Signature).Recv() == nil {
+			bad = append(bad, fmt.Sprintf("%s: %s reads %s.%s: the environment and the clock are read in %s (Options.Clock after)", c.pos(n), name, f.Pkg().Path(), f.Name(), envMaker))
+		}
+	})
+	return bad
+}
+
+// outsideEnvMaker calls fn with every node of every function but newEnv,
+// the one place the environment may be made from the process.
+func (c *agentCode) outsideEnvMaker(fn func(name string, n ast.Node)) {
 	c.eachFunc(func(name string, body ast.Node) {
 		if name == envMaker {
 			return
 		}
 		ast.Inspect(body, func(n ast.Node) bool {
-			sel, ok := n.(*ast.SelectorExpr)
-			if !ok {
-				return true
-			}
-			f, ok := c.info.Uses[sel.Sel].(*types.Func)
-			if ok && f.Pkg() != nil && slices.Contains(processReads[f.Pkg().Path()], f.Name()) && f.Type().(*types.Signature).Recv() == nil {
-				bad = append(bad, fmt.Sprintf("%s: %s reads %s.%s: the environment and the clock are read in %s (Options.Clock after)", c.pos(n), name, f.Pkg().Path(), f.Name(), envMaker))
-			}
+			fn(name, n)
 			return true
 		})
 	})
-	return bad
 }
 
 // retryCallee: call is retry.Policy.Do or retry.Value.

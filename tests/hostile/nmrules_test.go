@@ -60,7 +60,5 @@ func TestPolicyUniqueByNetworkManagersRules(t *testing.T) {
 // write puts a root-only file under root, as an image carries it.
 func write(t *testing.T, root, p, text string) {
 	t.Helper()
-	full := filepath.Join(root, p)
-	testutil.Must(t, os.MkdirAll(filepath.Dir(full), 0o755))
-	testutil.Must(t, os.WriteFile(full, []byte(text), 0o600))
+	testutil.WriteFile(t, root, p, text, 0o600)
 }

@@ -4,6 +4,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/nodereg/nodereg/internal/testutil"
 )
 
 // The cache key follows the source a build reads and nothing else: an
@@ -13,13 +15,7 @@ func TestSourceKey(t *testing.T) {
 	root := t.TempDir()
 	write := func(rel, text string) {
 		t.Helper()
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		testutil.WriteFile(t, root, rel, text, 0o644)
 	}
 	key := func() string {
 		t.Helper()
