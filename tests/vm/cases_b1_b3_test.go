@@ -32,17 +32,7 @@ func TestB1FirstBootNoDHCP(t *testing.T) {
 		if err != nil {
 			fail(t, nil, "machine a", err)
 		}
-		if err := m.start("active"); err != nil {
-			fail(t, m, "power on", err)
-		}
-		if err := m.waitUp(); err != nil {
-			fail(t, m, "first boot", err)
-		}
-		kv, err := m.waitUnitRun("nodereg.service", 0)
-		if err != nil {
-			fail(t, m, "nodereg.service's first run", err)
-		}
-		seen, tpmCmds := time.Since(m.powerOn), m.tpmCommands()
+		kv, seen, tpmCmds := m.firstBoot(t)
 		// Type=notify with RemainAfterExit: the unit is active only after
 		// READY=1, and it became active before the agent exited.
 		if kv["Type"] != "notify" || kv["ActiveState"] != "active" || kv["SubState"] != "exited" ||

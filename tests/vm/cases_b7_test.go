@@ -89,17 +89,7 @@ func TestB7DHCP(t *testing.T) {
 			fail(t, nil, "machine d", err)
 		}
 		t.Cleanup(func() { _ = m.poweroff() })
-		if err := m.start("active"); err != nil {
-			fail(t, m, "power on", err)
-		}
-		if err := m.waitUp(); err != nil {
-			fail(t, m, "first boot", err)
-		}
-		kv, err := m.waitUnitRun("nodereg.service", 0)
-		if err != nil {
-			fail(t, m, "nodereg.service's first run", err)
-		}
-		seen, tpmCmds := time.Since(m.powerOn), m.tpmCommands()
+		kv, seen, tpmCmds := m.firstBoot(t)
 		if kv["ActiveState"] != "active" || kv["Result"] != "success" || kv["ExecMainStatus"] != "0" {
 			fail(t, m, "nodereg.service", fmt.Errorf("want active, success, exit 0; got %v", kv))
 		}

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -31,6 +32,24 @@ func (m *machine) waitUnitRun(unit string, since float64) (map[string]string, er
 		return exit > 0 && exit > since, fmt.Sprintf("%s/%s status %s: %q", kv["ActiveState"], kv["SubState"], kv["ExecMainStatus"], kv["StatusText"])
 	})
 	return kv, err
+}
+
+// firstBoot powers m on and waits for its first boot and nodereg.service's
+// first run, as every case begins: it returns the unit's properties, how
+// long after power-on the run was seen and the TPM commands until then.
+func (m *machine) firstBoot(t *testing.T) (kv map[string]string, seen time.Duration, tpmCmds int) {
+	t.Helper()
+	if err := m.start("active"); err != nil {
+		fail(t, m, "power on", err)
+	}
+	if err := m.waitUp(); err != nil {
+		fail(t, m, "first boot", err)
+	}
+	kv, err := m.waitUnitRun("nodereg.service", 0)
+	if err != nil {
+		fail(t, m, "nodereg.service's first run", err)
+	}
+	return kv, time.Since(m.powerOn), m.tpmCommands()
 }
 
 // addrs lists the global addresses on dev, without prefix length
