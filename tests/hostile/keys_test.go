@@ -46,14 +46,7 @@ var keyAttacks = []policyAttack{
 
 // TestPolicyPerKeyAllowlist: each is refused with exit 78, nothing written.
 func TestPolicyPerKeyAllowlist(t *testing.T) {
-	for _, a := range keyAttacks {
-		t.Run(a.name, func(t *testing.T) {
-			t.Parallel()
-			a.configurator = "nmconnections"
-			m := node.New(t, "52:54:00:29:05:01", policyServer(t, a), "")
-			refusedUnchanged(t, m, a, agent.Options{})
-		})
-	}
+	refuseEach(t, keyAttacks, "nmconnections", "52:54:00:29:05:01", "")
 }
 
 // TestPolicyPerKeyOptIn: the node's own config lifts each opt-in rule on

@@ -130,44 +130,47 @@ func refusedUnchanged(t *testing.T, m *node.Machine, a policyAttack, o agent.Opt
 	return string(calls)
 }
 
-// TestPolicyNmstateBuiltin: issue 21 items 1 and 5 through the built-in
-// translator.
-func TestPolicyNmstateBuiltin(t *testing.T) {
-	for _, a := range nmstateAttacks {
+// refuseEach runs each attack as a subtest on a machine of its own (mac,
+// local under elemental.registration, the attack's configurator unless
+// configurator names one): each is refused with exit 78 and nothing
+// written. With the nmstatectl stand-in as the generator (local names it;
+// the caller has called useStub) nothing may reach the tool either, and the
+// subtests run one by one; the others run in parallel.
+func refuseEach(t *testing.T, attacks []policyAttack, configurator, mac, local string) {
+	t.Helper()
+	stub := strings.Contains(local, "nmstatectl")
+	for _, a := range attacks {
 		t.Run(a.name, func(t *testing.T) {
-			t.Parallel()
-			a.configurator = "nmstate"
-			m := node.New(t, "52:54:00:15:00:01", policyServer(t, a), "    nmstate: builtin\n")
-			refusedUnchanged(t, m, a, agent.Options{})
-		})
-	}
-}
-
-// TestPolicyNmstateNmstatectl: the same attacks with nmstatectl (the stand-in)
-// as the generator: nothing of them reaches the tool, not even gc.
-func TestPolicyNmstateNmstatectl(t *testing.T) {
-	useStub(t)
-	for _, a := range nmstateAttacks {
-		t.Run(a.name, func(t *testing.T) {
-			a.configurator = "nmstate"
-			m := node.New(t, "52:54:00:15:00:02", policyServer(t, a), "    nmstate: nmstatectl\n")
-			if calls := refusedUnchanged(t, m, a, agent.Options{}); calls != "" {
+			if !stub {
+				t.Parallel()
+			}
+			if configurator != "" {
+				a.configurator = configurator
+			}
+			m := node.New(t, mac, policyServer(t, a), local)
+			if calls := refusedUnchanged(t, m, a, agent.Options{}); stub && calls != "" {
 				t.Errorf("nmstatectl was called for a refused config:\n%s", calls)
 			}
 		})
 	}
 }
 
+// TestPolicyNmstateBuiltin: issue 21 items 1 and 5 through the built-in
+// translator.
+func TestPolicyNmstateBuiltin(t *testing.T) {
+	refuseEach(t, nmstateAttacks, "nmstate", "52:54:00:15:00:01", "    nmstate: builtin\n")
+}
+
+// TestPolicyNmstateNmstatectl: the same attacks with nmstatectl (the stand-in)
+// as the generator: nothing of them reaches the tool, not even gc.
+func TestPolicyNmstateNmstatectl(t *testing.T) {
+	useStub(t)
+	refuseEach(t, nmstateAttacks, "nmstate", "52:54:00:15:00:02", "    nmstate: nmstatectl\n")
+}
+
 // TestPolicyNmconnections: issue 21 items 2-4 as server keyfiles.
 func TestPolicyNmconnections(t *testing.T) {
-	for _, a := range nmconnectionsAttacks {
-		t.Run(a.name, func(t *testing.T) {
-			t.Parallel()
-			a.configurator = "nmconnections"
-			m := node.New(t, "52:54:00:15:00:03", policyServer(t, a), "")
-			refusedUnchanged(t, m, a, agent.Options{})
-		})
-	}
+	refuseEach(t, nmconnectionsAttacks, "nmconnections", "52:54:00:15:00:03", "")
 }
 
 // TestPolicyResetHandOver: --reset and --install refuse to hand over a

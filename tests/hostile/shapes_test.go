@@ -21,18 +21,10 @@ import (
 // be written: TestUntypedInterfaceJudgedAsWritten.)
 func TestPolicyNmstatectlShapes(t *testing.T) {
 	useStub(t)
-	for _, a := range []policyAttack{
+	refuseEach(t, []policyAttack{
 		{name: "interfaces as a mapping", config: map[string]any{"interfaces": map[string]any{"eth0": eth0(map[string]any{"dispatch": map[string]any{"post-activation": "sh"}})}},
 			path: "config.interfaces", rule: netpolicy.Unknown},
-	} {
-		t.Run(a.name, func(t *testing.T) {
-			a.configurator = "nmstate"
-			m := node.New(t, "52:54:00:29:07:01", policyServer(t, a), "    nmstate: nmstatectl\n")
-			if calls := refusedUnchanged(t, m, a, agent.Options{}); calls != "" {
-				t.Errorf("nmstatectl was called for a refused config:\n%s", calls)
-			}
-		})
-	}
+	}, "nmstate", "52:54:00:29:07:01", "    nmstate: nmstatectl\n")
 }
 
 // TestPercentInInterfaceName: '%' in an interface name, which

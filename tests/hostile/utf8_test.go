@@ -4,8 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodereg/nodereg/agent"
-	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/netpolicy"
 )
 
@@ -18,7 +16,7 @@ func TestPolicyRefusesInvalidUTF8(t *testing.T) {
 	bad := eth0(nil)
 	bad["name"] = "eth0\xff"
 	badKey := eth0(map[string]any{"description\xc3": "x"})
-	for _, a := range []policyAttack{
+	refuseEach(t, []policyAttack{
 		{name: "nmstate interface name", configurator: "nmstate", config: map[string]any{"interfaces": []any{bad}},
 			path: "config.interfaces[0].name", rule: netpolicy.Names},
 		{name: "nmstate key", configurator: "nmstate", config: map[string]any{"interfaces": []any{badKey}},
@@ -29,11 +27,5 @@ func TestPolicyRefusesInvalidUTF8(t *testing.T) {
 		{name: "keyfile section", configurator: "nmconnections",
 			config: map[string]any{"eth0": kfHead + "\n[ipv6\xfe]\nmethod=disabled\n"},
 			path:   `config.eth0.nmconnection ["ipv6\xfe"]`, rule: netpolicy.Names},
-	} {
-		t.Run(a.name, func(t *testing.T) {
-			t.Parallel()
-			m := node.New(t, "52:54:00:29:04:01", policyServer(t, a), "    nmstate: builtin\n")
-			refusedUnchanged(t, m, a, agent.Options{})
-		})
-	}
+	}, "", "52:54:00:29:04:01", "    nmstate: builtin\n")
 }
