@@ -124,17 +124,7 @@ func TestPlaceholderWithoutPoolExits78(t *testing.T) {
 	}}}}
 	h := &fixedHandler{network: nc, announce: true}
 	m := newMachine(t, "52:54:00:00:03:01", startFixed(t, h))
-	before := testutil.Tree(t, m.Root)
-	_, err := m.run(nil)
-	if code := exitcode.Of(err); code != exitcode.Config {
-		t.Fatalf("exit %d (%v), want 78", code, err)
-	}
-	if !strings.Contains(err.Error(), "{uplink}") {
-		t.Errorf("error does not name the placeholder: %v", err)
-	}
-	if d := testutil.TreeDiff(before, testutil.Tree(t, m.Root)); d != "" {
-		t.Error("rejected config changed the root")
-	}
+	rejectedUnchanged(t, m, "{uplink}", "the placeholder")
 }
 
 // fixedHandler serves one network config and records whether the client
@@ -233,13 +223,20 @@ func TestAddressThatIsNotAnIPIsRejected(t *testing.T) {
 	nc.IPAddresses["ip"] = "192.168.1.5\n  evil: 1"
 	h := &fixedHandler{network: nc, announce: true}
 	m := newMachine(t, "52:54:00:00:05:01", startFixed(t, h))
+	rejectedUnchanged(t, m, "ip", "the field")
+}
+
+// rejectedUnchanged runs m against a server whose config must be refused:
+// exit 78, an error naming want (what), and the root as it was.
+func rejectedUnchanged(t *testing.T, m *machine, want, what string) {
+	t.Helper()
 	before := testutil.Tree(t, m.Root)
 	_, err := m.run(nil)
 	if code := exitcode.Of(err); code != exitcode.Config {
 		t.Fatalf("exit %d (%v), want 78", code, err)
 	}
-	if !strings.Contains(err.Error(), "ip") {
-		t.Errorf("error does not name the field: %v", err)
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("error does not name %s: %v", what, err)
 	}
 	if d := testutil.TreeDiff(before, testutil.Tree(t, m.Root)); d != "" {
 		t.Error("rejected config changed the root")

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -79,16 +81,8 @@ func TestServerStoresTheInventoryTheAgentSent(t *testing.T) {
 		}
 	}
 	if inv.SystemData["System Data"] == nil || inv.SystemData["CPU"] == nil {
-		t.Errorf("stored system data lacks families: %v", keysAny(inv.SystemData))
+		t.Errorf("stored system data lacks families: %v", slices.Sorted(maps.Keys(inv.SystemData)))
 	}
-}
-
-func keysAny(m map[string]any) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
 
 // `agent inventory` prints SMBIOS, labels and annotations as JSON, with no

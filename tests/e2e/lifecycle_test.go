@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/nodereg/nodereg/internal/testutil"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -250,7 +251,7 @@ func TestResetRegistersAsNewAndHandsOverThroughTheHook(t *testing.T) {
 		t.Errorf("hook state:\n%s", st)
 	}
 	if _, ok := files["/oem/nodereg/network-manifest.json"]; !ok {
-		t.Errorf("hook lacks the manifest: %v", keys(files))
+		t.Errorf("hook lacks the manifest: %v", slices.Sorted(maps.Keys(files)))
 	}
 	var claims = rs.claims()
 	owners := map[string]int{}
@@ -260,14 +261,6 @@ func TestResetRegistersAsNewAndHandsOverThroughTheHook(t *testing.T) {
 	if owners["192.168.122.150"] != 1 || owners["192.168.122.151"] != 1 {
 		t.Errorf("server claims after reset: %+v", claims)
 	}
-}
-
-func keys(m map[string]string) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
 
 // elemental-register's own command line, from an existing image, works
@@ -395,7 +388,7 @@ func TestInstallPicksTheDiskDeterministically(t *testing.T) {
 	}
 	files := hookFiles(t, cs[0].Hooks["/tmp/elemental/cloud-init/elemental-before-hook.yaml"], "before-install")
 	if !strings.Contains(files["/run/elemental/oem/elemental-network.yaml"], "192.168.122.150/24") {
-		t.Errorf("before-install hook lacks the applicator: %v", keys(files))
+		t.Errorf("before-install hook lacks the applicator: %v", slices.Sorted(maps.Keys(files)))
 	}
 }
 
