@@ -17,6 +17,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"sync"
@@ -125,14 +126,33 @@ func OpenWith(path string, o Options) (*Store, error) {
 	return s, nil
 }
 
-// sniff classifies an existing store file by its first bytes.
+// sniffHead is how much of a file sniff reads to tell a database (which
+// starts with a meta page, not blank) from JSON: the whole of a database,
+// which can be gigabytes, is never read into memory for that.
+const sniffHead = 64 << 10
+
+// sniff classifies an existing store file by its first bytes; data is the
+// whole file for JSON only.
 func sniff(path string) (kind string, data []byte, err error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "missing", nil, nil
 	}
 	if err != nil {
 		return "", nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, sniffHead))
+	if err != nil {
+		return "", nil, err
+	}
+	if head := bytes.TrimSpace(b); len(b) == sniffHead && (len(head) == 0 || head[0] == '{') {
+		// JSON (the import needs all of it), or blank so far: read on.
+		rest, err := io.ReadAll(f)
+		if err != nil {
+			return "", nil, err
+		}
+		b = append(b, rest...)
 	}
 	t := bytes.TrimSpace(b)
 	switch {

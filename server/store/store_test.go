@@ -339,3 +339,26 @@ func BenchmarkUpdate1000Inventories(b *testing.B) {
 		}
 	}
 }
+
+// A JSON store longer than the head sniff reads (blank lines first, a long
+// value after) is still imported whole; a database is told from its head.
+func TestSniffReadsAJSONStoreWhole(t *testing.T) {
+	dir := t.TempDir()
+	long := strings.Replace(legacyJSON, `"registration":"demo"`, `"registration":"`+strings.Repeat("r", 2*sniffHead)+`"`, 1)
+	for name, text := range map[string]string{"blank head": strings.Repeat(" \n", sniffHead) + legacyJSON, "long value": long} {
+		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".json")
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		s, err := Open(path)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		s.View(func(st *State) {
+			if len(st.Inventories) != 2 {
+				t.Errorf("%s: %d inventories imported, want 2", name, len(st.Inventories))
+			}
+		})
+		s.Close()
+	}
+}
