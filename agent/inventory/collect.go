@@ -191,7 +191,8 @@ func Collect(ctx context.Context, o Options) (*Inventory, error) {
 type job func() (func(*ghwHost, *Inventory), error)
 
 // ghwOptions are the options of the families still read by ghw itself
-// (CPU, Network, the DMI identity and the legacy topology).
+// (CPU, Network, the legacy topology, and the DMI identity where the
+// kernel exports no DMI).
 func ghwOptions(files host.FS, log *logrus.Entry, gate *logGate) []any {
 	return []any{
 		// ghw reads below a directory of its own (its chroot): the one
@@ -244,19 +245,19 @@ func ghwJobs(files host.FS, ghwOpts []any, addrs func(string) ([]netip.Addr, err
 	tree := func(p, what string) error { return readableTree(files, p, what) }
 	return map[string]job{
 		FamilyProduct: func() (func(*ghwHost, *Inventory), error) {
-			i, err := product.New(ghwOpts...)
+			i, err := collectProduct(files, ghwOpts)
 			return func(h *ghwHost, _ *Inventory) { h.Product = i }, err
 		},
 		FamilyBIOS: func() (func(*ghwHost, *Inventory), error) {
-			i, err := bios.New(ghwOpts...)
+			i, err := collectBIOS(files, ghwOpts)
 			return func(h *ghwHost, _ *Inventory) { h.BIOS = i }, err
 		},
 		FamilyBaseBoard: func() (func(*ghwHost, *Inventory), error) {
-			i, err := baseboard.New(ghwOpts...)
+			i, err := collectBaseboard(files, ghwOpts)
 			return func(h *ghwHost, _ *Inventory) { h.Baseboard = i }, err
 		},
 		FamilyChassis: func() (func(*ghwHost, *Inventory), error) {
-			i, err := chassis.New(ghwOpts...)
+			i, err := collectChassis(files, ghwOpts)
 			return func(h *ghwHost, _ *Inventory) { h.Chassis = i }, err
 		},
 		FamilyMemory: func() (func(*ghwHost, *Inventory), error) {

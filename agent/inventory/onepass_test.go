@@ -15,8 +15,12 @@ import (
 	"testing"
 
 	"github.com/jaypipes/ghw"
+	"github.com/jaypipes/ghw/pkg/baseboard"
+	"github.com/jaypipes/ghw/pkg/bios"
 	"github.com/jaypipes/ghw/pkg/block"
+	"github.com/jaypipes/ghw/pkg/chassis"
 	"github.com/jaypipes/ghw/pkg/memory"
+	"github.com/jaypipes/ghw/pkg/product"
 
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/testutil"
@@ -84,7 +88,7 @@ func TestInventoryReadsEachFileOnce(t *testing.T) {
 		{"rich tree", host.Root(richTree(t)), []string{
 			"read /proc/meminfo", "read /proc/self/mounts", "read /sys/block/vda/dev", "read /sys/block/vda/vda1/dev",
 			"read /run/udev/data/b253:0", "read /run/udev/data/b253:1", "readlink /sys/block/vda",
-			"readdir /sys/kernel/mm/hugepages",
+			"readdir /sys/kernel/mm/hugepages", "read /sys/class/dmi/id/product_uuid", "read /sys/class/dmi/id/chassis_type",
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -140,7 +144,7 @@ func TestInventoryBytesMatchVectors(t *testing.T) {
 	}
 }
 
-// TestDecodersMatchGhw: the Storage and Memory families decoded from the
+// TestDecodersMatchGhw: the Storage, Memory and DMI identity families decoded from the
 // snapshot are what ghw 0.27 itself returns for the same tree, on the
 // vm1 snapshot, on a tree with partitions, mounts, links and huge pages,
 // and on the machine the test runs on.
@@ -160,6 +164,22 @@ func TestDecodersMatchGhw(t *testing.T) {
 				g, _ := json.Marshal(got)
 				w, _ := json.Marshal(wantBlock)
 				t.Errorf("block:\n ours %s\n ghw  %s", g, w)
+			}
+
+			for _, c := range []struct {
+				family    string
+				ours, ghw func() (any, error)
+			}{
+				{"product", func() (any, error) { return collectProduct(files, opts) }, func() (any, error) { return product.New(opts...) }},
+				{"bios", func() (any, error) { return collectBIOS(files, opts) }, func() (any, error) { return bios.New(opts...) }},
+				{"baseboard", func() (any, error) { return collectBaseboard(files, opts) }, func() (any, error) { return baseboard.New(opts...) }},
+				{"chassis", func() (any, error) { return collectChassis(files, opts) }, func() (any, error) { return chassis.New(opts...) }},
+			} {
+				got, gotErr := c.ours()
+				want, wantErr := c.ghw()
+				if (gotErr == nil) != (wantErr == nil) || !reflect.DeepEqual(got, want) {
+					t.Errorf("%s:\n ours %+v (%v)\n ghw  %+v (%v)", c.family, got, gotErr, want, wantErr)
+				}
 			}
 
 			wantMem, wantErr := memory.New(opts...)
@@ -236,6 +256,18 @@ func richTree(t *testing.T) string {
 	write(nvme+"/nvme0n1p1/size", "100\n")
 	link("/sys/block/nvme0n1", "../devices/pci0000:00/0000:00:05.0/nvme/nvme0/nvme0n1")
 	write("/run/udev/data/b259:0", "E:SCSI_IDENT_SERIAL=S1\nE:DM_WWN=dm-1\n")
+
+	// DMI identity: a chassis type ghw names, an unreadable serial
+	// (a directory where the file should be), a missing SKU.
+	for name, v := range map[string]string{"product_name": "Standard PC (Q35 + ICH9, 2009)\n", "sys_vendor": "QEMU\n",
+		"product_uuid": "4c4c4544-0000-1000-8000-000000000001\n", "product_family": "  padded  \n", "bios_vendor": "SeaBIOS\n",
+		"bios_date": "04/01/2014\n", "board_vendor": "QEMU\n", "chassis_type": "23\n", "chassis_vendor": "QEMU\n"} {
+		write("/sys/devices/virtual/dmi/id/"+name, v)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "/sys/devices/virtual/dmi/id/product_serial"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link("/sys/class/dmi/id", "../../devices/virtual/dmi/id")
 
 	write("/sys/block/sr0/dev", "11:0\n")
 	write("/sys/block/sr0/size", "2097151\n")

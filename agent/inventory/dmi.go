@@ -1,0 +1,100 @@
+package inventory
+
+import (
+	"path"
+
+	"github.com/jaypipes/ghw/pkg/baseboard"
+	"github.com/jaypipes/ghw/pkg/bios"
+	"github.com/jaypipes/ghw/pkg/chassis"
+	"github.com/jaypipes/ghw/pkg/product"
+
+	"github.com/nodereg/nodereg/internal/host"
+)
+
+// The four identity families (Product, BIOS, BaseBoard, Chassis) are
+// read from the run's snapshot of /sys/class/dmi/id, the files the
+// SMBIOS family reads too, with ghw 0.27's rules (pkg/linuxdmi: a value
+// trimmed, "unknown" when it cannot be read). ghw built its whole path
+// table for every value it read. Without a DMI directory ghw's own
+// modules run, for their device-tree fallback.
+
+// dmiDir says whether the kernel exports DMI identity (ghw's
+// linuxdmi.Available).
+func dmiDir(files host.FS) bool {
+	fi, err := files.Stat(host.DMIIDDir)
+	return err == nil && fi.IsDir()
+}
+
+func dmiItem(files host.FS, name string) string {
+	return attrOr(files, path.Join(host.DMIIDDir, name))
+}
+
+func collectProduct(files host.FS, ghwOpts []any) (*product.Info, error) {
+	if !dmiDir(files) {
+		return product.New(ghwOpts...)
+	}
+	return &product.Info{
+		Family:       dmiItem(files, "product_family"),
+		Name:         dmiItem(files, "product_name"),
+		Vendor:       dmiItem(files, "sys_vendor"),
+		SerialNumber: dmiItem(files, "product_serial"),
+		UUID:         dmiItem(files, "product_uuid"),
+		SKU:          dmiItem(files, "product_sku"),
+		Version:      dmiItem(files, "product_version"),
+	}, nil
+}
+
+func collectBIOS(files host.FS, ghwOpts []any) (*bios.Info, error) {
+	if !dmiDir(files) {
+		return bios.New(ghwOpts...)
+	}
+	return &bios.Info{
+		Vendor:  dmiItem(files, "bios_vendor"),
+		Version: dmiItem(files, "bios_version"),
+		Date:    dmiItem(files, "bios_date"),
+	}, nil
+}
+
+func collectBaseboard(files host.FS, ghwOpts []any) (*baseboard.Info, error) {
+	if !dmiDir(files) {
+		return baseboard.New(ghwOpts...)
+	}
+	return &baseboard.Info{
+		AssetTag:     dmiItem(files, "board_asset_tag"),
+		SerialNumber: dmiItem(files, "board_serial"),
+		Vendor:       dmiItem(files, "board_vendor"),
+		Version:      dmiItem(files, "board_version"),
+		Product:      dmiItem(files, "board_name"),
+	}, nil
+}
+
+func collectChassis(files host.FS, ghwOpts []any) (*chassis.Info, error) {
+	if !dmiDir(files) {
+		return chassis.New(ghwOpts...)
+	}
+	i := &chassis.Info{
+		AssetTag:     dmiItem(files, "chassis_asset_tag"),
+		SerialNumber: dmiItem(files, "chassis_serial"),
+		Type:         dmiItem(files, "chassis_type"),
+		Vendor:       dmiItem(files, "chassis_vendor"),
+		Version:      dmiItem(files, "chassis_version"),
+	}
+	i.TypeDescription = unknown
+	if d, ok := chassisTypeDescriptions[i.Type]; ok {
+		i.TypeDescription = d
+	}
+	return i, nil
+}
+
+// chassisTypeDescriptions is ghw 0.27's table (pkg/chassis), keyed by
+// the kernel's decimal chassis_type; ghw does not export it.
+var chassisTypeDescriptions = map[string]string{
+	"1": "Other", "2": "Unknown", "3": "Desktop", "4": "Low profile desktop", "5": "Pizza box",
+	"6": "Mini tower", "7": "Tower", "8": "Portable", "9": "Laptop", "10": "Notebook",
+	"11": "Hand held", "12": "Docking station", "13": "All in one", "14": "Sub notebook",
+	"15": "Space-saving", "16": "Lunch box", "17": "Main server chassis", "18": "Expansion chassis",
+	"19": "SubChassis", "20": "Bus Expansion chassis", "21": "Peripheral chassis", "22": "RAID chassis",
+	"23": "Rack mount chassis", "24": "Sealed-case PC", "25": "Multi-system chassis", "26": "Compact PCI",
+	"27": "Advanced TCA", "28": "Blade", "29": "Blade enclosure", "30": "Tablet", "31": "Convertible",
+	"32": "Detachable", "33": "IoT gateway", "34": "Embedded PC", "35": "Mini PC", "36": "Stick PC",
+}
