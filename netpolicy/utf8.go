@@ -1,13 +1,12 @@
 package netpolicy
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"unicode/utf8"
+
+	"github.com/nodereg/nodereg/internal/keyfile"
 )
 
 // NetworkManager reads keyfiles and names as UTF-8: GLib refuses a key-file
@@ -25,29 +24,18 @@ func CheckUTF8Keyfile(label string, text []byte) error {
 	if utf8.Valid(text) {
 		return nil
 	}
-	sec := ""
-	sc := bufio.NewScanner(bytes.NewReader(text))
-	sc.Buffer(make([]byte, 0, 4096), len(text)+1)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimLeft(sc.Text(), " \t")
-		valid := utf8.ValidString(line)
+	for _, l := range keyfile.Lines(text) {
 		switch {
-		case strings.HasPrefix(line, "["):
-			if end := strings.IndexByte(line, ']'); end > 0 {
-				sec = line[1:end]
-			}
-			if !valid {
-				return utf8Refusal(fmt.Sprintf("%s [%s]", label, quoteBad(sec)))
-			}
-		case !valid:
-			k, _, ok := strings.Cut(line, "=")
-			if !ok || strings.HasPrefix(line, "#") {
-				return utf8Refusal(fmt.Sprintf("%s line %d", label, n))
-			}
-			return utf8Refusal(fmt.Sprintf("%s [%s] %s", label, quoteBad(sec), quoteBad(strings.TrimRight(k, " \t"))))
+		case utf8.ValidString(l.Text):
+		case l.Header:
+			return utf8Refusal(fmt.Sprintf("%s [%s]", label, quoteBad(l.Group)))
+		case l.Key != "":
+			return utf8Refusal(fmt.Sprintf("%s [%s] %s", label, quoteBad(l.Group), quoteBad(l.Key)))
+		default:
+			return utf8Refusal(fmt.Sprintf("%s line %d", label, l.Number))
 		}
 	}
-	return utf8Refusal(label) // a line the scanner did not split (a lone \r)
+	return utf8Refusal(label) // after a NUL byte, which ends a line for GLib
 }
 
 // CheckUTF8Value refuses a key or string of a state that is not UTF-8,

@@ -48,56 +48,98 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 // than UTF-8 in the first group, makes the whole file unreadable.
 func Parse(b []byte) (*File, error) {
 	f := &File{keys: map[string][]string{}, vals: map[string]map[string]string{}}
-	cur := ""
-	lines := strings.Split(string(b), "\n")
-	for i, line := range lines {
-		n := i + 1
-		if i < len(lines)-1 {
-			line = strings.TrimSuffix(line, "\r") // GLib drops it only before a '\n'
-		}
-		if j := strings.IndexByte(line, 0); j >= 0 {
-			line = line[:j]
-		}
-		for len(line) > 0 && isSpace(line[0]) {
-			line = line[1:]
-		}
+	for _, l := range Lines(b) {
 		switch {
-		case line == "" || line[0] == '#':
-			continue
-		case isGroupLine(line):
-			name := line[1:strings.LastIndexByte(line, ']')]
-			if !validGroupName(name) {
-				return nil, &SyntaxError{n, fmt.Sprintf("invalid group name %q", name)}
+		case l.Comment:
+		case l.Header:
+			if !validGroupName(l.Group) {
+				return nil, &SyntaxError{l.Number, fmt.Sprintf("invalid group name %q", l.Group)}
 			}
-			cur = name
-			if _, ok := f.vals[cur]; !ok {
-				f.groups = append(f.groups, cur)
-				f.vals[cur] = map[string]string{}
+			if _, ok := f.vals[l.Group]; !ok {
+				f.groups = append(f.groups, l.Group)
+				f.vals[l.Group] = map[string]string{}
 			}
-		case strings.IndexByte(line, '=') > 0:
-			if cur == "" {
-				return nil, &SyntaxError{n, "a key before any group"}
+		case l.Key != "":
+			if l.Group == "" {
+				return nil, &SyntaxError{l.Number, "a key before any group"}
 			}
-			k, v, _ := strings.Cut(line, "=")
-			k = strings.TrimRightFunc(k, func(r rune) bool { return r < 0x80 && isSpace(byte(r)) })
-			if !validKeyName(k) {
-				return nil, &SyntaxError{n, fmt.Sprintf("invalid key name %q", k)}
+			if !validKeyName(l.Key) {
+				return nil, &SyntaxError{l.Number, fmt.Sprintf("invalid key name %q", l.Key)}
 			}
-			for len(v) > 0 && isSpace(v[0]) {
-				v = v[1:]
+			if l.Group == f.groups[0] && l.Key == "Encoding" && !strings.EqualFold(l.Value, "UTF-8") {
+				return nil, &SyntaxError{l.Number, fmt.Sprintf("unsupported encoding %q", l.Value)}
 			}
-			if cur == f.groups[0] && k == "Encoding" && !strings.EqualFold(v, "UTF-8") {
-				return nil, &SyntaxError{n, fmt.Sprintf("unsupported encoding %q", v)}
+			if _, ok := f.vals[l.Group][l.Key]; !ok {
+				f.keys[l.Group] = append(f.keys[l.Group], l.Key)
 			}
-			if _, ok := f.vals[cur][k]; !ok {
-				f.keys[cur] = append(f.keys[cur], k)
-			}
-			f.vals[cur][k] = v
+			f.vals[l.Group][l.Key] = l.Value
 		default:
-			return nil, &SyntaxError{n, fmt.Sprintf("%q is neither a key=value pair, a group nor a comment", line)}
+			return nil, &SyntaxError{l.Number, fmt.Sprintf("%q is neither a key=value pair, a group nor a comment", l.Text)}
 		}
 	}
 	return f, nil
+}
+
+// Line is one line of a keyfile told apart as GLib tells lines apart (the
+// one place that does, for Parse, Rewrite and callers that point at a
+// line): a comment, a group header, a key=value line, or none of them.
+type Line struct {
+	Number int
+	// Text is the line less its end ("\n", or "\r\n"), cut at a NUL
+	// byte, leading whitespace skipped.
+	Text string
+	// Comment: it starts with '#' or is empty.
+	Comment bool
+	// Header: a group header; Group is then its name. Otherwise Group is
+	// the group the line is in ("" before the first header).
+	Header bool
+	Group  string
+	// Key and Value of a key=value line (Key "" for any other line).
+	Key, Value string
+
+	raw     string // the line with its end, as in the file
+	valueAt int    // where Value starts in raw
+}
+
+// Lines splits b into its lines. Nothing is validated: a header's name or
+// a key may still be one GLib refuses (Parse says so).
+func Lines(b []byte) []Line {
+	parts := strings.SplitAfter(string(b), "\n")
+	if len(parts) > 0 && parts[len(parts)-1] == "" {
+		parts = parts[:len(parts)-1]
+	}
+	out := make([]Line, 0, len(parts))
+	group := ""
+	for i, raw := range parts {
+		body := strings.TrimSuffix(raw, "\n")
+		if len(body) < len(raw) {
+			body = strings.TrimSuffix(body, "\r") // GLib drops it only before a '\n'
+		}
+		if j := strings.IndexByte(body, 0); j >= 0 {
+			body = body[:j]
+		}
+		t := body
+		for len(t) > 0 && isSpace(t[0]) {
+			t = t[1:]
+		}
+		l := Line{Number: i + 1, Text: t, Group: group, raw: raw}
+		switch {
+		case t == "" || t[0] == '#':
+			l.Comment = true
+		case isGroupLine(t):
+			l.Header, l.Group = true, t[1:strings.LastIndexByte(t, ']')]
+			group = l.Group
+		case strings.IndexByte(t, '=') > 0:
+			k, v, _ := strings.Cut(t, "=")
+			l.Key = strings.TrimRightFunc(k, func(r rune) bool { return r < 0x80 && isSpace(byte(r)) })
+			for len(v) > 0 && isSpace(v[0]) {
+				v = v[1:]
+			}
+			l.Value, l.valueAt = v, len(body)-len(v)
+		}
+		out = append(out, l)
+	}
+	return out
 }
 
 // isGroupLine: '[', anything up to the first ']', then only blanks and
@@ -270,40 +312,21 @@ func unescape(raw string, list bool) (string, []string, error) {
 }
 
 // Rewrite returns b with what follows '=' on each key=value line whose raw
-// value edit changes replaced by the new raw value, every other byte kept: the lines are told apart as
-// Parse tells them (so a '#' comment is never edited, and a ';' line is a
+// value edit changes replaced by the new raw value, every other byte kept:
+// the lines are told apart as Parse tells them (so a '#' comment is never edited, and a ';' line is a
 // key). b should parse; the lines of a file that does not are kept.
 func Rewrite(b []byte, edit func(group, key, raw string) (string, bool)) []byte {
-	lines := strings.SplitAfter(string(b), "\n")
-	cur := ""
-	for i, line := range lines {
-		body := strings.TrimSuffix(line, "\n")
-		if i < len(lines)-1 {
-			body = strings.TrimSuffix(body, "\r")
-		}
-		end := line[len(body):] // "\r\n", "\n" or ""
-		if j := strings.IndexByte(body, 0); j >= 0 {
-			body, end = body[:j], line[j:]
-		}
-		t := body
-		for len(t) > 0 && isSpace(t[0]) {
-			t = t[1:]
-		}
-		switch {
-		case t == "" || t[0] == '#':
-		case isGroupLine(t):
-			cur = t[1:strings.LastIndexByte(t, ']')]
-		case strings.IndexByte(t, '=') > 0 && cur != "":
-			eq := len(body) - len(t) + strings.IndexByte(t, '=')
-			k := strings.TrimRightFunc(body[len(body)-len(t):eq], func(r rune) bool { return r < 0x80 && isSpace(byte(r)) })
-			v := body[eq+1:]
-			for len(v) > 0 && isSpace(v[0]) {
-				v = v[1:]
-			}
-			if nv, ok := edit(cur, k, v); ok {
-				lines[i] = body[:eq+1] + nv + end
+	var out strings.Builder
+	for _, l := range Lines(b) {
+		if l.Key != "" && l.Group != "" {
+			if nv, ok := edit(l.Group, l.Key, l.Value); ok {
+				// Replaced from just after '=', the end of the line kept.
+				eq := strings.LastIndexByte(l.raw[:l.valueAt], '=')
+				out.WriteString(l.raw[:eq+1] + nv + l.raw[l.valueAt+len(l.Value):])
+				continue
 			}
 		}
+		out.WriteString(l.raw)
 	}
-	return []byte(strings.Join(lines, ""))
+	return []byte(out.String())
 }
