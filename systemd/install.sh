@@ -172,6 +172,15 @@ check() {
 	while read -r kind t arg mode; do [ -z "$kind" ] || check_one "$kind" "$t" "$arg"; done <<EOF
 $1
 EOF
+	# systemctl --root enable writes links into the admin's unit
+	# directory, under each WantedBy= target's .wants: no link on the way.
+	if [ "$ELEMENTAL_REGISTER" = replace ] || [ "$SYSTEMD_ENABLE" = yes ]; then
+		for f in $NODEREG_UNITS; do
+			for w in $(sed -n 's/^WantedBy=//p' "$UNIT_SRC/$f"); do
+				inside_destdir "$ADMIN_UNITDIR/$w.wants/$f"
+			done
+		done
+	fi
 }
 
 # stage writes each new file and link beside its target (T.nodereg-new);

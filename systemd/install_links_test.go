@@ -11,7 +11,9 @@ import (
 // TestInstallRefusesLinksOutOfDestdir plants, in the tree make install
 // writes into, each kind of link that leads out of DESTDIR (issue 37): a
 // directory on the way to a target (usr/sbin, the unit directory, usr
-// itself, the admin's unit directory under ELEMENTAL_REGISTER=replace)
+// itself, the admin's unit directory under ELEMENTAL_REGISTER=replace or
+// SYSTEMD_ENABLE=yes, a .wants directory in it that systemctl --root
+// enable writes into)
 // linked to a directory outside, and a staging name (*.nodereg-new) linked
 // to a file outside. Each install is refused before it writes anything,
 // naming the link: the outside directory and the tree are as they were,
@@ -24,6 +26,7 @@ func TestInstallRefusesLinksOutOfDestdir(t *testing.T) {
 		link     string // in the root, linked to the outside directory, or to its victim file with file set
 		file     bool
 		want     string
+		enable   bool // SYSTEMD_ENABLE=yes: systemctl --root writes into the admin's unit directory
 	}{
 		{name: "usr/sbin a link", link: "usr/sbin", want: "is a symlink"},
 		{name: "the unit directory a link", link: "usr/lib/systemd/system", want: "is a symlink"},
@@ -31,6 +34,8 @@ func TestInstallRefusesLinksOutOfDestdir(t *testing.T) {
 		{name: "the agent's staging name", link: "usr/sbin/nodereg-agent.nodereg-new", file: true, want: "nodereg-new exists already"},
 		{name: "a unit's staging name", link: "usr/lib/systemd/system/nodereg.service.nodereg-new", file: true, want: "nodereg-new exists already"},
 		{name: "the compatibility link's staging name", link: "usr/sbin/elemental-register.nodereg-new", file: true, want: "nodereg-new exists already"},
+		{name: "enable: the admin's unit directory a link", link: "etc/systemd/system", want: "is a symlink", enable: true},
+		{name: "enable: a .wants directory a link", link: "etc/systemd/system/multi-user.target.wants", want: "is a symlink", enable: true},
 		{name: "replace: usr/sbin a link", upstream: true, link: "usr/sbin", want: "is a symlink"},
 		{name: "replace: the admin's unit directory a link", upstream: true, link: "etc/systemd/system", want: "is a symlink"},
 		{name: "replace: a mask's staging name", upstream: true, link: "etc/systemd/system/elemental-register.timer.nodereg-new", file: true, want: "nodereg-new exists already"},
@@ -69,6 +74,9 @@ func TestInstallRefusesLinksOutOfDestdir(t *testing.T) {
 			vars := []string{"DESTDIR=" + root, "AGENT_BIN=" + agent}
 			if c.upstream {
 				vars = append(vars, "ELEMENTAL_REGISTER=replace")
+			}
+			if c.enable {
+				vars = append(vars, "SYSTEMD_ENABLE=yes")
 			}
 			out, err := runMake(t, vars...)
 			if err == nil || !strings.Contains(out, c.want) || !strings.Contains(out, "nothing written") || !strings.Contains(out, planted) {
