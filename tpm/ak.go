@@ -23,6 +23,10 @@ type akBlob struct {
 	// EKHash is the TPM hash the EK had when this AK was made; a persistent
 	// EK with the same hash then spares re-deriving it.
 	EKHash string `json:"ekHash,omitempty"`
+	// SRKName is the Name of the persistent SRK (0x81000001) this AK was
+	// made under: with it a later run loads the AK without reading the
+	// SRK first. A stale one costs a failed Load, then the SRK is read.
+	SRKName []byte `json:"srkName,omitempty"`
 }
 
 const akBlobVersion = 1
@@ -50,6 +54,23 @@ func (t *TPM) ensureAK() error {
 	if err := t.ensureEK(); err != nil {
 		return err
 	}
+	if c := t.cached; c != nil && len(c.SRKName) > 0 {
+		// Password authorization does not bind the parent's Name, so a
+		// wrong one cannot load the AK under another key: a different SRK
+		// fails the Load (integrity), a missing one fails on the handle.
+		srk := &object{handle: persistSRK, name: tpm2.TPM2BName{Buffer: c.SRKName}}
+		t.srkName = c.SRKName
+		err := t.loadAK(srk, c)
+		if err == nil {
+			t.log.Debug("cached AK loaded under the persistent SRK")
+			return nil
+		}
+		if errors.Is(err, ErrBusy) {
+			return err
+		}
+		t.log.WithError(err).Debug("the cached AK does not load under the SRK it was made under; reading the SRK")
+		t.srkName = nil
+	}
 	srk, err := t.srk()
 	if err != nil {
 		return err
@@ -75,6 +96,7 @@ func (t *TPM) ensureAK() error {
 func (t *TPM) srk() (*object, error) {
 	rsp, err := (tpm2.ReadPublic{ObjectHandle: persistSRK}).Execute(t.counter)
 	if err == nil {
+		t.srkName = rsp.Name.Buffer
 		return &object{handle: persistSRK, name: rsp.Name}, nil
 	}
 	if errors.Is(classify(err), ErrBusy) {
@@ -88,8 +110,8 @@ func (t *TPM) srk() (*object, error) {
 		return nil, fmt.Errorf("creating SRK in the owner hierarchy (is owner auth set?): %w", classify(err))
 	}
 	o := &object{handle: cp.ObjectHandle, name: cp.Name, transient: true}
-	if t.persist {
-		t.persistBestEffort(o, persistSRK, "SRK")
+	if t.persist && t.persistBestEffort(o, persistSRK, "SRK") {
+		t.srkName = cp.Name.Buffer
 	}
 	return o, nil
 }
@@ -168,6 +190,7 @@ func (t *TPM) rememberAK(private []byte) error {
 		CreateAttestation: t.akParams.CreateAttestation,
 		CreateSignature:   t.akParams.CreateSignature,
 		EKHash:            t.ekHash,
+		SRKName:           t.srkName,
 	})
 	if err != nil {
 		return fmt.Errorf("encoding AK blob: %w", err)

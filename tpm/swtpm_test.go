@@ -104,6 +104,11 @@ func TestSwtpmRoundTripAndAKReuse(t *testing.T) {
 	if string(blob2) != string(blob) {
 		t.Error("AK blob changed although reused")
 	}
+	// The warm run loads the AK under the SRK Name the blob keeps: the
+	// EK is read (the hash), the SRK is not.
+	if n := warm.ByCommand[tpm2.TPMCCReadPublic]; n != 1 || warm.Commands != 7 {
+		t.Errorf("warm run: %d commands, %d ReadPublic; want 7 and 1 (%v)", warm.Commands, n, warm.ByCommand)
+	}
 
 	// The cached AK and the persisted keys survive a swtpm restart.
 	s.Stop(t)
@@ -300,4 +305,37 @@ func reportCounts(b *testing.B, c Counts) {
 	b.ReportMetric(float64(c.Commands), "cmds/op")
 	b.ReportMetric(float64(c.CreatePrimary), "primaries/op")
 	b.ReportMetric(float64(c.Create), "creates/op")
+}
+
+// A cached AK whose SRK is gone (evicted; a TPM cleared) does not load
+// under the kept Name; the SRK is then read, re-created from the
+// template (the same key: a primary is derived from the hierarchy's
+// seed) and the AK loads under it. No AK is created.
+func TestSwtpmCachedAKAfterSRKEvicted(t *testing.T) {
+	s := tpmtest.StartSwtpm(t, false)
+	srv := tpmauth.New(tpmauth.Options{})
+	x, blob, _ := register(t, s, nil, srv)
+
+	tp := openSw(t, s, nil)
+	rp, err := (tpm2.ReadPublic{ObjectHandle: persistSRK}).Execute(tp.counter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (tpm2.EvictControl{
+		Auth:             tpm2.AuthHandle{Handle: tpm2.TPMRHOwner, Auth: tpm2.PasswordAuth(nil)},
+		ObjectHandle:     tpm2.NamedHandle{Handle: persistSRK, Name: rp.Name},
+		PersistentHandle: persistSRK,
+	}).Execute(tp.counter); err != nil {
+		t.Fatalf("evicting the SRK: %v", err)
+	}
+	tp.Close()
+
+	y, blob2, warm := register(t, s, blob, srv)
+	if warm.Create != 0 || warm.CreatePrimary != 1 || warm.ByCommand[tpm2.TPMCCLoad] != 2 {
+		t.Errorf("after the SRK was evicted: %d Create, %d CreatePrimary, %d Load; want 0, 1, 2 (%v)",
+			warm.Create, warm.CreatePrimary, warm.ByCommand[tpm2.TPMCCLoad], warm.ByCommand)
+	}
+	if y.Identity != x.Identity || string(blob2) != string(blob) {
+		t.Errorf("identity %+v (was %+v), blob changed %v", y.Identity, x.Identity, string(blob2) != string(blob))
+	}
 }

@@ -78,6 +78,9 @@ type TPM struct {
 	ekHash string
 	ek     *object // nil until needed for activation when the EK came from a certificate
 
+	// srkName is the Name of the SRK persistent at 0x81000001, once read
+	// or persisted this run (kept in the AK blob).
+	srkName  []byte
 	ak       *object
 	akParams *wire.AttestationParameters
 	akBlob   []byte
@@ -374,10 +377,10 @@ func rsaKey(pub *tpm2.TPMTPublic) (*rsa.PublicKey, error) {
 // auth set, NV full) costs only speed on later runs, so it is logged. It is
 // the only command that writes the TPM's NV; with Options.NoPersist it is
 // skipped and the transient key serves this run.
-func (t *TPM) persistBestEffort(o *object, at tpm2.TPMHandle, what string) {
+func (t *TPM) persistBestEffort(o *object, at tpm2.TPMHandle, what string) bool {
 	if t.noPersist {
 		t.log.Debugf("not making the %s persistent at 0x%08x (no changes to the TPM in this run)", what, uint32(at))
-		return
+		return false
 	}
 	_, err := (tpm2.EvictControl{
 		Auth:             tpm2.AuthHandle{Handle: tpm2.TPMRHOwner, Auth: tpm2.PasswordAuth(nil)},
@@ -386,9 +389,10 @@ func (t *TPM) persistBestEffort(o *object, at tpm2.TPMHandle, what string) {
 	}).Execute(t.counter)
 	if err != nil {
 		t.log.WithError(err).Warnf("could not make the %s persistent at 0x%08x (owner auth set?); continuing with a transient key", what, uint32(at))
-		return
+		return false
 	}
 	t.log.Debugf("%s persisted at 0x%08x", what, uint32(at))
+	return true
 }
 
 func checkCtx(ctx context.Context) error {
