@@ -107,3 +107,39 @@ func TestNmstatectlStderrKeptApartFromItsError(t *testing.T) {
 		})
 	}
 }
+
+// Through the stand-in, which replays the real tool's refusal of a
+// missing interface (transcript 12) with its banner first on stderr: the
+// live apply's error, as the agent keeps and reports it (one line), is
+// nmstatectl's error line, not its banner.
+func TestApplyLiveReportsNmstatectlsErrorLine(t *testing.T) {
+	stub := newStub(t)
+	root := t.TempDir()
+	a := stub.applier(root, "NMSTATECTL_STUB_INTERFACES=eth9")
+	logger, hook := logtest.NewNullLogger()
+	logger.SetLevel(logrus.DebugLevel)
+	a.Log = logrus.NewEntry(logger)
+	p := mustPlan(t, a, renderVector(t, "192.168.122.150"))
+	err := a.ApplyLive(context.Background(), p, nil)
+	var ne *NmstatectlError
+	if !errors.As(err, &ne) || !errors.Is(err, ErrRolledBack) {
+		t.Fatalf("got %v, want a rolled-back *NmstatectlError", err)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, ": NmstateError: InvalidArgument: Ethernet interface ") || !strings.Contains(msg, " does not exists") ||
+		strings.Contains(msg, "Nmstate version") || strings.ContainsAny(msg, "\r\n") {
+		t.Errorf("error %q is not nmstatectl's error line on one line", msg)
+	}
+	banner := false
+	for _, e := range hook.AllEntries() {
+		if strings.Contains(e.Message, "Nmstate version: ") {
+			banner = true
+			if e.Level != logrus.DebugLevel {
+				t.Errorf("the banner logged at %s", e.Level)
+			}
+		}
+	}
+	if !banner {
+		t.Error("nmstatectl's banner was not logged at debug")
+	}
+}
