@@ -12,6 +12,7 @@ import (
 
 	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/agent/retry"
+	"github.com/nodereg/nodereg/agent/retry/retrytest"
 )
 
 // A dial that failed because the node has no route yet is retried after a
@@ -48,7 +49,7 @@ func TestNotUpYetKeepsTheWaitFlat(t *testing.T) {
 	var waits []time.Duration
 	p := retry.Policy{MaxAttempts: 5, Rand: func() float64 { return 0.5 },
 		OnWait: func(_ int, d time.Duration, _ error) { waits = append(waits, d) },
-		Clock:  instantClock{}}
+		Clock:  retrytest.NewClock(time.Unix(0, 0))}
 	_ = p.Do(context.Background(), "registration", func(context.Context, int) error {
 		return classifyRegister(&net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ENETUNREACH)})
 	})
@@ -60,14 +61,4 @@ func TestNotUpYetKeepsTheWaitFlat(t *testing.T) {
 			t.Errorf("waits %v, want each %s", waits, notUpYetRetry)
 		}
 	}
-}
-
-// instantClock makes every wait of the retry loop return at once.
-type instantClock struct{}
-
-func (instantClock) Now() time.Time { return time.Unix(0, 0) }
-func (instantClock) After(time.Duration) <-chan time.Time {
-	c := make(chan time.Time, 1)
-	c <- time.Unix(0, 0)
-	return c
 }

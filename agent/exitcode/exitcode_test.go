@@ -17,6 +17,7 @@ import (
 
 	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/agent/retry"
+	"github.com/nodereg/nodereg/agent/retry/retrytest"
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/bootstrap"
 	"github.com/nodereg/nodereg/internal/errclass"
@@ -141,7 +142,7 @@ func TestRateLimitedAndTooManyPendingAre75AfterTheHint(t *testing.T) {
 		var waits []time.Duration
 		attempts := 0
 		p := retry.Policy{Deadline: time.Hour, Initial: time.Millisecond, Max: time.Millisecond, Retryable: exitcode.Retryable,
-			Clock: instantClock{}, OnWait: func(_ int, d time.Duration, _ error) { waits = append(waits, d) }}
+			Clock: retrytest.NewClock(time.Unix(0, 0)), OnWait: func(_ int, d time.Duration, _ error) { waits = append(waits, d) }}
 		err := p.Do(context.Background(), "registration", func(context.Context, int) error {
 			if attempts++; attempts < 2 {
 				return wrapped(refusal)
@@ -152,16 +153,6 @@ func TestRateLimitedAndTooManyPendingAre75AfterTheHint(t *testing.T) {
 			t.Errorf("%s: %d attempts, waits %v, err %v; want 2 attempts after one wait of 42s", reason, attempts, waits, err)
 		}
 	}
-}
-
-// instantClock is a clock whose waits end at once.
-type instantClock struct{}
-
-func (instantClock) Now() time.Time { return time.Unix(0, 0) }
-func (instantClock) After(time.Duration) <-chan time.Time {
-	c := make(chan time.Time, 1)
-	c <- time.Unix(0, 0)
-	return c
 }
 
 // selfSigned makes a server certificate for 127.0.0.1 valid from
@@ -236,7 +227,7 @@ func TestNetworkFailuresAre75(t *testing.T) {
 func TestRetryStopsOnNeedsAPerson(t *testing.T) {
 	attempts := 0
 	// Virtual time: the waits end at once, whatever the machine's load.
-	p := retry.Policy{Deadline: time.Hour, Retryable: exitcode.Retryable, Clock: instantClock{}}
+	p := retry.Policy{Deadline: time.Hour, Retryable: exitcode.Retryable, Clock: retrytest.NewClock(time.Unix(0, 0))}
 	err := p.Do(context.Background(), "registration", func(ctx context.Context, _ int) error {
 		attempts++
 		return dial(t, statusServer(t, http.StatusNotFound), "")
@@ -262,7 +253,7 @@ func TestRetryStopsOnNeedsAPerson(t *testing.T) {
 func TestHostNotFoundIs75WithoutRetry(t *testing.T) {
 	attempts := 0
 	// Virtual time: the waits end at once, whatever the machine's load.
-	p := retry.Policy{Deadline: time.Hour, Retryable: exitcode.Retryable, Clock: instantClock{}}
+	p := retry.Policy{Deadline: time.Hour, Retryable: exitcode.Retryable, Clock: retrytest.NewClock(time.Unix(0, 0))}
 	err := p.Do(context.Background(), "registration", func(ctx context.Context, _ int) error {
 		attempts++
 		return &protocol.StepError{Step: protocol.StepDial, Err: fmt.Errorf("%w: the registration host \"x.invalid\" does not resolve: %w",

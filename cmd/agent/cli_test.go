@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/nmstate"
 )
@@ -254,13 +255,8 @@ func TestRenderBootstrap(t *testing.T) {
 		t.Errorf("no bootstrap block: exit %d, stderr %q; want 78 naming the key", code, stderr)
 	}
 	nic := filepath.Join(root, "sys/class/net/eth0")
-	for p, v := range map[string]string{nic + "/address": "52:54:00:31:00:09\n", nic + "/addr_assign_type": "0\n"} {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	for p, v := range map[string]string{"address": "52:54:00:31:00:09\n", "addr_assign_type": "0\n"} {
+		testutil.WriteFile(t, nic, p, v, 0o644)
 	}
 	cfg := "elemental:\n  registration:\n    url: " + url + "\n" + node.BootstrapKeyfile{Key: "bootstrap-eth0", ID: "bootstrap-eth0", Iface: "eth0", Gateway: "10.231.0.1", Sources: `          static:
           - mac: 52:54:00:31:00:09
@@ -295,13 +291,8 @@ func TestRenderBootstrapNmstateChoiceFlagFileAuto(t *testing.T) {
 	url, _ := listener(t)
 	root := scratchRoot(t, url)
 	nic := filepath.Join(root, "sys/class/net/eth0")
-	for p, v := range map[string]string{nic + "/address": "52:54:00:31:00:09\n", nic + "/addr_assign_type": "0\n"} {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	for p, v := range map[string]string{"address": "52:54:00:31:00:09\n", "addr_assign_type": "0\n"} {
+		testutil.WriteFile(t, nic, p, v, 0o644)
 	}
 	const builtin, missing = "# bootstrap keyfiles by the built-in nmstate translator\n", "# bootstrap keyfiles not shown: plan network (nmstate): required tool nmstatectl not found"
 	writeConfig := func(nmstate string) {

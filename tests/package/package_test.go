@@ -169,15 +169,7 @@ func TestDebMatchesMakeInstall(t *testing.T) {
 
 	// Installed with dpkg into an empty root of its own (a dpkg database
 	// of its own): every file byte for byte as make install wrote it.
-	root := t.TempDir()
-	for _, d := range []string{"var/lib/dpkg/info", "var/lib/dpkg/updates"} {
-		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.WriteFile(filepath.Join(root, "var/lib/dpkg/status"), nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	root := dpkgRoot(t)
 	run(t, "dpkg", "--root="+root, "--force-not-root", "--force-script-chrootless", "-i", deb)
 	for p, e := range want {
 		if e.link != "" {
