@@ -11,9 +11,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -32,6 +34,20 @@ func WriteFile(tb testing.TB, root, p, text string, perm os.FileMode) {
 	Must(tb, os.MkdirAll(filepath.Dir(full), 0o755))
 	Must(tb, os.WriteFile(full, []byte(text), perm))
 	Must(tb, os.Chmod(full, perm))
+}
+
+// Run runs cmd with its output captured and returns its exit code and what
+// it wrote to stdout and stderr; a program that cannot be started fails tb.
+func Run(tb testing.TB, cmd *exec.Cmd) (code int, stdout, stderr string) {
+	tb.Helper()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		tb.Fatal(err)
+	}
+	return cmd.ProcessState.ExitCode(), out.String(), errb.String()
 }
 
 // Must fails tb on err.

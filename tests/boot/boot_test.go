@@ -165,6 +165,22 @@ func equal(a, b []string) bool {
 
 func cidr(addr string) string { return fmt.Sprintf("%s/%d", addr, prefixLen) }
 
+// keyfileNode starts a parallel case on a machine of its own whose server
+// hands out keyfileTemplate: the case's report and the machine.
+func keyfileNode(t *testing.T, title string) (*report, *machine) {
+	t.Helper()
+	t.Parallel()
+	return newReport(t, title), newMachine(t, serverConfig(keyfileTemplate))
+}
+
+// bootedNode is keyfileNode after firstBoot, where most cases begin; it
+// returns the pool address too.
+func bootedNode(t *testing.T, title string) (*report, *machine, string) {
+	t.Helper()
+	r, m := keyfileNode(t, title)
+	return r, m, firstBoot(t, m, r)
+}
+
 // firstBoot is case 1's boot, the start of every other case: the NIC has a
 // bootstrap address, the agent registers, gets its pool address, persists
 // it and applies it live; it returns the pool address.
@@ -205,10 +221,7 @@ func firstBoot(t *testing.T, m *machine, r *report) string {
 // Case 1: the agent's keyfile is one NetworkManager accepts, applied live
 // with the server still reachable afterwards.
 func TestCase1FirstBoot(t *testing.T) {
-	t.Parallel()
-	r := newReport(t, "1 first boot: pool address applied live")
-	m := newMachine(t, serverConfig(keyfileTemplate))
-	addr := firstBoot(t, m, r)
+	_, m, addr := bootedNode(t, "1 first boot: pool address applied live")
 	if !strings.HasPrefix(addr, "10.231.0.") {
 		t.Errorf("regserver gave %s, outside pool-a", addr)
 	}
@@ -272,10 +285,7 @@ func rebootUnchanged(t *testing.T, m *machine, r *report, mode, label string, wa
 // Case 2: the ephemeral /etc is gone at reboot; the yip applicator recreates
 // the keyfile and NetworkManager brings the address up before the agent.
 func TestCase2Reboot(t *testing.T) {
-	t.Parallel()
-	r := newReport(t, "2 reboot: address back before the agent")
-	m := newMachine(t, serverConfig(keyfileTemplate))
-	addr := firstBoot(t, m, r)
+	r, m, addr := bootedNode(t, "2 reboot: address back before the agent")
 	rebootUnchanged(t, m, r, active, "reboot", []string{cidr(addr)})
 	if got := m.claimed("inventory-ip"); got != addr {
 		t.Errorf("regserver now holds %s for the machine, want %s", got, addr)
@@ -284,10 +294,7 @@ func TestCase2Reboot(t *testing.T) {
 
 // Case 3: recovery (and the passive system) come up with the same address.
 func TestCase3Recovery(t *testing.T) {
-	t.Parallel()
-	r := newReport(t, "3 recovery (and passive): same address")
-	m := newMachine(t, serverConfig(keyfileTemplate))
-	addr := firstBoot(t, m, r)
+	r, m, addr := bootedNode(t, "3 recovery (and passive): same address")
 	rebootUnchanged(t, m, r, recovery, "recovery", []string{cidr(addr)})
 	rebootUnchanged(t, m, r, passive, "passive", []string{cidr(addr)})
 }
@@ -296,10 +303,7 @@ func TestCase3Recovery(t *testing.T) {
 // profile is gone, the new addresses and route are up, and a later boot
 // brings them up from /oem with nothing left to apply.
 func TestCase4TemplateChange(t *testing.T) {
-	t.Parallel()
-	r := newReport(t, "4 template change: applied once")
-	m := newMachine(t, serverConfig(keyfileTemplate))
-	addr := firstBoot(t, m, r)
+	r, m, addr := bootedNode(t, "4 template change: applied once")
 	oldKeyfile := m.read(keyfileDir + "/" + nodeIf + ".nmconnection")
 	m.startServer(serverConfig(changedTemplate))
 
@@ -341,10 +345,7 @@ func TestCase4TemplateChange(t *testing.T) {
 // Case 5: a template that cuts the node off fails the reachability check;
 // the agent rolls back to the working keyfile and applicator, exit 75.
 func TestCase5CutOffRollsBack(t *testing.T) {
-	t.Parallel()
-	r := newReport(t, "5 cut-off template: rolled back, exit 75")
-	m := newMachine(t, serverConfig(keyfileTemplate))
-	addr := firstBoot(t, m, r)
+	r, m, addr := bootedNode(t, "5 cut-off template: rolled back, exit 75")
 	oldKeyfile := m.keyfile(nodeIf)
 	oldApplicator := m.read(applicator)
 	oldManifest := m.read(manifest)
@@ -390,10 +391,7 @@ func TestCase5CutOffRollsBack(t *testing.T) {
 // Case 7: --reset-network removes what the agent wrote and nothing else, and
 // NetworkManager lets go of the address.
 func TestCase7ResetNetwork(t *testing.T) {
-	t.Parallel()
-	r := newReport(t, "7 reset-network: ours gone, foreign kept")
-	m := newMachine(t, serverConfig(keyfileTemplate))
-	addr := firstBoot(t, m, r)
+	_, m, addr := bootedNode(t, "7 reset-network: ours gone, foreign kept")
 	foreign := []byte("[connection]\nid=foreign\ntype=ethernet\ninterface-name=nrforeign0\nautoconnect=false\n\n[ipv4]\nmethod=manual\naddress1=10.99.0.5/24\n\n[ipv6]\nmethod=disabled\n")
 	foreignPath := m.path(keyfileDir + "/foreign.nmconnection")
 	must(t, os.WriteFile(foreignPath, foreign, 0o600))
@@ -436,10 +434,7 @@ func TestCase7ResetNetwork(t *testing.T) {
 // the before-reset hook with the new applicator and runs `elemental reset`;
 // after the simulated reset and reboot the new address is up.
 func TestCase6Reset(t *testing.T) {
-	t.Parallel()
-	r := newReport(t, "6 reset from recovery: new address")
-	m := newMachine(t, serverConfig(keyfileTemplate))
-	old := firstBoot(t, m, r)
+	r, m, old := bootedNode(t, "6 reset from recovery: new address")
 	rebootUnchanged(t, m, r, recovery, "recovery", []string{cidr(old)})
 
 	invs := m.inventories()

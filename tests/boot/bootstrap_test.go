@@ -255,9 +255,7 @@ func rebootWithoutBootstrap(t *testing.T, m *machine, r *report, pool string) {
 
 // (a) and (c): static bootstrap address by MAC, RFC 5227 probe timing.
 func TestBootstrapStaticByMAC(t *testing.T) {
-	t.Parallel()
-	r := newReport(t, "B1 no DHCP: static bootstrap by MAC")
-	m := newMachine(t, serverConfig(keyfileTemplate))
+	r, m := keyfileNode(t, "B1 no DHCP: static bootstrap by MAC")
 	m.writeBootstrapConfig(staticByMAC(m.mac, "10.231.0.21")...)
 	boot, pool := dhcpLessFirstBoot(t, m, r, nil)
 	if boot != "10.231.0.21" {
@@ -434,9 +432,7 @@ func TestBootstrapResetAndInstall(t *testing.T) {
 // would have set, as in case 1) reaches the server as it is and never
 // brings the bootstrap network up, though its config has one.
 func TestBootstrapNotUsedWhenReachable(t *testing.T) {
-	t.Parallel()
-	r := newReport(t, "B0 DHCP works: bootstrap never brought up")
-	m := newMachine(t, serverConfig(keyfileTemplate))
+	r, m := keyfileNode(t, "B0 DHCP works: bootstrap never brought up")
 	m.writeBootstrapConfig(staticByMAC(m.mac, "10.231.0.21")...)
 	m.boot(active, true)
 	res := m.runAgent(nil)

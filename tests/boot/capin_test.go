@@ -19,9 +19,7 @@ import (
 // nothing is kept under /oem/nodereg/ca, and the real server is never
 // locked out.
 func TestCAPinnedAgainstTheSystemPool(t *testing.T) {
-	t.Parallel()
-	r := newReport(t, "CA pinned: a server of the system pool cannot take the trust")
-	m := newMachine(t, serverConfig(keyfileTemplate))
+	r, m := keyfileNode(t, "CA pinned: a server of the system pool cannot take the trust")
 	certs := t.TempDir()
 	real, system, own := testpki.New(t, "real"), testpki.New(t, "system"), testpki.New(t, "hostile-own")
 	realF, systemF, ownF := real.WriteFiles(t, certs, serverIP), system.WriteFiles(t, certs, serverIP), own.WriteFiles(t, certs, serverIP)

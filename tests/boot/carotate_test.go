@@ -114,9 +114,7 @@ func (m *machine) poolOnNIC() string {
 // CA-new alone; a server with a certificate of a never-announced CA, and
 // then one of the dropped CA-old, are refused with exit 78.
 func TestCARotationAcrossBoots(t *testing.T) {
-	t.Parallel()
-	r := newReport(t, "CA rotation: old, both, new; stranger refused")
-	m := newMachine(t, serverConfig(keyfileTemplate))
+	r, m := keyfileNode(t, "CA rotation: old, both, new; stranger refused")
 	certs := t.TempDir()
 	caOld, caNew, caThird := testpki.New(t, "ca-old"), testpki.New(t, "ca-new"), testpki.New(t, "ca-third")
 	// regserver's files: each CA and a certificate it signed for serverIP

@@ -114,9 +114,7 @@ func crashFirstApply(t *testing.T, mode crashMode) {
 func TestCrashLiveChange(t *testing.T) {
 	for _, mode := range crashModes[:2] {
 		t.Run(mode.testName(), func(t *testing.T) {
-			t.Parallel()
-			r := newReport(t, "crash: live change cut, "+mode.name)
-			m := newMachine(t, serverConfig(keyfileTemplate))
+			r, m := keyfileNode(t, "crash: live change cut, "+mode.name)
 			m.keepEtc = mode.keep
 			addr := firstBoot(t, m, r)
 			m.startServer(serverConfig(changedTemplate))

@@ -59,9 +59,7 @@ func docCloudConfig(t *testing.T) string {
 // applies its pool address and drops the bootstrap profile; the reboot
 // needs no bootstrap.
 func TestBootstrapFromCloudConfigDropIn(t *testing.T) {
-	t.Parallel()
-	r := newReport(t, "B5 no DHCP: bootstrap from a cloud-config's drop-in")
-	m := newMachine(t, serverConfig(keyfileTemplate))
+	r, m := keyfileNode(t, "B5 no DHCP: bootstrap from a cloud-config's drop-in")
 	m.writeConfig("auth: mac")
 	if cfg := string(m.read("oem/registration/config.yaml")); strings.Contains(cfg, "bootstrap") {
 		t.Fatalf("the operator's config carries a bootstrap key:\n%s", cfg)

@@ -94,10 +94,7 @@ func strandCheck(t *testing.T, m *machine, r *report, env []string, wantCode int
 // that reaches the server. The live apply takes its connection down, as
 // the boot would, so the check fails and the apply is rolled back.
 func TestStrandAutoconnectFalse(t *testing.T) {
-	t.Parallel()
-	r := newReport(t, "strand: autoconnect=false rolled back")
-	m := newMachine(t, serverConfig(keyfileTemplate))
-	addr := firstBoot(t, m, r)
+	r, m, addr := bootedNode(t, "strand: autoconnect=false rolled back")
 	m.startServer(serverConfig(downKeyfileTemplate))
 	start := m.boot(active, false)
 	r.boot("reboot", m.waitAddr(start, cidr(addr)))
@@ -123,10 +120,7 @@ func TestStrandTwoProfiles(t *testing.T) {
 		{"same priority", "autoconnect=true", []string{"rule one-profile-per-device"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
-			r := newReport(t, "strand: two profiles for one NIC refused, "+c.name)
-			m := newMachine(t, serverConfig(keyfileTemplate))
-			addr := firstBoot(t, m, r)
+			r, m, addr := bootedNode(t, "strand: two profiles for one NIC refused, "+c.name)
 			oldApplicator := m.read(applicator)
 			m.startServer(serverConfig(twoProfilesTemplate(c.extra)))
 			start := m.boot(active, false)
@@ -248,10 +242,7 @@ const movedIP = "10.240.0.1"
 // reboot. Asking the moved URL, the check passed, the agent exited 0 and
 // the node was cut off from the next boot on.
 func TestStrandMovedURL(t *testing.T) {
-	t.Parallel()
-	r := newReport(t, "strand: url moved, configured server cut off, rolled back")
-	m := newMachine(t, serverConfig(keyfileTemplate))
-	addr := firstBoot(t, m, r)
+	r, m, addr := bootedNode(t, "strand: url moved, configured server cut off, rolled back")
 	run(t, "ip", "netns", "exec", m.srvNS, "ip", "addr", "add", fmt.Sprintf("%s/%d", movedIP, prefixLen), "dev", serverIf)
 	m.startServerOn(serverConfig(cutOffTemplate), net.JoinHostPort("0.0.0.0", port), "--external-url", "http://"+net.JoinHostPort(movedIP, port))
 	start := m.boot(active, false)

@@ -60,10 +60,7 @@ func (m *machine) runVerify() verifyRun {
 // by hand: the addresses finding names it, and as it was the node's only
 // way to the server the server finding fails too: exit 4 + 16.
 func TestVerifyAfterBootAndAfterTheAddressIsRemoved(t *testing.T) {
-	t.Parallel()
-	r := newReport(t, "verify: after a boot, then the address removed by hand")
-	m := newMachine(t, serverConfig(keyfileTemplate))
-	addr := firstBoot(t, m, r)
+	_, m, addr := bootedNode(t, "verify: after a boot, then the address removed by hand")
 
 	v := m.runVerify()
 	if v.code != 0 || v.Exit != 0 {
@@ -121,10 +118,7 @@ func (m *machine) annotations() map[string]string {
 // interface, and is cleared there once the applied config is what the
 // server asks for again; an applied node shows its state and digest.
 func TestNetworkStateStoredByRegserver(t *testing.T) {
-	t.Parallel()
-	r := newReport(t, "annotations: applied, rolled back, cleared, as regserver stored them")
-	m := newMachine(t, serverConfig(keyfileTemplate))
-	firstBoot(t, m, r)
+	_, m, _ := bootedNode(t, "annotations: applied, rolled back, cleared, as regserver stored them")
 	const p = "elemental.cattle.io/network-config."
 	if res := m.runAgent(nil); res.code != 0 {
 		t.Fatalf("update: exit %d", res.code)
@@ -203,10 +197,7 @@ func TestVerifyNmstateBridge(t *testing.T) {
 // by the update run (--repair-drift), put back through the live apply, and
 // reported to regserver as drift-repaired; the boot run leaves it.
 func TestUpdateRunRepairsARemovedAddress(t *testing.T) {
-	t.Parallel()
-	r := newReport(t, "drift: an address removed by hand, put back by the update run")
-	m := newMachine(t, serverConfig(keyfileTemplate))
-	addr := firstBoot(t, m, r)
+	_, m, addr := bootedNode(t, "drift: an address removed by hand, put back by the update run")
 	m.startServer(serverConfig(changedTemplate))
 	if res := m.runAgent(nil); res.code != 0 {
 		t.Fatalf("changed template: exit %d", res.code)

@@ -4,9 +4,7 @@ package cli_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"os"
@@ -18,6 +16,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
@@ -50,14 +49,9 @@ func agent(t *testing.T, name string, env []string, args ...string) result {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Fatal(err)
-	}
-	return result{cmd.ProcessState.ExitCode(), out.String(), errb.String()}
+	var r result
+	r.code, r.stdout, r.stderr = testutil.Run(t, cmd)
+	return r
 }
 
 func TestWrongTokenExits78AfterOneAttempt(t *testing.T) {

@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
@@ -123,16 +124,8 @@ func sh(t *testing.T, line string, env ...string) (string, string, int) {
 	cmd := exec.Command("bash", "-c", line)
 	cmd.Dir = testbin.ModuleRoot()
 	cmd.Env = append(os.Environ(), env...)
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	err := cmd.Run()
-	code := 0
-	if exit, ok := err.(*exec.ExitError); ok {
-		code = exit.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return o.String(), e.String(), code
+	code, stdout, stderr := testutil.Run(t, cmd)
+	return stdout, stderr, code
 }
 
 // bins is a directory with the built agent and regserver, named as the

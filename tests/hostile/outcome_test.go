@@ -1,8 +1,6 @@
 package hostile
 
 import (
-	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,19 +26,10 @@ func runBinaryAll(t *testing.T, bin string, env []string, args ...string) (code 
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	case err != nil:
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(errb.String()), "\n")
-	t.Logf("exit %d\n%s", code, errb.String())
-	return code, out.String(), lines[len(lines)-1], errb.String()
+	code, stdout, stderr = testutil.Run(t, cmd)
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	t.Logf("exit %d\n%s", code, stderr)
+	return code, stdout, lines[len(lines)-1], stderr
 }
 
 func wantFinal(t *testing.T, code, wantCode int, final string, words ...string) {
