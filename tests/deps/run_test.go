@@ -238,21 +238,12 @@ func envWrites(c *agentCode) []string {
 				if tv, ok := c.info.Types[x]; ok && isEnv(tv.Type) && x == lhs {
 					bad = append(bad, fmt.Sprintf("%s: %s assigns a whole env: the environment is fixed in %s", c.pos(lhs), name, envMaker))
 				}
-				switch e := x.(type) {
-				case *ast.SelectorExpr:
+				if e, ok := x.(*ast.SelectorExpr); ok {
 					if sel := c.info.Selections[e]; sel != nil && sel.Kind() == types.FieldVal && isEnv(sel.Recv()) {
 						bad = append(bad, fmt.Sprintf("%s: %s assigns env.%s: the environment is fixed in %s", c.pos(lhs), name, e.Sel.Name, envMaker))
 					}
-					x = e.X
-				case *ast.IndexExpr:
-					x = e.X
-				case *ast.StarExpr:
-					x = e.X
-				case *ast.ParenExpr:
-					x = e.X
-				default:
-					x = nil
 				}
+				x = inner(x)
 			}
 		}
 	})
@@ -313,22 +304,29 @@ func retryCallee(c *agentCode, call *ast.CallExpr) bool {
 // rootIdent is the variable an assigned expression writes into: x in x,
 // x.f, x[i], *x.
 func rootIdent(x ast.Expr) *ast.Ident {
-	for {
-		switch e := x.(type) {
-		case *ast.Ident:
-			return e
-		case *ast.SelectorExpr:
-			x = e.X
-		case *ast.IndexExpr:
-			x = e.X
-		case *ast.StarExpr:
-			x = e.X
-		case *ast.ParenExpr:
-			x = e.X
-		default:
-			return nil
+	for x != nil {
+		if id, ok := x.(*ast.Ident); ok {
+			return id
 		}
+		x = inner(x)
 	}
+	return nil
+}
+
+// inner is one step into what an assigned expression writes: x of x.f,
+// x[i], *x and (x); nil past the last.
+func inner(x ast.Expr) ast.Expr {
+	switch e := x.(type) {
+	case *ast.SelectorExpr:
+		return e.X
+	case *ast.IndexExpr:
+		return e.X
+	case *ast.StarExpr:
+		return e.X
+	case *ast.ParenExpr:
+		return e.X
+	}
+	return nil
 }
 
 // retryCaptures lists every assignment, in an attempt handed to the retry

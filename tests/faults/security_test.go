@@ -213,8 +213,7 @@ func TestSecretsNotLogged(t *testing.T) {
 		{"--debug", "--dry-run"}, // prints the config it would apply
 	} {
 		cmd := exec.Command(agentBin, append([]string{"--root", m.Root, "--deadline", "10s", "--network-timeout", "10s"}, args...)...)
-		cmd.Env = append(os.Environ(), host.EnvNmstatectl+"="+stub,
-			"NMSTATECTL_STUB_STATE="+filepath.Join(m.StubDir, "checkpoint"), "NMSTATECTL_STUB_LOG="+filepath.Join(m.StubDir, "calls.jsonl"))
+		cmd.Env = append(append(os.Environ(), host.EnvNmstatectl+"="+stub), m.Stub().Env()...)
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		err := cmd.Run()

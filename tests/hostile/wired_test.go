@@ -363,8 +363,7 @@ func TestFIFOAtOwnedPaths(t *testing.T) {
 func runUntilSIGTERM(t *testing.T, bin, stub string, m *node.Machine, grace time.Duration, args ...string) (out string, err error, stopped bool) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"--root", m.Root, "--auth", "mac"}, args...)...)
-	cmd.Env = append(os.Environ(), host.EnvNmstatectl+"="+stub,
-		"NMSTATECTL_STUB_STATE="+filepath.Join(m.StubDir, "checkpoint"), "NMSTATECTL_STUB_LOG="+filepath.Join(m.StubDir, "calls.jsonl"))
+	cmd.Env = append(append(os.Environ(), host.EnvNmstatectl+"="+stub), m.Stub().Env()...)
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	testutil.Must(t, cmd.Start())
@@ -443,8 +442,7 @@ func TestTokenNeverPrinted(t *testing.T) {
 					args = append(args, debug)
 				}
 				cmd := exec.Command(agentBin, args...)
-				cmd.Env = append(os.Environ(), host.EnvNmstatectl+"="+stub,
-					"NMSTATECTL_STUB_STATE="+filepath.Join(m.StubDir, "checkpoint"), "NMSTATECTL_STUB_LOG="+filepath.Join(m.StubDir, "calls.jsonl"))
+				cmd.Env = append(append(os.Environ(), host.EnvNmstatectl+"="+stub), m.Stub().Env()...)
 				var out bytes.Buffer
 				cmd.Stdout, cmd.Stderr = &out, &out
 				err := cmd.Run()
