@@ -178,7 +178,11 @@ func (b *boltBackend) verify(path string) (partial bool, err error) {
 				return err
 			}
 			defer f.Close()
-			if err := checkPages(f, b.db.Info().PageSize, uint64(tx.ID())); err != nil {
+			buckets, err := checkPages(f, b.db.Info().PageSize, uint64(tx.ID()))
+			if err == nil {
+				err = firstProblem(buckets)
+			}
+			if err != nil {
 				return err
 			}
 			var walk func(bk *bolt.Bucket) error

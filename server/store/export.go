@@ -66,23 +66,36 @@ func ExportFile(path string, w io.Writer) (problems []string, err error) {
 	case "json":
 		return nil, fmt.Errorf("store %s: a JSON store of an older regserver; it is imported when regserver starts on it", path)
 	}
+	// A bucket whose pages are damaged is left out whole: walking it
+	// could end the process (checkFile).
+	damaged, err := checkFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("store %s: %w", path, err)
+	}
 	back, err := openBolt(path, true)
 	if err != nil {
 		return nil, fmt.Errorf("store %s: %w", path, err)
 	}
 	defer back.close()
-	d, problems := salvage(back)
+	d, problems := salvage(back, damaged)
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return problems, enc.Encode(d)
 }
 
-// salvage reads what it can, record by record.
-func salvage(back backend) (*Dump, []string) {
+// salvage reads what it can, record by record, leaving out the buckets
+// damaged names (their pages cannot be walked).
+func salvage(back backend, damaged map[string]error) (*Dump, []string) {
 	d := &Dump{Version: jsonFormatVersion, Inventories: map[string]*DumpInventory{}, Claims: []*Claim{}}
 	var problems []string
 	note := func(format string, a ...any) { problems = append(problems, fmt.Sprintf(format, a...)) }
-	err := back.forEach(bucketInventories, func(k, v []byte) error {
+	forEach := func(bucket []byte, fn func(k, v []byte) error) error {
+		if err := damaged[string(bucket)]; err != nil {
+			return err
+		}
+		return back.forEach(bucket, fn)
+	}
+	err := forEach(bucketInventories, func(k, v []byte) error {
 		var inv Inventory
 		if err := json.Unmarshal(v, &inv); err != nil || inv.Hash != string(k) {
 			note("inventory %q: does not decode (%v)", k, err)
@@ -94,7 +107,7 @@ func salvage(back backend) (*Dump, []string) {
 	if err != nil {
 		note("inventories after the %d read: %v", len(d.Inventories), err)
 	}
-	err = back.forEach(bucketClaims, func(k, v []byte) error {
+	err = forEach(bucketClaims, func(k, v []byte) error {
 		c := &Claim{}
 		if err := json.Unmarshal(v, c); err != nil || len(k) != 8 {
 			note("claim %x: does not decode (%v)", k, err)
@@ -107,6 +120,10 @@ func salvage(back backend) (*Dump, []string) {
 		note("claims after the %d read: %v", len(d.Claims), err)
 	}
 	for h, di := range d.Inventories {
+		if err := damaged[string(bucketHardware)]; err != nil {
+			note("hardware: %v", err)
+			break
+		}
 		b, err := back.get(bucketHardware, []byte(h))
 		if err == nil && b != nil {
 			err = json.Unmarshal(b, &di.Hardware)

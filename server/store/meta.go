@@ -34,6 +34,9 @@ const (
 // meta is one meta page as read from the file.
 type meta struct {
 	ok bool
+	// valid: what bbolt itself validates (magic, version, checksum; not
+	// the page header), so the page bbolt would serve from.
+	valid bool
 	// missing: the file ends before this page (a zero meta, raw empty).
 	missing  bool
 	pageSize uint32
@@ -44,8 +47,8 @@ type meta struct {
 func parseMeta(b []byte) meta {
 	le := binary.LittleEndian
 	m := meta{pageSize: le.Uint32(b[pageHeader+8:]), txid: le.Uint64(b[metaTxid:]), raw: append([]byte(nil), b...)}
-	m.ok = le.Uint16(b[8:])&metaPageFlags != 0 && le.Uint32(b[pageHeader:]) == metaMagic &&
-		le.Uint32(b[pageHeader+4:]) == metaVersion && checksum(b) == le.Uint64(b[metaChecksum:])
+	m.valid = le.Uint32(b[pageHeader:]) == metaMagic && le.Uint32(b[pageHeader+4:]) == metaVersion && checksum(b) == le.Uint64(b[metaChecksum:])
+	m.ok = le.Uint16(b[8:])&metaPageFlags != 0 && m.valid
 	return m
 }
 

@@ -134,6 +134,11 @@ func FuzzOpenDamaged(f *testing.F) {
 		f.Add(uint8(damageSwap), pair[0], pair[1], []byte(nil))
 		f.Add(uint8(damageCopy), pair[0], pair[1], []byte(nil))
 	}
+	if id := branchPage(pristine, ps); id > 0 {
+		// A branch page whose first child is itself: bbolt's cursor
+		// descends forever (the stack overflows: the process ends).
+		f.Add(uint8(damageWrite), uint32(id*ps+pageHeader+8), uint32(0), binary.LittleEndian.AppendUint64(nil, uint64(id)))
+	}
 	f.Add(uint8(damageWrite), uint32(2*ps), uint32(0), make([]byte, 16))
 	f.Add(uint8(damageWrite), uint32(0), uint32(0), []byte("{"))
 	f.Add(uint8(damageFlip|0x80), uint32(ps)+pageHeader+16, uint32(1), []byte(nil))
@@ -171,4 +176,46 @@ func FuzzOpenDamaged(f *testing.F) {
 			t.Errorf("served store: close: %v", err)
 		}
 	})
+}
+
+// branchPage is the id of the store's first branch page, or 0.
+func branchPage(b []byte, ps int) int {
+	for id := 2; id < len(b)/ps; id++ {
+		if p := b[id*ps:]; binary.LittleEndian.Uint64(p) == uint64(id) && binary.LittleEndian.Uint16(p[pageFlagsOff:]) == branchPageFlag {
+			return id
+		}
+	}
+	return 0
+}
+
+// TestAPageThatIsItsOwnChild: a branch page pointing back at itself
+// (bbolt's cursor would descend forever and overflow the stack, which no
+// recover catches) is refused at open, naming the file; the export leaves
+// out the bucket it is in, saying so, and salvages the others.
+func TestAPageThatIsItsOwnChild(t *testing.T) {
+	pristine, ps, err := realStore()
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := branchPage(pristine, ps)
+	if id == 0 {
+		t.Fatal("the real store has no branch page: grow it")
+	}
+	b := append([]byte(nil), pristine...)
+	binary.LittleEndian.PutUint64(b[id*ps+pageHeader+8:], uint64(id))
+	path := filepath.Join(t.TempDir(), "state.db")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenWith(path, Options{}); err == nil || !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "reached twice") {
+		t.Errorf("open: %v, want the damage named", err)
+	}
+	var out bytes.Buffer
+	problems, err := ExportFile(path, &out)
+	if err != nil || len(problems) == 0 || !strings.Contains(strings.Join(problems, "\n"), "reached twice") {
+		t.Errorf("export: %v, problems %q: want the damaged bucket left out and named", err, problems)
+	}
+	if !strings.Contains(out.String(), `"inventories"`) {
+		t.Errorf("export salvaged nothing:\n%s", out.String())
+	}
 }

@@ -4,6 +4,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"maps"
+	"os"
+	"slices"
 )
 
 // bbolt asserts on its pages instead of returning errors, and its Tx.Check
@@ -39,6 +42,9 @@ type pageReader struct {
 	pageSize int
 	high     uint64
 	seen     map[uint64]bool
+	// buckets is what the check found in each top-level bucket's tree
+	// (nil: sound), so that an export can leave out only what is damaged.
+	buckets map[string]error
 }
 
 // page reads page id and its overflow pages after checking the header:
@@ -74,7 +80,9 @@ func (r *pageReader) page(id uint64, want ...uint16) ([]byte, error) {
 }
 
 // tree checks the tree rooted at page id, depth levels deep at most.
-func (r *pageReader) tree(id uint64, depth int) error {
+// top: the tree is the root bucket's, whose bucket entries are the
+// top-level buckets (their findings go to r.buckets).
+func (r *pageReader) tree(id uint64, depth int, top bool) error {
 	if depth > 64 {
 		return fmt.Errorf("%w: the tree at page %d is deeper than 64 levels", ErrDamaged, id)
 	}
@@ -82,13 +90,13 @@ func (r *pageReader) tree(id uint64, depth int) error {
 	if err != nil {
 		return err
 	}
-	return r.elements(b, id, depth)
+	return r.elements(b, id, depth, top)
 }
 
 // elements checks the elements of the branch or leaf page b (page id, or
 // an inline bucket's page in id's leaf): each inside b, each child and
 // bucket checked in turn.
-func (r *pageReader) elements(b []byte, id uint64, depth int) error {
+func (r *pageReader) elements(b []byte, id uint64, depth int, top bool) error {
 	le := binary.LittleEndian
 	flags, count := le.Uint16(b[pageFlagsOff:]), int(le.Uint16(b[pageCountOff:]))
 	if pageHeader+count*elemSize > len(b) {
@@ -102,7 +110,7 @@ func (r *pageReader) elements(b []byte, id uint64, depth int) error {
 			if uint64(e)+pos+ksize > uint64(len(b)) {
 				return fmt.Errorf("%w: page %d: element %d lies outside the page", ErrDamaged, id, i)
 			}
-			if err := r.tree(le.Uint64(el[8:]), depth+1); err != nil {
+			if err := r.tree(le.Uint64(el[8:]), depth+1, top); err != nil {
 				return err
 			}
 			continue
@@ -115,55 +123,103 @@ func (r *pageReader) elements(b []byte, id uint64, depth int) error {
 		if eflags&bucketLeafFlag == 0 {
 			continue
 		}
-		v := b[uint64(e)+pos+ksize : end]
-		if len(v) < bucketHeader {
-			return fmt.Errorf("%w: page %d: bucket %d is %d bytes, shorter than a bucket header", ErrDamaged, id, i, len(v))
-		}
-		if root := le.Uint64(v); root != 0 {
-			if err := r.tree(root, depth+1); err != nil {
-				return err
-			}
-			continue
-		}
-		// An inline bucket: its leaf page follows the header in the value.
-		inline := v[bucketHeader:]
-		if len(inline) < pageHeader || le.Uint16(inline[pageFlagsOff:]) != leafPageFlag {
-			return fmt.Errorf("%w: page %d: inline bucket %d is not a leaf page", ErrDamaged, id, i)
-		}
-		if depth > 64 {
-			return fmt.Errorf("%w: the buckets at page %d nest deeper than 64 levels", ErrDamaged, id)
-		}
-		if err := r.elements(inline, id, depth+1); err != nil {
+		err := r.bucket(b[uint64(e)+pos+ksize:end], id, i, depth)
+		if top {
+			r.buckets[string(b[uint64(e)+pos:uint64(e)+pos+ksize])] = err
+		} else if err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// checkPages checks the pages of the transaction txid of the bbolt file f
-// (see above). bbolt has opened the file: both meta pages validated or it
-// chose one, and txid is the one it serves.
-func checkPages(f io.ReaderAt, pageSize int, txid uint64) error {
+// bucket checks the bucket whose value v is element i of page id.
+func (r *pageReader) bucket(v []byte, id uint64, i, depth int) error {
 	le := binary.LittleEndian
-	r := &pageReader{f: f, pageSize: pageSize, high: 2, seen: map[uint64]bool{}}
+	if len(v) < bucketHeader {
+		return fmt.Errorf("%w: page %d: bucket %d is %d bytes, shorter than a bucket header", ErrDamaged, id, i, len(v))
+	}
+	if root := le.Uint64(v); root != 0 {
+		return r.tree(root, depth+1, false)
+	}
+	// An inline bucket: its leaf page follows the header in the value.
+	inline := v[bucketHeader:]
+	if len(inline) < pageHeader || le.Uint16(inline[pageFlagsOff:]) != leafPageFlag {
+		return fmt.Errorf("%w: page %d: inline bucket %d is not a leaf page", ErrDamaged, id, i)
+	}
+	if depth > 64 {
+		return fmt.Errorf("%w: the buckets at page %d nest deeper than 64 levels", ErrDamaged, id)
+	}
+	return r.elements(inline, id, depth+1, false)
+}
+
+// checkPages checks the pages of the transaction txid of the bbolt file f
+// (see above): what bbolt needs to open and walk it (the meta pages, the
+// freelist, the root bucket's tree: err), and each top-level bucket's
+// tree (buckets, by name: nil when sound).
+func checkPages(f io.ReaderAt, pageSize int, txid uint64) (buckets map[string]error, err error) {
+	le := binary.LittleEndian
+	if pageSize < minPageSize || pageSize > maxPageSize {
+		return nil, fmt.Errorf("%w: a page size of %d bytes", ErrDamaged, pageSize)
+	}
+	r := &pageReader{f: f, pageSize: pageSize, high: 2, seen: map[uint64]bool{}, buckets: map[string]error{}}
 	var served []byte
 	for id := range uint64(2) {
 		b, err := r.page(id, metaPageFlags)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if m := parseMeta(b[:metaLen]); m.ok && m.txid == txid {
 			served = b[:metaLen]
 		}
 	}
 	if served == nil {
-		return fmt.Errorf("%w: neither meta page holds the served transaction %d", ErrDamaged, txid)
+		return nil, fmt.Errorf("%w: neither meta page holds the served transaction %d", ErrDamaged, txid)
 	}
 	r.high = le.Uint64(served[metaHighWater:])
 	if fl := le.Uint64(served[metaFreelist:]); fl != noFreelist {
 		if _, err := r.page(fl, freelistPageFlag); err != nil {
-			return fmt.Errorf("the freelist: %w", err)
+			return nil, fmt.Errorf("the freelist: %w", err)
 		}
 	}
-	return r.tree(le.Uint64(served[metaRoot:]), 0)
+	if err := r.tree(le.Uint64(served[metaRoot:]), 0, true); err != nil {
+		return nil, err
+	}
+	return r.buckets, nil
+}
+
+// firstProblem is the first damaged bucket's finding, by name, or nil.
+func firstProblem(buckets map[string]error) error {
+	names := slices.Sorted(maps.Keys(buckets))
+	for _, n := range names {
+		if err := buckets[n]; err != nil {
+			return fmt.Errorf("bucket %s: %w", n, err)
+		}
+	}
+	return nil
+}
+
+// checkFile is checkPages on the file at path before bbolt opens it
+// (bbolt's own open and first transaction walk the root bucket's tree
+// already), for the transaction bbolt will serve: the newer of the meta
+// pages that pass bbolt's own validation (magic, version, checksum). With
+// neither valid it says nothing: bbolt refuses such a file itself.
+func checkFile(path string) (buckets map[string]error, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	m0, m1, err := readMetas(f)
+	if err != nil {
+		return nil, nil
+	}
+	served := m0
+	if !m0.valid || (m1.valid && m1.txid > m0.txid) {
+		served = m1
+	}
+	if !served.valid {
+		return nil, nil
+	}
+	return checkPages(f, int(served.pageSize), served.txid)
 }

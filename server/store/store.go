@@ -101,6 +101,16 @@ func OpenWith(path string, o Options) (*Store, error) {
 			if s.MetaWarning, err = checkMetas(path, o.AcceptOlderTransaction); err != nil {
 				return nil, fmt.Errorf("store %s: %w", path, err)
 			}
+			// bbolt asserts on a damaged page, and a page pointing back
+			// at its parent sends its open's first walk down forever:
+			// its pages are read from the file first (checkFile).
+			buckets, err := checkFile(path)
+			if err == nil {
+				err = firstProblem(buckets)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("store %s: %w", path, err)
+			}
 		}
 		back, err := openBolt(path, false)
 		if err != nil {
