@@ -52,7 +52,10 @@ func (r Root) inRoot(p string, last bool) (string, error) {
 			done = append(done, c)
 			continue
 		}
-		at := filepath.Join(root, filepath.Join(append(done, c)...))
+		// Every component is a plain name here (no "", ".", ".." or
+		// "/"), so the join needs no cleaning; filepath.Join cleaned the
+		// whole path again at every step of every read below a root.
+		at := root + string(filepath.Separator) + strings.Join(append(done, c), string(filepath.Separator))
 		fi, err := os.Lstat(at)
 		switch {
 		case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
