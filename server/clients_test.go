@@ -63,9 +63,7 @@ func TestFloodOneClientRealRegistrationsComplete(t *testing.T) {
 		o.MaxClientSessions, o.NewInventoriesPerMinute = 4, 5
 		o.SessionDeadline = 5 * time.Second
 	})
-	ts := httptest.NewServer(s)
-	defer ts.Close()
-	url := "ws" + strings.TrimPrefix(ts.URL, "http") + "/elemental/registration/demo-token"
+	url := wsURL(t, s, "demo-token")
 
 	// Idle sessions from 127.0.0.2: four are taken, the rest refused
 	// before anything is read, with a reason naming the client.

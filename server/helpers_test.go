@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -85,6 +87,15 @@ func newServer(t testing.TB, cfg *regconfig.Config, st *store.Store, mod func(*O
 		t.Fatal(err)
 	}
 	return s
+}
+
+// wsURL serves s on loopback for the rest of the test and returns the
+// websocket URL of the registration token.
+func wsURL(t testing.TB, s *Server, token string) string {
+	t.Helper()
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+	return "ws" + strings.TrimPrefix(ts.URL, "http") + "/elemental/registration/" + token
 }
 
 func memStore(t testing.TB) *store.Store {

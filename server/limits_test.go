@@ -22,9 +22,7 @@ func TestSessionCap(t *testing.T) {
 		o.MaxSessions = 1
 		o.SessionSlotWait = 300 * time.Millisecond
 	})
-	ts := httptest.NewServer(s)
-	defer ts.Close()
-	url := "ws" + strings.TrimPrefix(ts.URL, "http") + "/elemental/registration/demo-token"
+	url := wsURL(t, s, "demo-token")
 	held := dialPlain(t, url, "uuid-a") // authenticated, holds its slot
 	h := http.Header{}
 	h.Set("Authorization", "Bearer PLAINuuid-b")

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
@@ -99,10 +98,8 @@ func TestNoSMBIOSRegistrationAgainstExampleConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := newServer(t, cfg, memStore(t), nil)
-	ts := httptest.NewServer(s)
-	defer ts.Close()
 	// demo-keyfile is the example's PLAIN registration (auth: mac).
-	c := dialPlain(t, "ws"+strings.TrimPrefix(ts.URL, "http")+"/elemental/registration/demo-keyfile-token", "52:54:00:12:34:56")
+	c := dialPlain(t, wsURL(t, s, "demo-keyfile-token"), "52:54:00:12:34:56")
 	c.send(0x09, vector(t, "upstream-annotations.json"))
 	c.expect(0x01, "")
 	c.send(0x04, "")

@@ -2,7 +2,6 @@ package server
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -85,9 +84,7 @@ func vector(t *testing.T, name string) string {
 
 func TestWebsocketPlainRegistration(t *testing.T) {
 	s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.200"), memStore(t), nil)
-	ts := httptest.NewServer(s)
-	defer ts.Close()
-	url := "ws" + strings.TrimPrefix(ts.URL, "http") + "/elemental/registration/demo-token"
+	url := wsURL(t, s, "demo-token")
 
 	// First registration, payloads as captured from upstream.
 	c := dialPlain(t, url, "4c4c4544-0042-3010-8058-b4c04f4e4e32")
@@ -158,11 +155,9 @@ func TestWebsocketPlainRegistration(t *testing.T) {
 
 func TestWebsocketUnknownTokenIsHTTP404(t *testing.T) {
 	s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.200"), memStore(t), nil)
-	ts := httptest.NewServer(s)
-	defer ts.Close()
 	h := http.Header{}
 	h.Set("Authorization", "Bearer PLAINx")
-	_, resp, err := websocket.DefaultDialer.Dial("ws"+strings.TrimPrefix(ts.URL, "http")+"/elemental/registration/nope", h)
+	_, resp, err := websocket.DefaultDialer.Dial(wsURL(t, s, "nope"), h)
 	if err == nil || resp == nil || resp.StatusCode != http.StatusNotFound {
 		t.Fatalf("err %v, resp %v", err, resp)
 	}
@@ -193,9 +188,7 @@ config:
 	reg.Network = tmpl
 	reg.MachineName = ""
 	s := newServer(t, cfg, memStore(t), nil)
-	ts := httptest.NewServer(s)
-	defer ts.Close()
-	c := dialPlain(t, "ws"+strings.TrimPrefix(ts.URL, "http")+"/elemental/registration/demo-token", "golden")
+	c := dialPlain(t, wsURL(t, s, "demo-token"), "golden")
 	c.send(0x04, "")
 	typ, p := c.read()
 	if typ != 0x07 {
@@ -224,9 +217,7 @@ func TestWebsocketUpstreamClientWithAllocationDelay(t *testing.T) {
 				o.NetworkWait = 0 // the default: up to the session deadline
 				o.SessionDeadline = 2 * time.Second
 			})
-			ts := httptest.NewServer(s)
-			defer ts.Close()
-			url := "ws" + strings.TrimPrefix(ts.URL, "http") + "/elemental/registration/demo-token"
+			url := wsURL(t, s, "demo-token")
 			cl := dialPlain(t, url, "4c4c4544-0042-3010-8058-b4c04f4e4e32")
 			cl.send(0x02, vector(t, "upstream-smbios.json"))
 			cl.expect(0x01, "")
@@ -261,9 +252,7 @@ func TestWebsocketAgentWithAllocationDelay(t *testing.T) {
 		o.AllocationDelay = time.Hour
 		o.NetworkWait = 0
 	})
-	ts := httptest.NewServer(s)
-	defer ts.Close()
-	cl := dialAgent(t, "ws"+strings.TrimPrefix(ts.URL, "http")+"/elemental/registration/demo-token", "agent-1")
+	cl := dialAgent(t, wsURL(t, s, "demo-token"), "agent-1")
 	cl.send(0x02, vector(t, "upstream-smbios.json"))
 	cl.expect(0x01, "")
 	cl.send(0x04, "")
@@ -283,9 +272,7 @@ func TestRegistrationAuthDecidesAuthentication(t *testing.T) {
 	s := newServer(t, cfg, memStore(t), func(o *Options) {
 		o.Auth = []protocol.ServerAuthenticator{tpmauth.New(tpmauth.Options{}), protocol.PlainServer{}}
 	})
-	ts := httptest.NewServer(s)
-	defer ts.Close()
-	url := "ws" + strings.TrimPrefix(ts.URL, "http") + "/elemental/registration/demo-token"
+	url := wsURL(t, s, "demo-token")
 	refused := func(header string) {
 		t.Helper()
 		h := http.Header{}
