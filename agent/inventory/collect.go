@@ -191,8 +191,8 @@ func Collect(ctx context.Context, o Options) (*Inventory, error) {
 type job func() (func(*ghwHost, *Inventory), error)
 
 // ghwOptions are the options of the families still read by ghw itself
-// (CPU, Network, the legacy topology, and the DMI identity where the
-// kernel exports no DMI).
+// (CPU, the legacy topology, and the DMI identity where the kernel
+// exports no DMI).
 func ghwOptions(files host.FS, log *logrus.Entry, gate *logGate) []any {
 	return []any{
 		// ghw reads below a directory of its own (its chroot): the one
@@ -285,7 +285,7 @@ func ghwJobs(files host.FS, ghwOpts []any, addrs func(string) ([]netip.Addr, err
 			if err := tree(host.SysClassNet, "network"); err != nil {
 				return nil, err
 			}
-			return collectNetwork(ghwOpts, addrs)
+			return collectNetwork(files, addrs)
 		},
 		FamilyGPU: func() (func(*ghwHost, *Inventory), error) {
 			i, err := collectGPU(files, log)
@@ -309,11 +309,8 @@ func readableTree(files host.FS, p, what string) error {
 }
 
 // collectNetwork is ghw's NICs and, through addrs, their addresses.
-func collectNetwork(ghwOpts []any, addrs func(string) ([]netip.Addr, error)) (func(*ghwHost, *Inventory), error) {
-	i, err := net.New(ghwOpts...)
-	if err != nil {
-		return nil, err
-	}
+func collectNetwork(files host.FS, addrs func(string) ([]netip.Addr, error)) (func(*ghwHost, *Inventory), error) {
+	i := collectNICs(files)
 	m := map[string][]netip.Addr{}
 	if addrs != nil {
 		for _, nic := range i.NICs {

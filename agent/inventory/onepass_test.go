@@ -20,6 +20,7 @@ import (
 	"github.com/jaypipes/ghw/pkg/block"
 	"github.com/jaypipes/ghw/pkg/chassis"
 	"github.com/jaypipes/ghw/pkg/memory"
+	"github.com/jaypipes/ghw/pkg/net"
 	"github.com/jaypipes/ghw/pkg/product"
 
 	"github.com/nodereg/nodereg/internal/host"
@@ -89,6 +90,7 @@ func TestInventoryReadsEachFileOnce(t *testing.T) {
 			"read /proc/meminfo", "read /proc/self/mounts", "read /sys/block/vda/dev", "read /sys/block/vda/vda1/dev",
 			"read /run/udev/data/b253:0", "read /run/udev/data/b253:1", "readlink /sys/block/vda",
 			"readdir /sys/kernel/mm/hugepages", "read /sys/class/dmi/id/product_uuid", "read /sys/class/dmi/id/chassis_type",
+			"readdir /sys/class/net", "read /sys/class/net/eth1/address", "readlink /sys/class/net/eth1",
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -144,7 +146,7 @@ func TestInventoryBytesMatchVectors(t *testing.T) {
 	}
 }
 
-// TestDecodersMatchGhw: the Storage, Memory and DMI identity families decoded from the
+// TestDecodersMatchGhw: the Storage, Memory, Network and DMI identity families decoded from the
 // snapshot are what ghw 0.27 itself returns for the same tree, on the
 // vm1 snapshot, on a tree with partitions, mounts, links and huge pages,
 // and on the machine the test runs on.
@@ -174,6 +176,7 @@ func TestDecodersMatchGhw(t *testing.T) {
 				{"bios", func() (any, error) { return collectBIOS(files, opts) }, func() (any, error) { return bios.New(opts...) }},
 				{"baseboard", func() (any, error) { return collectBaseboard(files, opts) }, func() (any, error) { return baseboard.New(opts...) }},
 				{"chassis", func() (any, error) { return collectChassis(files, opts) }, func() (any, error) { return chassis.New(opts...) }},
+				{"network", func() (any, error) { return collectNICs(files), nil }, func() (any, error) { return net.New(opts...) }},
 			} {
 				got, gotErr := c.ours()
 				want, wantErr := c.ghw()
@@ -268,6 +271,31 @@ func richTree(t *testing.T) string {
 		t.Fatal(err)
 	}
 	link("/sys/class/dmi/id", "../../devices/virtual/dmi/id")
+
+	// NICs: one on the PCI bus, one on another bus, a virtual bridge,
+	// a random MAC, one whose device link is missing, lo and the
+	// bonding control file.
+	pci := "/sys/devices/pci0000:00/0000:00:03.0"
+	write(pci+"/virtio0/net/eth0/address", "52:54:00:12:34:56\n")
+	write(pci+"/virtio0/net/eth0/addr_assign_type", "0\n")
+	write(pci+"/virtio0/net/eth0/speed", "1000\n")
+	write(pci+"/virtio0/net/eth0/duplex", "full\n")
+	link(pci+"/virtio0/net/eth0/device", "../../../virtio0")
+	link(pci+"/virtio0/subsystem", "../../../bus/virtio")
+	link("/sys/class/net/eth0", "../../devices/pci0000:00/0000:00:03.0/virtio0/net/eth0")
+	write(pci+"/net/eth1/address", "52:54:00:12:34:57\n")
+	write(pci+"/net/eth1/addr_assign_type", "0\n")
+	link(pci+"/net/eth1/device", "../../../0000:00:03.0")
+	link(pci+"/subsystem", "../../bus/pci")
+	link("/sys/class/net/eth1", "../../devices/pci0000:00/0000:00:03.0/net/eth1")
+	write("/sys/devices/virtual/net/br0/address", "aa:bb:cc:dd:ee:ff\n")
+	write("/sys/devices/virtual/net/br0/addr_assign_type", "3\n")
+	link("/sys/class/net/br0", "../../devices/virtual/net/br0")
+	write("/sys/devices/virtual/net/lo/address", "00:00:00:00:00:00\n")
+	link("/sys/class/net/lo", "../../devices/virtual/net/lo")
+	write("/sys/class/net/bonding_masters", "bond0\n")
+	write("/sys/class/net/plain/address", "52:54:00:00:00:01\n")
+	write("/sys/class/net/plain/addr_assign_type", "0\n")
 
 	write("/sys/block/sr0/dev", "11:0\n")
 	write("/sys/block/sr0/size", "2097151\n")
