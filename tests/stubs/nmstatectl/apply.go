@@ -72,11 +72,17 @@ func apply(desired []byte, o applyOpts) error {
 	if err != nil {
 		return err
 	}
+	_, live := nm.(*liveBackend)
 	ifaces := map[string]*yaml.Node{}
 	if l := get(doc, "interfaces"); l != nil {
 		for _, it := range l.Content {
 			name, typ := scalarOf(get(it, "name")), scalarOf(get(it, "type"))
 			ifaces[name] = it
+			if st := scalarOf(get(it, "state")); live && st != "" && st != "up" {
+				// nmstate deactivates or deletes the profile; what it
+				// prints and leaves no transcript shows.
+				return declined("apply of %s with state %s", name, st)
+			}
 			if typ == "ethernet" || typ == "" {
 				ok, err := nm.hasEthernet(name)
 				if err != nil {
@@ -102,7 +108,7 @@ func apply(desired []byte, o applyOpts) error {
 	cp, err := nm.createCheckpoint(timeout)
 	if errors.Is(err, errCheckpointConflict) {
 		info(netState, "Retrying on: Bug: %s", checkpointConflict)
-		if _, live := nm.(*liveBackend); live {
+		if live {
 			time.Sleep(time.Second)
 		}
 		cp, err = nm.createCheckpoint(timeout)

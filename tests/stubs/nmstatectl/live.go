@@ -161,6 +161,8 @@ func (l *liveBackend) profile(iface string) (*profile, error) {
 // devices on rollback (a rollback removes the profiles apply created, 11).
 const checkpointFlags = "6"
 
+var settingsPath = regexp.MustCompile(`"(/org/freedesktop/NetworkManager/Settings/\d+)"`)
+
 var objectPath = regexp.MustCompile(`"(/org/freedesktop/NetworkManager/Checkpoint/\d+)"`)
 
 func (l *liveBackend) createCheckpoint(timeout uint32) (string, error) {
@@ -253,6 +255,9 @@ func (l *liveBackend) put(p *profile, kf []byte, create, memoryOnly bool) error 
 	if _, err := l.nmcli(args...); err != nil {
 		return nmErr("Bug", "stub: %v", err)
 	}
+	if err := l.setUserData(p.UUID, kf); err != nil {
+		return err
+	}
 	if create {
 		_, err = l.nmcli("connection", "up", "uuid", p.UUID)
 	} else if _, err = l.nmcli("device", "reapply", p.Iface); err != nil {
@@ -339,6 +344,9 @@ func nmcliSettings(kf []byte, create bool) ([]string, error) {
 			}
 			props = append(props, "bond.options", strings.Join(opts, ","))
 			continue
+		}
+		if sec == "user" {
+			continue // setUserData
 		}
 		setting, ok := sectionSettings[sec]
 		if !ok {
