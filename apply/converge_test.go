@@ -295,3 +295,55 @@ func TestResetRemovesNetworkManagersFileTheIntentRecorded(t *testing.T) {
 		t.Errorf("after --reset-network NetworkManager still has %v for %s", got, convDev)
 	}
 }
+
+// A profile that is not ours, which nmstatectl rewrote (a foreign profile
+// of a device the config names) or deleted (`state: absent`): the
+// convergence gives a rewritten one its bytes back, and after
+// NetworkManager's rollback, which rewrites or re-adds it in its own
+// format, undo leaves the admin's bytes and one profile for its device.
+func TestConvergeForeignProfileKeepsItsBytes(t *testing.T) {
+	const adminDev = "nrbr6"
+	admin := "[connection]\nid=admin\nuuid=5d3b2f8e-8f44-4d0a-9c55-1e0f0c7a2b11\ntype=bridge\ninterface-name=" + adminDev +
+		"\n\n[bridge]\nstp=false\n\n[ipv4]\nmethod=manual\naddress1=192.0.2.20/24\n\n[ipv6]\nmethod=disabled\n"
+	const adminUUID = "5d3b2f8e-8f44-4d0a-9c55-1e0f0c7a2b11"
+	for _, tc := range []struct {
+		name string
+		do   []string // what nmstatectl has NetworkManager do to the admin's profile
+	}{
+		{"rewritten", []string{"connection", "modify", "uuid", adminUUID, "ipv4.addresses", "192.0.2.21/24"}},
+		{"deleted", []string{"connection", "delete", "uuid", adminUUID}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newConvLab(t)
+			writeFile(t, l.root, keyfileDirRel+"/admin.nmconnection", admin, 0o600)
+			l.nmcli(t, "connection", "reload")
+			l.nmcli(t, "connection", "up", "uuid", adminUUID)
+			testutil.Must(t, os.MkdirAll(filepath.Join(l.root, "oem"), 0o755))
+			before := testutil.Tree(t, l.root)
+			p := l.plan(t, "nrnode0", "192.0.2.10")
+			c := l.starting(t, p)
+			cp := l.checkpoint(t)
+
+			l.nmcli(t, tc.do...)
+			if step, err := c.converge(context.Background()); err != nil {
+				t.Fatalf("converge: %s: %v", step, err)
+			}
+			if got, ok := l.keyfiles(t)["admin.nmconnection"]; tc.name == "rewritten" && (!ok || got != admin) {
+				t.Errorf("after the convergence the admin's keyfile is\n%s\nwant its own bytes", got)
+			}
+
+			l.rollback(t, cp)
+			testutil.Must(t, c.undo(context.Background()))
+			testutil.Must(t, os.RemoveAll(filepath.Join(l.root, "oem", "nodereg"))) // the intent: applyNmstate's to undo
+			if d := testutil.TreeDiff(before, testutil.Tree(t, l.root)); d != "" {
+				t.Errorf("the node after the rollback differs from before the apply:\n%s", d)
+			}
+			if got := l.profilesOf(t, adminDev); len(got) != 1 || got[adminUUID] == "" {
+				t.Errorf("profiles for %s after the rollback: %v, want only the admin's", adminDev, got)
+			}
+			if got := l.profilesOf(t, convDev); len(got) != 0 {
+				t.Errorf("profiles for %s after the rollback: %v, want none", convDev, got)
+			}
+		})
+	}
+}

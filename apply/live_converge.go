@@ -236,9 +236,10 @@ func (c *convergence) converge(ctx context.Context) (string, error) {
 // the checkpoint, rewriting them in its format, re-adding a deleted one
 // under a name of its choosing, and deleted the ones created since. The
 // keyfile directory gets back the bytes it had before the apply: every
-// file read then is written back when it differs, one of ours that
-// appeared since is removed, and NetworkManager reloads them; the
-// connections active before come up again.
+// file read then is written back when it differs, a file that appeared
+// since is removed when it holds one of ours or a profile whose own file
+// is written back, and NetworkManager reloads them; the connections
+// active before come up again.
 func (c *convergence) undo(ctx context.Context) error {
 	files := c.a.files()
 	var errs []error
@@ -246,6 +247,12 @@ func (c *convergence) undo(ctx context.Context) error {
 	now, err := c.dirFiles()
 	if err != nil {
 		return err
+	}
+	restored := map[string]bool{} // the UUIDs of the files read before
+	for _, b := range c.before {
+		if u := keyfileUUID(b); u != "" {
+			restored[u] = true
+		}
 	}
 	for _, f := range now {
 		if was, ok := c.before[f]; ok && was != nil {
@@ -256,7 +263,10 @@ func (c *convergence) undo(ctx context.Context) error {
 			errs = append(errs, err)
 			continue
 		}
-		if slices.Contains(c.targets, f) || c.ours[keyfileUUID(b)] {
+		// Ours, or NetworkManager's re-add of a profile whose own file
+		// gets its bytes back below (a profile nmstatectl deleted):
+		// either way a second file for one UUID.
+		if u := keyfileUUID(b); slices.Contains(c.targets, f) || c.ours[u] || u != "" && restored[u] {
 			errs = append(errs, files.Remove(f))
 			changed = true
 		}
