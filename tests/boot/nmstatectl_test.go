@@ -25,14 +25,9 @@ import (
 // keyfile the manifest owns. Each case runs with /etc wiped at boot
 // (Elemental) and with /etc kept.
 
-// nmstatectlSeedTemplate is the seed template without its description,
-// which the stand-in's live mode does not model (no transcript shows one
-// applied).
-var nmstatectlSeedTemplate = strings.Replace(nmstateSeedTemplate, "        description: Main-NIC\n", "", 1)
-
-// nmstatectlRenameTemplate is that template under another profile name: a
-// same-boot change that renames the NIC's profile.
-var nmstatectlRenameTemplate = strings.Replace(nmstatectlSeedTemplate, "        type: ethernet\n", "        type: ethernet\n        profile-name: nrnode0-v2\n", 1)
+// nmstatectlRenameTemplate is the seed template under another profile
+// name: a same-boot change that renames the NIC's profile.
+var nmstatectlRenameTemplate = strings.Replace(nmstateSeedTemplate, "        type: ethernet\n", "        type: ethernet\n        profile-name: nrnode0-v2\n", 1)
 
 type nmstatectlMachine struct {
 	*machine
@@ -41,7 +36,7 @@ type nmstatectlMachine struct {
 
 func newNmstatectlMachine(t *testing.T, keepEtc bool) *nmstatectlMachine {
 	t.Helper()
-	m := &nmstatectlMachine{machine: newMachine(t, nmstateServerConfig(nmstatectlSeedTemplate))}
+	m := &nmstatectlMachine{machine: newMachine(t, nmstateServerConfig(nmstateSeedTemplate))}
 	m.keepEtc = keepEtc
 	m.env = []string{"NODEREG_NMSTATECTL=" + testbin.NmstatectlStub(t), "NMSTATECTL_STUB_LOG=" + filepath.Join(t.TempDir(), "nmstatectl.log")}
 	return m
