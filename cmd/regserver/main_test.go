@@ -11,37 +11,19 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	cmdline "github.com/nodereg/nodereg/internal/cli"
+	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/testpki"
 )
-
-// syncBuffer is a log sink the server writes from many goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // started is a regserver run in this process.
 type started struct {
 	base, admin string
 	token       string // the generated admin token
-	stderr      *syncBuffer
+	stderr      *testutil.Log
 	stop        func() int
 }
 
@@ -51,7 +33,7 @@ func startRun(t *testing.T, args ...string) *started {
 	t.Helper()
 	outR, outW := io.Pipe()
 	ctx, cancel := context.WithCancel(context.Background())
-	st := &started{stderr: &syncBuffer{}}
+	st := &started{stderr: &testutil.Log{}}
 	code := make(chan int, 1)
 	go func() {
 		code <- run(ctx, append(args, "--listen", "127.0.0.1:0", "--admin-listen", ":0"), outW, st.stderr)

@@ -236,21 +236,29 @@ type StubCall struct {
 // Calls reads the stand-in's call log, in call order; no log: no calls.
 func (s Stub) Calls(tb testing.TB) []StubCall {
 	tb.Helper()
-	f, err := os.Open(s.Log)
+	return JSONLines[StubCall](tb, s.Log)
+}
+
+// JSONLines reads a log of one JSON value a line (a stand-in's calls, the
+// crash recorder's operations), in order; a missing file is an empty log.
+// A line that does not decode as T fails tb.
+func JSONLines[T any](tb testing.TB, path string) []T {
+	tb.Helper()
+	f, err := os.Open(path)
 	if os.IsNotExist(err) {
 		return nil
 	}
 	Must(tb, err)
 	defer f.Close()
-	var out []StubCall
+	var out []T
 	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
+	sc.Buffer(nil, 16<<20)
 	for sc.Scan() {
-		var c StubCall
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			tb.Fatalf("stub log line %q: %v", sc.Text(), err)
+		var v T
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			tb.Fatalf("%s: line %q: %v", path, sc.Text(), err)
 		}
-		out = append(out, c)
+		out = append(out, v)
 	}
 	Must(tb, sc.Err())
 	return out

@@ -3,9 +3,7 @@
 package boot
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -18,6 +16,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 	"github.com/nodereg/nodereg/tpm/tpmtest"
 )
@@ -544,21 +543,7 @@ type elementalCall struct {
 
 func elementalCalls(t *testing.T, path string) []elementalCall {
 	t.Helper()
-	f, err := os.Open(path)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	must(t, err)
-	defer f.Close()
-	var out []elementalCall
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var c elementalCall
-		must(t, json.Unmarshal(sc.Bytes(), &c))
-		out = append(out, c)
-	}
-	must(t, sc.Err())
-	return out
+	return testutil.JSONLines[elementalCall](t, path)
 }
 
 // hookFile returns the content the hook's stage writes to path.

@@ -3,10 +3,8 @@
 package boot
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -15,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/nodereg/nodereg/internal/testutil"
 )
 
 // durableOp is one line of the crashrec build's record (internal/host,
@@ -75,19 +75,9 @@ func (c cut) describe(ops []durableOp) string {
 
 func readOps(t *testing.T, file string) []durableOp {
 	t.Helper()
-	f, err := os.Open(file)
+	_, err := os.Stat(file) // the recorder always writes its log
 	must(t, err)
-	defer f.Close()
-	var ops []durableOp
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 16<<20)
-	for sc.Scan() {
-		var op durableOp
-		must(t, json.Unmarshal(sc.Bytes(), &op))
-		ops = append(ops, op)
-	}
-	must(t, sc.Err())
-	return ops
+	return testutil.JSONLines[durableOp](t, file)
 }
 
 // entry is a file or directory of a saved tree.
