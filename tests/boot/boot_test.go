@@ -84,25 +84,11 @@ const changedTemplate = `
 `
 
 // cutOffTemplate puts the NIC on a subnet from which the server cannot be
-// reached.
-const cutOffTemplate = `
-    configurator: nmconnections
-    ipAddresses:
-      cut-ip: pool-b
-    config:
-      ` + nodeIf + `: |
-        [connection]
-        id=` + profile + `
-        type=ethernet
-        interface-name=` + nodeIf + `
-
-        [ipv4]
-        method=manual
-        address1={cut-ip}/24
-
-        [ipv6]
-        method=disabled
-`
+// reached: keyfileTemplate's profile with a pool-b address and no gateway.
+var cutOffTemplate = strings.NewReplacer(
+	"inventory-ip: pool-a", "cut-ip: pool-b",
+	"address1={inventory-ip}/24,10.231.0.1", "address1={cut-ip}/24",
+).Replace(keyfileTemplate)
 
 func serverConfig(network string) string {
 	return `
