@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nodereg/nodereg/internal/testutil/netns"
 	"github.com/nodereg/nodereg/internal/testutil/nsclient"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
@@ -161,7 +162,7 @@ func run(t *testing.T, argv ...string) string {
 
 // inNode runs argv in the node's namespace.
 func (l *lab) inNode(argv ...string) []string {
-	return append([]string{"ip", "netns", "exec", l.nodeNS}, argv...)
+	return netns.Exec(l.nodeNS, argv...)
 }
 
 // privateRun is the shell prefix that gives a process a /run of its own
@@ -208,10 +209,7 @@ func newLab(t *testing.T, cfg string) *lab {
 
 func addNS(t *testing.T, ns string) {
 	t.Helper()
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Skipf("boot simulation cannot create a named network namespace (ip netns add): %v %s", err, bytes.TrimSpace(out))
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	netns.Add(t, ns, "boot simulation")
 }
 
 // startNodeServices gives the node namespace its loopback, its udevd and
@@ -252,7 +250,7 @@ func (l *lab) bridge() {
 	if l.bridged {
 		return
 	}
-	inSrv := func(argv ...string) { run(l.t, append([]string{"ip", "netns", "exec", l.srvNS}, argv...)...) }
+	inSrv := func(argv ...string) { run(l.t, netns.Exec(l.srvNS, argv...)...) }
 	inSrv("ip", "link", "add", bridgeName, "type", "bridge", "stp_state", "0", "forward_delay", "0")
 	inSrv("ip", "addr", "del", fmt.Sprintf("%s/%d", serverIP, prefixLen), "dev", serverIf)
 	inSrv("ip", "link", "set", serverIf, "master", bridgeName)
@@ -266,7 +264,7 @@ func (l *lab) bridge() {
 // where it is named ifName.
 func (l *lab) joinBridge(srvIf, ns, ifName string) {
 	l.bridge()
-	inSrv := func(argv ...string) { run(l.t, append([]string{"ip", "netns", "exec", l.srvNS}, argv...)...) }
+	inSrv := func(argv ...string) { run(l.t, netns.Exec(l.srvNS, argv...)...) }
 	inSrv("ip", "link", "add", srvIf, "type", "veth", "peer", "name", ifName, "netns", ns)
 	inSrv("ip", "link", "set", srvIf, "master", bridgeName)
 	inSrv("ip", "link", "set", srvIf, "up")

@@ -23,6 +23,7 @@ import (
 
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/state"
+	"github.com/nodereg/nodereg/internal/testutil/netns"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
@@ -85,12 +86,8 @@ func newLab(t *testing.T, netem string) *lab {
 	// parallel tests.
 	id := fmt.Sprintf("%d%03d", os.Getpid()%100000, labSeq.Add(1)%1000)
 	l := &lab{server: "nrlab-s" + id, node: "nrlab-n" + id}
-	if err := sh(t, "ip", "netns", "add", l.server); err != nil {
-		t.Skipf("cannot create a network namespace here: %v", err)
-	}
-	t.Cleanup(func() { _ = sh(t, "ip", "netns", "del", l.server) })
-	node.Must(t, sh(t, "ip", "netns", "add", l.node))
-	t.Cleanup(func() { _ = sh(t, "ip", "netns", "del", l.node) })
+	netns.Add(t, l.server, "the lab")
+	netns.Add(t, l.node, "the lab")
 	vs, vn := "nrs"+id, "nrn"+id
 	if len(vs) > 15 {
 		vs, vn = vs[:15], vn[:15]
@@ -114,8 +111,8 @@ func newLab(t *testing.T, netem string) *lab {
 			return l
 		}
 		for _, c := range [][]string{
-			append([]string{"ip", "netns", "exec", l.server, "tc", "qdisc", "add", "dev", vs, "root", "netem"}, strings.Fields(netem)...),
-			append([]string{"ip", "netns", "exec", l.node, "tc", "qdisc", "add", "dev", vn, "root", "netem"}, strings.Fields(netem)...),
+			netns.Exec(l.server, append([]string{"tc", "qdisc", "add", "dev", vs, "root", "netem"}, strings.Fields(netem)...)...),
+			netns.Exec(l.node, append([]string{"tc", "qdisc", "add", "dev", vn, "root", "netem"}, strings.Fields(netem)...)...),
 		} {
 			if err := sh(t, c...); err != nil {
 				l.noNetem = err
@@ -127,7 +124,7 @@ func newLab(t *testing.T, netem string) *lab {
 	return l
 }
 
-func (l *lab) exec(ns string) []string { return []string{"ip", "netns", "exec", ns} }
+func (l *lab) exec(ns string) []string { return netns.Exec(ns) }
 
 // startServer runs bin/regserver in the server namespace on a fixed port,
 // so a restarted server is found at the same URL.

@@ -1,7 +1,8 @@
-// Package netns gives Linux tests throwaway network namespaces: a pair
-// created under a random name (so parallel tests, runs and worktrees never
-// collide) and removed when the test ends, iproute2 commands inside them,
-// and code run on an OS thread that has entered one. Each test builds its
+// Package netns gives Linux tests throwaway network namespaces: one named
+// by the lab (Add) or a pair created under a random name (so parallel
+// tests, runs and worktrees never collide), removed when the test ends,
+// iproute2 commands and processes inside them (IP, Exec), and code run on
+// an OS thread that has entered one. Each test builds its
 // own topology (links, MACs, addresses) with IP. Only tests import it.
 package netns
 
@@ -33,17 +34,31 @@ func NewPair(t testing.TB, prefix, who string) *Pair {
 	}
 	id := fmt.Sprintf("%s-%d-%06x", prefix, os.Getpid(), rand.N(1<<24))
 	p := &Pair{Node: id + "-n", Peer: id + "-p"}
-	for _, ns := range []string{p.Node, p.Peer} {
-		if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-			t.Skipf("%s: network namespaces unavailable: ip netns add: %v: %s", who, err, out)
-		}
-		t.Cleanup(func() {
-			if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-				t.Errorf("removing namespace %s: %v: %s", ns, err, out)
-			}
-		})
-	}
+	Add(t, p.Node, who)
+	Add(t, p.Peer, who)
 	return p
+}
+
+// Add creates the named namespace ns for the rest of the test (every lab
+// makes its namespaces here): it skips the test, naming who needed it,
+// where namespaces cannot be made, and fails it if ns cannot be removed
+// at the end.
+func Add(t testing.TB, ns, who string) {
+	t.Helper()
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		t.Skipf("%s: network namespaces unavailable: ip netns add: %v: %s", who, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+			t.Errorf("removing namespace %s: %v: %s", ns, err, out)
+		}
+	})
+}
+
+// Exec is argv run inside namespace ns: `ip netns exec ns argv...`, for a
+// program started as a process of its own.
+func Exec(ns string, argv ...string) []string {
+	return append([]string{"ip", "netns", "exec", ns}, argv...)
 }
 
 // IP runs `ip -n ns args...` and fails the test if it fails.
