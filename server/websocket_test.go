@@ -69,6 +69,18 @@ func (c *rawClient) read() (byte, []byte) {
 	return b[0], b[1:]
 }
 
+// sendHardware sends upstream's captured SMBIOS, system data and
+// annotations, each acknowledged, as a first registration does.
+func (c *rawClient) sendHardware() {
+	c.t.Helper()
+	c.send(0x02, vector(c.t, "upstream-smbios.json"))
+	c.expect(0x01, "")
+	c.send(0x0B, vector(c.t, "upstream-systemdatav2.json"))
+	c.expect(0x01, "")
+	c.send(0x09, vector(c.t, "upstream-annotations.json"))
+	c.expect(0x01, "")
+}
+
 func (c *rawClient) expect(typ byte, payload string) {
 	c.t.Helper()
 	got, p := c.read()
@@ -88,12 +100,7 @@ func TestWebsocketPlainRegistration(t *testing.T) {
 
 	// First registration, payloads as captured from upstream.
 	c := dialPlain(t, url, "4c4c4544-0042-3010-8058-b4c04f4e4e32")
-	c.send(0x02, vector(t, "upstream-smbios.json"))
-	c.expect(0x01, "")
-	c.send(0x0B, vector(t, "upstream-systemdatav2.json"))
-	c.expect(0x01, "")
-	c.send(0x09, vector(t, "upstream-annotations.json"))
-	c.expect(0x01, "")
+	c.sendHardware()
 	c.send(0x04, "")
 	typ, p := c.read()
 	if typ != 0x07 {
@@ -219,12 +226,7 @@ func TestWebsocketUpstreamClientWithAllocationDelay(t *testing.T) {
 			})
 			url := wsURL(t, s, "demo-token")
 			cl := dialPlain(t, url, "4c4c4544-0042-3010-8058-b4c04f4e4e32")
-			cl.send(0x02, vector(t, "upstream-smbios.json"))
-			cl.expect(0x01, "")
-			cl.send(0x0B, vector(t, "upstream-systemdatav2.json"))
-			cl.expect(0x01, "")
-			cl.send(0x09, vector(t, "upstream-annotations.json"))
-			cl.expect(0x01, "")
+			cl.sendHardware()
 			start := time.Now()
 			cl.send(0x04, "")
 			typ, p := cl.read()
