@@ -150,12 +150,18 @@ func equal(a, b []string) bool {
 
 func cidr(addr string) string { return fmt.Sprintf("%s/%d", addr, prefixLen) }
 
-// keyfileNode starts a parallel case on a machine of its own whose server
-// hands out keyfileTemplate: the case's report and the machine.
-func keyfileNode(t *testing.T, title string) (*report, *machine) {
+// labNode starts a parallel case on a machine of its own whose server
+// hands out the network template: the case's report and the machine.
+func labNode(t *testing.T, title, template string) (*report, *machine) {
 	t.Helper()
 	t.Parallel()
-	return newReport(t, title), newMachine(t, serverConfig(keyfileTemplate))
+	return newReport(t, title), newMachine(t, serverConfig(template))
+}
+
+// keyfileNode is labNode with keyfileTemplate, the first boot's.
+func keyfileNode(t *testing.T, title string) (*report, *machine) {
+	t.Helper()
+	return labNode(t, title, keyfileTemplate)
 }
 
 // bootedNode is keyfileNode after firstBoot, where most cases begin; it
@@ -602,9 +608,7 @@ func equalMaps(a, b map[string]string) bool {
 // `nmcli connection up id <id>` may activate that one instead of the
 // keyfile's.
 func TestProfileNamedLikeTheInterface(t *testing.T) {
-	t.Parallel()
-	r := newReport(t, "1b first boot: profile id = interface name")
-	m := newMachine(t, serverConfig(strings.ReplaceAll(keyfileTemplate, "id="+profile, "id="+nodeIf)))
+	r, m := labNode(t, "1b first boot: profile id = interface name", strings.ReplaceAll(keyfileTemplate, "id="+profile, "id="+nodeIf))
 	start := m.boot(active, true)
 	if res := m.runAgent(nil); res.code != 0 {
 		t.Fatalf("agent exit %d", res.code)

@@ -335,9 +335,7 @@ func TestBootstrapSharedRange(t *testing.T) {
 // profile is active again and kept, exit 75; the next run, with a template
 // that works, reuses the bootstrap profile and then drops it.
 func TestBootstrapCutOffKeepsBootstrap(t *testing.T) {
-	t.Parallel()
-	r := newReport(t, "B3 no DHCP: cut-off IPAM keeps bootstrap")
-	m := newMachine(t, serverConfig(cutOffTemplate))
+	r, m := labNode(t, "B3 no DHCP: cut-off IPAM keeps bootstrap", cutOffTemplate)
 	m.writeBootstrapConfig(staticByMAC(m.mac, "10.231.0.21")...)
 	m.boot(active, false)
 	res := m.runAgent([]string{fastProbe})

@@ -178,9 +178,7 @@ const otherIfaceTemplate = `
 // the bootstrap profile, as the next boot will: it fails, the apply is
 // rolled back, the bootstrap network is up again, nothing persisted.
 func TestStrandBootstrapOtherNIC(t *testing.T) {
-	t.Parallel()
-	r := newReport(t, "strand: config beside the bootstrap rolled back")
-	m := newMachine(t, serverConfig(otherIfaceTemplate))
+	r, m := labNode(t, "strand: config beside the bootstrap rolled back", otherIfaceTemplate)
 	m.writeBootstrapConfig(staticByMAC(m.mac, "10.231.0.21")...)
 	m.boot(active, false)
 	res := m.runAgent([]string{fastProbe})
@@ -205,9 +203,7 @@ var downTemplate = strings.Replace(strings.Replace(keyfileTemplate, "        typ
 // The device is disconnected for the check, which fails; the rollback
 // brings the admin's connection back.
 func TestStrandDownBesideOtherProfile(t *testing.T) {
-	t.Parallel()
-	r := newReport(t, "strand: autoconnect=false beside a runtime profile")
-	m := newMachine(t, serverConfig(downTemplate))
+	r, m := labNode(t, "strand: autoconnect=false beside a runtime profile", downTemplate)
 	start := m.boot(active, false)
 	const adminUUID = "6a1f3c2e-8b4d-4e7a-9c1b-2d3e4f5a6b70"
 	admin := []byte("[connection]\nid=admin-nic\nuuid=" + adminUUID + "\ntype=ethernet\ninterface-name=" + nodeIf +
