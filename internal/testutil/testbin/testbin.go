@@ -31,8 +31,10 @@ import (
 const EnvCache = "NODEREG_TESTBIN_CACHE"
 
 // staleAfter is how long a source tree's binaries stay unused before a
-// later run removes them: far longer than any run that may still use them.
-const staleAfter = 6 * time.Hour
+// later run removes them: longer than any package's tests run (their
+// timeouts are minutes), short enough that a day of edits, each a tree of
+// its own, does not fill the disk.
+const staleAfter = time.Hour
 
 var (
 	mu    sync.Mutex
