@@ -45,8 +45,14 @@ func collectMemory(files host.FS) (*memory.Info, error) {
 	}
 	tub, err := field("MemTotal")
 	if err != nil || tub < 1 {
-		//lint:ignore ST1005 ghw's own words, so the run's error reads as it did when ghw decoded memory
-		return nil, errors.New("Could not determine total usable bytes of memory")
+		// ghw's own words, and the cause behind them when there is one: a
+		// refused /proc/meminfo must say why, not only that memory is unknown.
+		//lint:ignore ST1005 ghw's text, kept word for word
+		noTotal := errors.New("Could not determine total usable bytes of memory")
+		if meminfoErr != nil {
+			return nil, fmt.Errorf("%w: %w", noTotal, meminfoErr)
+		}
+		return nil, noTotal
 	}
 	info := &memory.Info{}
 	info.TotalUsableBytes = tub
