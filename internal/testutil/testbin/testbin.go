@@ -74,7 +74,18 @@ func Path(pkg string, tags ...string) (string, error) {
 	if keyErr != nil {
 		return "", keyErr
 	}
-	out := filepath.Join(keyDir, filepath.Base(pkg)+strings.ReplaceAll("-"+strings.Join(tags, "-"), "--", ""))
+	// One directory per package path: two packages may share a name
+	// (tests/boot/elemental and tests/stubs/elemental), and the binary
+	// keeps its package's name, which tests put on PATH.
+	dir := filepath.Join(keyDir, strings.ReplaceAll(strings.Trim(filepath.Clean(pkg), "./"), "/", "_"))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	name := filepath.Base(pkg)
+	if len(tags) > 0 {
+		name += "-" + strings.Join(tags, "-")
+	}
+	out := filepath.Join(dir, name)
 	if err := buildOnce(out, pkg, tags); err != nil {
 		return "", err
 	}

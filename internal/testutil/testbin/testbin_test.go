@@ -79,3 +79,22 @@ func TestBuildOnceReusesTheBinary(t *testing.T) {
 		t.Errorf("temporary builds left behind: %v", m)
 	}
 }
+
+// Two packages of one name are two binaries: the boot simulation's
+// elemental stand-in and tests/stubs' are both "elemental", and a run that
+// builds both must hand each test its own (one shared path gave the boot
+// cases the other stand-in).
+func TestSameNameOtherPackage(t *testing.T) {
+	boot, stubs := Build(t, "./tests/boot/elemental"), Build(t, "./tests/stubs/elemental")
+	if boot == stubs {
+		t.Fatalf("both packages built at %s", boot)
+	}
+	if filepath.Base(boot) != "elemental" || filepath.Base(stubs) != "elemental" {
+		t.Errorf("binaries %s and %s: want each named after its package", boot, stubs)
+	}
+	a, errA := os.ReadFile(boot)
+	b, errB := os.ReadFile(stubs)
+	if errA != nil || errB != nil || string(a) == string(b) {
+		t.Errorf("the two builds are not two programs (%v, %v)", errA, errB)
+	}
+}
