@@ -24,7 +24,8 @@ import (
 	"github.com/nodereg/nodereg/protocol"
 )
 
-// nmstateConfig is an nmstate config for eth0 at 10.0.0.7/24.
+// nmstateConfig is an nmstate config for the machine's NIC (node.NIC) at
+// 10.0.0.7/24.
 func nmstateConfig(t *testing.T) *protocol.NetworkConfig {
 	var nc protocol.NetworkConfig
 	testutil.Must(t, yaml.Unmarshal([]byte(`configurator: nmstate
@@ -32,7 +33,7 @@ ipAddresses:
   ip: 10.0.0.7
 config:
   interfaces:
-  - name: eth0
+  - name: `+node.NIC+`
     type: ethernet
     state: up
     ipv4: {enabled: true, dhcp: false, address: [{ip: "{ip}", prefix-length: 24}]}
@@ -77,8 +78,8 @@ func TestNetworkErrorsAreReportedUntilAnApplySucceeds(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Phase != PhaseApply {
 		t.Fatalf("run 1: %v, want an apply failure", err)
 	}
-	if st.NetworkErrorKind != netreport.KindNMRefused || st.NetworkErrorPhase != string(PhaseApply) || st.NetworkErrorInterfaces != "eth0" || !st.Registered() {
-		t.Fatalf("run 1: state %+v, want the NM refusal on eth0 kept with the registration", st)
+	if st.NetworkErrorKind != netreport.KindNMRefused || st.NetworkErrorPhase != string(PhaseApply) || st.NetworkErrorInterfaces != node.NIC || !st.Registered() {
+		t.Fatalf("run 1: state %+v, want the NM refusal on %s kept with the registration", st, node.NIC)
 	}
 
 	// 2: the error goes out; this apply is rolled back after the check.
@@ -90,15 +91,15 @@ func TestNetworkErrorsAreReportedUntilAnApplySucceeds(t *testing.T) {
 	}
 	sent := s.seen[len(s.seen)-1]
 	for k, want := range map[string]string{
-		"network-config.state": "error", "network-config.eth0.state": "error",
-		"network-config.eth0.error-phase": "apply", "network-config.eth0.error-kind": "nm-refused",
+		"network-config.state": "error", "network-config." + node.NIC + ".state": "error",
+		"network-config." + node.NIC + ".error-phase": "apply", "network-config." + node.NIC + ".error-kind": "nm-refused",
 	} {
 		if sent[k] != want {
 			t.Errorf("run 2 sent %s=%q, want %q (all: %v)", k, sent[k], want, sent)
 		}
 	}
-	if !strings.Contains(sent["network-config.eth0.error"], "nmstatectl apply") {
-		t.Errorf("run 2 sent error %q, want the failed step named", sent["network-config.eth0.error"])
+	if !strings.Contains(sent["network-config."+node.NIC+".error"], "nmstatectl apply") {
+		t.Errorf("run 2 sent error %q, want the failed step named", sent["network-config."+node.NIC+".error"])
 	}
 
 	// 3: healthy: the rollback is reported, then the apply clears it.
@@ -108,7 +109,7 @@ func TestNetworkErrorsAreReportedUntilAnApplySucceeds(t *testing.T) {
 		t.Fatalf("run 3: %v, state %+v: want applied, no error", err, st)
 	}
 	sent = s.seen[len(s.seen)-1]
-	if sent["network-config.eth0.error-kind"] != "rolled-back" || !strings.Contains(sent["network-config.eth0.error"], "reachability check") {
+	if sent["network-config."+node.NIC+".error-kind"] != "rolled-back" || !strings.Contains(sent["network-config."+node.NIC+".error"], "reachability check") {
 		t.Errorf("run 3 sent %v, want the rollback after the reachability check", sent)
 	}
 
@@ -116,11 +117,11 @@ func TestNetworkErrorsAreReportedUntilAnApplySucceeds(t *testing.T) {
 	_, err = run()
 	testutil.Must(t, err)
 	sent = s.seen[len(s.seen)-1]
-	if sent["network-config.state"] != "applied" || sent["network-config.eth0.state"] != "applied" || sent["network-config.eth0.digest"] != st.NetworkDigest || st.NetworkDigest == "" {
-		t.Errorf("run 4 sent %v, want eth0 applied with digest %s", sent, st.NetworkDigest)
+	if sent["network-config.state"] != "applied" || sent["network-config."+node.NIC+".state"] != "applied" || sent["network-config."+node.NIC+".digest"] != st.NetworkDigest || st.NetworkDigest == "" {
+		t.Errorf("run 4 sent %v, want %s applied with digest %s", sent, node.NIC, st.NetworkDigest)
 	}
 	// Cleared errors go out empty: upstream never drops a stored key.
-	for _, k := range []string{"network-config.error", "network-config.eth0.error", "network-config.eth0.error-kind"} {
+	for _, k := range []string{"network-config.error", "network-config." + node.NIC + ".error", "network-config." + node.NIC + ".error-kind"} {
 		if v, ok := sent[k]; !ok || v != "" {
 			t.Errorf("run 4 sent %s=%q (present %v), want it empty", k, v, ok)
 		}

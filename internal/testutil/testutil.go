@@ -214,6 +214,10 @@ func (w testWriter) Write(p []byte) (int, error) {
 // checkpoint, so stand-ins of parallel tests never share them.
 type Stub struct {
 	Log, State string
+	// Interfaces are the machine's interfaces: the real nmstatectl refuses
+	// to apply to any other (transcript 12). Nil tells the stand-in
+	// nothing, and it then accepts every name.
+	Interfaces []string
 }
 
 // NewStub places a stand-in's files in a fresh temp directory.
@@ -224,7 +228,11 @@ func NewStub(tb testing.TB) Stub {
 
 // Env is the environment that points the stand-in at s.
 func (s Stub) Env() []string {
-	return []string{"NMSTATECTL_STUB_LOG=" + s.Log, "NMSTATECTL_STUB_STATE=" + s.State}
+	env := []string{"NMSTATECTL_STUB_LOG=" + s.Log, "NMSTATECTL_STUB_STATE=" + s.State}
+	if s.Interfaces != nil {
+		env = append(env, "NMSTATECTL_STUB_INTERFACES="+strings.Join(s.Interfaces, ","))
+	}
+	return env
 }
 
 // StubCall is one logged call of the stand-in.

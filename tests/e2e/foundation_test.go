@@ -15,6 +15,7 @@ import (
 
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/agent/exitcode"
+	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/protocol"
 )
 
@@ -169,7 +170,7 @@ func pendingNetwork() *protocol.NetworkConfig {
 		Configurator: protocol.ConfiguratorNmstate,
 		IPAddresses:  map[string]string{},
 		Config: map[string]protocol.RawValue{"interfaces": {Value: []any{map[string]any{
-			"name": "eth0", "type": "ethernet", "state": "up",
+			"name": node.NIC, "type": "ethernet", "state": "up",
 			"ipv4": map[string]any{"enabled": true, "address": []any{map[string]any{"ip": "{ip}", "prefix-length": 24}}},
 		}}}},
 	}

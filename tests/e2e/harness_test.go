@@ -161,6 +161,8 @@ func useStubNmstatectl(t *testing.T) testutil.Stub {
 	t.Setenv("NODEREG_NMSTATECTL", testbin.NmstatectlStub(t))
 	t.Setenv("NMSTATECTL_STUB_LOG", stub.Log)
 	t.Setenv("NMSTATECTL_STUB_STATE", stub.State)
+	// Every machine here is a node.New one: its only interface is node.NIC.
+	t.Setenv("NMSTATECTL_STUB_INTERFACES", node.NIC)
 	return stub
 }
 

@@ -18,8 +18,8 @@ import (
 )
 
 // seedPRNetwork is the seed PR server's explicit answer (docs/protocol.md §7.3),
-// compact JSON without configurator, for the machine's eth0.
-const seedPRNetwork = `{"ipAddresses":{"ip1":"192.168.122.10"},"config":{"interfaces":[{"name":"eth0","type":"ethernet","state":"up","ipv4":{"enabled":true,"dhcp":false,"address":[{"ip":"{ip1}","prefix-length":24}]}}],"routes":{"config":[{"destination":"0.0.0.0/0","next-hop-interface":"eth0","next-hop-address":"192.168.122.1"}]}}}`
+// compact JSON without configurator, for the machine's one NIC (node.NIC).
+const seedPRNetwork = `{"ipAddresses":{"ip1":"192.168.122.10"},"config":{"interfaces":[{"name":"` + node.NIC + `","type":"ethernet","state":"up","ipv4":{"enabled":true,"dhcp":false,"address":[{"ip":"{ip1}","prefix-length":24}]}}],"routes":{"config":[{"destination":"0.0.0.0/0","next-hop-interface":"` + node.NIC + `","next-hop-address":"192.168.122.1"}]}}}`
 
 func useStub(t *testing.T) {
 	t.Helper()

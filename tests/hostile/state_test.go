@@ -62,7 +62,7 @@ func TestStaleTempFilesRemoved(t *testing.T) {
 	for _, p := range append(append([]string{}, stale...), kept...) {
 		testutil.Must(t, os.WriteFile(p, []byte("half a file"), 0o600))
 	}
-	env := []string{host.EnvNmstatectl + "=" + stub, "NMSTATECTL_STUB_STATE=" + filepath.Join(m.StubDir, "checkpoint"), "NMSTATECTL_STUB_LOG=" + filepath.Join(m.StubDir, "calls.jsonl")}
+	env := append([]string{host.EnvNmstatectl + "=" + stub}, m.Stub().Env()...)
 	code, _, final := runBinary(t, bin, env, "--root", m.Root, "--deadline", "5s", "--network-timeout", "5s")
 	wantFinal(t, code, 0, final, "registration complete")
 	for _, p := range stale {

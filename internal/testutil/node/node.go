@@ -25,6 +25,12 @@ type Machine struct {
 	StubDir string
 }
 
+// NIC is the one network interface a machine has, carrying its MAC. It is
+// the interface the shared templates (NmstateTemplate, AddressOnlyTemplate)
+// configure: the real nmstatectl refuses to apply to an interface the
+// machine lacks, so a template naming another would fail on a real node.
+const NIC = "enp1s0"
+
 // ConfigPath and StatePath are the agent's defaults under Root.
 const (
 	ConfigPath = "oem/registration/config.yaml"
@@ -38,7 +44,7 @@ func New(tb testing.TB, mac, url, extra string) *Machine {
 	tb.Helper()
 	root := tb.TempDir()
 	m := &Machine{Root: root, MAC: mac, StubDir: tb.TempDir()}
-	nic := host.Root(root).Path("/sys/class/net/eth0")
+	nic := host.Root(root).Path("/sys/class/net/" + NIC)
 	Must(tb, os.MkdirAll(nic, 0o755))
 	Must(tb, os.WriteFile(filepath.Join(nic, "address"), []byte(mac+"\n"), 0o644))
 	Must(tb, os.WriteFile(filepath.Join(nic, "addr_assign_type"), []byte("0\n"), 0o644))
@@ -65,9 +71,22 @@ func (m *Machine) WriteState(tb testing.TB, text string) {
 	Must(tb, os.WriteFile(p, []byte(text), 0o600))
 }
 
-// Stub is this machine's nmstatectl stand-in: its call log and checkpoint.
+// Stub is this machine's nmstatectl stand-in: its call log, its checkpoint,
+// and the machine's interfaces, so it refuses what the real tool would.
 func (m *Machine) Stub() testutil.Stub {
-	return testutil.Stub{Log: filepath.Join(m.StubDir, "calls.jsonl"), State: filepath.Join(m.StubDir, "checkpoint")}
+	return testutil.Stub{Log: filepath.Join(m.StubDir, "calls.jsonl"), State: filepath.Join(m.StubDir, "checkpoint"),
+		Interfaces: m.Interfaces()}
+}
+
+// Interfaces are the machine's network interfaces, as its /sys/class/net
+// lists them now (a test may have added some).
+func (m *Machine) Interfaces() []string {
+	entries, _ := os.ReadDir(host.Root(m.Root).Path("/sys/class/net"))
+	names := []string{}
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
 }
 
 // Runner runs the real programs with this machine's stand-in environment.

@@ -14,7 +14,7 @@ const NmstateTemplate = templateHead + `        description: Main-NIC
         ipv6: {enabled: false}
       routes:
         config:
-        - {destination: 0.0.0.0/0, next-hop-interface: enp1s0, next-hop-address: 192.168.122.1, metric: 150, table-id: 254}
+        - {destination: 0.0.0.0/0, next-hop-interface: ` + NIC + `, next-hop-address: 192.168.122.1, metric: 150, table-id: 254}
       dns-resolver:
         config: {server: [192.168.122.1], search: []}
 `
@@ -27,7 +27,7 @@ const templateHead = `
       inventory-ip: pool-a
     config:
       interfaces:
-      - name: enp1s0
+      - name: ` + NIC + `
         type: ethernet
 `
 
