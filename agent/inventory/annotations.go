@@ -8,9 +8,8 @@ import (
 	"io/fs"
 	"strings"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/protocol"
 )
 
 // AnnotationOptions are the inputs of the MsgAnnotations payload.
@@ -84,8 +83,14 @@ func Labels(files host.FS, config map[string]string, labelsFile string, flags []
 		case err != nil:
 			return nil, fmt.Errorf("labels: reading %s: %w", files.Path(labelsFile), err)
 		default:
+			// Held to the budget every local YAML is held to: a 1 MiB file
+			// of aliases would otherwise expand to GBs as it decodes.
 			var file map[string]string
-			if err := yaml.Unmarshal(b, &file); err != nil {
+			doc, err := protocol.ParseYAML(b)
+			if err == nil {
+				err = doc.Decode(&file)
+			}
+			if err != nil {
 				return nil, fmt.Errorf("labels: parsing %s: %w", files.Path(labelsFile), err)
 			}
 			for k, v := range file {
