@@ -32,7 +32,7 @@ type stormMode struct {
 
 var stormModes = []stormMode{{"own addresses", false, 0}, {"one NAT address", true, 0}}
 
-// conflictStorm is issue 36's storm: 5 % of the machines' first updates
+// conflictStorm (docs/performance.md, "A storm with Kubernetes conflicts"): 5 % of the machines' first updates
 // refused with the conflict the real operator sent, which the agent must
 // retry (no machine may end at 78).
 var conflictStorm = stormMode{"own addresses, 5 % of first updates refused with a Kubernetes conflict", false, 0.05}

@@ -86,7 +86,7 @@ func (r *stormResult) count(kind string) int {
 }
 
 // conflictRows: how many machines registered, how many ended at 78 (the
-// conflict taken as needing a person, issue 36), and the conflicts met.
+// conflict taken as needing a person; docs/protocol.md 7.5), and the conflicts met.
 func (r *stormResult) conflictRows(name string, err error) []row {
 	registered, exit78 := 0, 0
 	for _, m := range r.machines {
