@@ -10,8 +10,8 @@ import (
 	"github.com/nodereg/nodereg/internal/testutil"
 )
 
-// NODEREG_DMIDECODE reaches the inventory the run collects (issue 36 item
-// 4): a path of its own is run even under a root (here it does not exist,
+// NODEREG_DMIDECODE reaches the inventory the run collects
+// (docs/inventory.md): a path of its own is run even under a root (here it does not exist,
 // and the inventory says it looked it up), and set but empty turns
 // dmidecode off.
 func TestDmidecodeEnvReachesTheInventory(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 )
 
 // The conflict the 50-machine storm against elemental-operator 57608bff
-// met (issue 36): pkg/server/server.go's commitMachineInventory wraps
+// met (docs/protocol.md 7.5): pkg/server/server.go's commitMachineInventory wraps
 // updateMachineInventory's error, which wraps the API server's conflict
 // (apimachinery's NewConflict, with the generic registry's message).
 const operatorConflict = `MachineInventory update failed: failed to update machine inventory fleet-default/m-2b4c6d8e-0000-4000-8000-000000000001: ` +

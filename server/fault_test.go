@@ -11,7 +11,7 @@ import (
 	"github.com/nodereg/nodereg/server/store"
 )
 
-// conflictRe is elemental-operator's conflict as issue 36's storm got it
+// conflictRe is elemental-operator's conflict as a 50-machine storm against the real operator got it
 // (pkg/server/server.go's wrapping around the API server's conflict).
 var conflictRe = regexp.MustCompile(`^MachineInventory update failed: failed to update machine inventory fleet-default/([a-z0-9.-]+): ` +
 	`Operation cannot be fulfilled on machineinventories\.elemental\.cattle\.io "([a-z0-9.-]+)": ` +

@@ -9,7 +9,7 @@ import (
 )
 
 // TestInstallRefusesLinksOutOfDestdir plants, in the tree make install
-// writes into, each kind of link that leads out of DESTDIR (issue 37): a
+// writes into, each kind of link that leads out of DESTDIR (docs/reliability.md): a
 // directory on the way to a target (usr/sbin, the unit directory, usr
 // itself, the admin's unit directory under ELEMENTAL_REGISTER=replace or
 // SYSTEMD_ENABLE=yes, a .wants directory in it that systemctl --root

@@ -18,7 +18,7 @@ import (
 // each CA, a TLS server on loopback presents a server certificate it
 // issued for the host, and the agent's dial (protocol.TLSConfig, the CA
 // alone, ServerName the host) either completes the handshake or not.
-// canVerify must refuse every CA whose server the dial refuses (issue 37:
+// canVerify must refuse every CA whose server the dial refuses (docs/reliability.md:
 // a clientAuth-only CA was kept pending, then every node exited 78 on
 // "incompatible key usage" once the server switched to it), and take
 // every CA whose server the dial takes.

@@ -13,7 +13,7 @@ import (
 
 // TestConfigAndDropInsHeldToOneYAMLBudget: the config file and each
 // drop-in are each held to one alias and node budget for the whole
-// document (protocol.YAMLBudget), not one per value (issue 37). At the
+// document (protocol.YAMLBudget), not one per value (docs/reliability.md). At the
 // edge, a document one alias (1024 nodes) under the budget is read and
 // one just over is refused, naming the file (and the drop-in that takes
 // the file and its drop-ins, merged into one config, over it); so is the issue's

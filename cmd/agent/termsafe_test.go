@@ -11,7 +11,7 @@ import (
 // namespace and pool names, and a cloud-config's stage name and file
 // path, holding ESC sequences (set the window title, clear the screen),
 // reach the terminal escaped as %q does, on stdout and in the error on
-// stderr alike (issue 37).
+// stderr alike (docs/reliability.md).
 func TestRenderPrintsResourceStringsEscaped(t *testing.T) {
 	const title, clear = "\x1b]0;owned\a", "\x1b[2J\x1b[H"
 	mr := "apiVersion: elemental.cattle.io/v1beta1\nkind: MachineRegistration\nmetadata:\n" +

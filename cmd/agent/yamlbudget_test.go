@@ -13,7 +13,7 @@ import (
 // TestRenderInputsHeldToOneYAMLBudget: render -f's MachineRegistration and
 // render --bootstrap -f's cloud-config (with the drop-in inside one of its
 // files) are held to one alias and node budget for the whole input, the
-// documents inside it included, not one per value (issue 37: a 7.4 KB
+// documents inside it included, not one per value (docs/reliability.md: a 7.4 KB
 // MachineRegistration ran for over 120 s at 3.9 GB). One alias (1024
 // nodes) under the budget renders; just over, and the issue's
 // amplification shape, exit 78 naming the file and the budget.

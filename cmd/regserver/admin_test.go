@@ -104,7 +104,7 @@ func TestAdminTokenFileModes(t *testing.T) {
 // 128 bits: one character, too few hex digits or base64 characters, two
 // lines (which no header can match), a space or a control character. Each
 // refusal is 78 naming the file and the cause. The shortest strong tokens
-// of each alphabet are taken (issue 37).
+// of each alphabet are taken (docs/reliability.md).
 func TestAdminTokenFileOwnerAndContent(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to give the file to another uid")

@@ -117,7 +117,7 @@ func TestStoreMetaPages(t *testing.T) {
 
 // TestStoreCutToOneMetaPage: a store cut to its first page (one meta page,
 // nothing after it) gives 78 naming the file and the cut, never a panic
-// (issue 37: checkMetas read the missing page 1 as a damaged one and
+// (docs/reliability.md: checkMetas read the missing page 1 as a damaged one and
 // sliced its empty bytes).
 func TestStoreCutToOneMetaPage(t *testing.T) {
 	pristine, _, _, ps := metaStore(t)

@@ -164,7 +164,7 @@ func TestFieldName(t *testing.T) {
 // A message quoting a server or a resource cannot act on the terminal: on
 // a terminal the text formatter prints the message raw (only without
 // colour does it quote it), so the logger escapes it; its own colours stay
-// (issue 37).
+// (docs/reliability.md).
 func TestMessageControlCharactersEscapedOnATerminal(t *testing.T) {
 	tty := func(io.Writer) bool { return true }
 	for _, isTTY := range []bool{true, false} {

@@ -112,7 +112,7 @@ func damage(pristine []byte, ps int, op uint8, a, b uint32, patch []byte) []byte
 // and copies, overwrites) and opens it as regserver does, then exports it
 // as `regserver store export` does. Every input gives an error naming the
 // file (regserver's 78), or a store that is served: read, written, closed.
-// None may panic (issue 37: a store cut after its first page did, in the
+// None may panic (docs/reliability.md: a store cut after its first page did, in the
 // meta-page check).
 func FuzzOpenDamaged(f *testing.F) {
 	pristine, ps, err := realStore()

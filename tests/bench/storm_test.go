@@ -39,7 +39,7 @@ func TestCounts(t *testing.T) {
 }
 
 // The storm counts the conflict by the text elemental-operator sends
-// (issue 36), which regserver's --fault-update-conflict repeats.
+// (docs/protocol.md 7.5), which regserver's --fault-update-conflict repeats.
 func TestRefusalKindNamesTheConflict(t *testing.T) {
 	conflict := &protocol.ErrorReply{Message: `MachineInventory update failed: failed to update machine inventory fleet-default/m-1: ` +
 		`Operation cannot be fulfilled on machineinventories.elemental.cattle.io "m-1": ` +

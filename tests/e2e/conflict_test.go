@@ -11,7 +11,7 @@ import (
 )
 
 // The whole agent against a server that refuses its first registration
-// with elemental-operator's Kubernetes conflict (issue 36: 3 of 50 real
+// with elemental-operator's Kubernetes conflict (docs/protocol.md 7.5: 3 of 50 real
 // machines ended at 78 on it): the run retries it after a backoff and
 // registers, exit 0, and its log keeps the server's text.
 func TestKubernetesConflictIsRetried(t *testing.T) {

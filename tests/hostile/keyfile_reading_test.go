@@ -23,7 +23,7 @@ import (
 	"github.com/nodereg/nodereg/netpolicy"
 )
 
-// The differential test of issue 37 item 2: NetworkManager's own loader
+// The differential test of docs/reliability.md's keyfile reading: NetworkManager's own loader
 // (nmcli --offline connection modify, NetworkManager 1.42: it reads one
 // keyfile on stdin and prints the profile it loaded, normalised, as a
 // keyfile; no daemon) against internal/keyfile and the network policy, on
@@ -194,7 +194,7 @@ func hasKey(f *keyfile.File, g, k string) bool {
 	return ok
 }
 
-// fixedTricks are the keyfile spellings of issue 37's holes and their
+// fixedTricks are the keyfile spellings of the holes docs/reliability.md lists and their
 // neighbours, beside what genKeyfile draws at random.
 var fixedTricks = func() []string {
 	const head = "[connection]\nid=t\nuuid=0f2e8c2e-6b1d-4a0e-9a8e-3b5c2d7f1a01\ntype=ethernet\n"

@@ -30,7 +30,7 @@ var keyAttacks = []policyAttack{
 		path: "config.eth0.nmconnection [match] interface-name", rule: netpolicy.MatchWildcard},
 	{name: "high autoconnect-priority", config: map[string]any{"eth0": strings.Replace(kfHead, "type=ethernet", "type=ethernet\nautoconnect-priority=100", 1)},
 		path: "config.eth0.nmconnection [connection] autoconnect-priority", rule: netpolicy.Bounds},
-	// Issue 37: GLib refuses these escapes, NetworkManager drops the
+	// docs/reliability.md: GLib refuses these escapes, NetworkManager drops the
 	// [match] value, and the profile binds every NIC.
 	{name: "match escape NetworkManager drops", config: map[string]any{"eth0": strings.Replace(kfHead, "interface-name=eth0\n", "", 1) + "\n[match]\ninterface-name=eth\\x2a\n"},
 		path: "config.eth0.nmconnection [match] interface-name", rule: netpolicy.Names},

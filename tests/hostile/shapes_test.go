@@ -50,9 +50,9 @@ func TestPercentInInterfaceName(t *testing.T) {
 	}
 }
 
-// TestUntypedInterfaceJudgedAsWritten (issue 37 item 8): an operator's
+// TestUntypedInterfaceJudgedAsWritten (docs/nmstate.md, untyped interfaces): an operator's
 // multi-NIC state whose second NIC, on DHCP, is listed without a type, as
-// it passed before issue 36, goes through both configurators: the built-in
+// it passed a round ago, goes through both configurators: the built-in
 // translator and nmstatectl gc (the stand-in, replaying gc) each write it
 // as the ethernet profile gc writes for an interface of unknown type
 // (transcript 05: "Setting unknown type interface eth0 to ethernet"), the

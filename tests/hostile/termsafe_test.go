@@ -13,7 +13,7 @@ import (
 // sequences (set the window title, clear the screen) and a BEL, in what a
 // dry run of an install prints (the install command with the server's
 // device, the system-agent's files) and logs, reach the terminal of the
-// real agent escaped as %q does (issue 37).
+// real agent escaped as %q does (docs/reliability.md).
 func TestDryRunPrintsServerStringsEscaped(t *testing.T) {
 	bin := testbin.Build(t, "./cmd/agent")
 	s := &Server{Config: []byte("elemental:\n    registration:\n        auth: mac\n" +
