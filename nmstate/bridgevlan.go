@@ -36,9 +36,7 @@ func parsePortVLAN(path string, n *yaml.Node) (string, error) {
 				err = invalid(f.path, "unknown variant `%s`, expected `trunk` or `access`", mode)
 			}
 		case "tag":
-			var v uint64
-			v, err = vid(f.path, f.val)
-			tag = &v
+			tag, err = optional(vid(f.path, f.val))
 		case "enable-native":
 			native, err = boolean(f.path, f.val)
 		case "trunk-tags":

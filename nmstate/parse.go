@@ -198,15 +198,11 @@ func (ifc *iface) parseField(f field) error {
 	var err error
 	switch f.key {
 	case "mtu":
-		var v uint64
-		v, err = unsigned(f.path, f.val, 1<<64-1)
-		ifc.mtu = &v
+		ifc.mtu, err = optional(unsigned(f.path, f.val, 1<<64-1))
 	case "mac-address":
 		ifc.mac, err = str(f.path, f.val, maxTextLen, true)
 	case "description":
-		var d string
-		d, err = str(f.path, f.val, maxDescriptionLen, true)
-		ifc.desc = &d
+		ifc.desc, err = optional(str(f.path, f.val, maxDescriptionLen, true))
 	case "ipv4":
 		ifc.ipv4, err = parseIP(f.path, f.val, false)
 	case "ipv6":
@@ -216,40 +212,48 @@ func (ifc *iface) parseField(f field) error {
 	case "copy-mac-from":
 		ifc.copyMAC, err = str(f.path, f.val, maxTextLen, true)
 		ifc.copyMACPath = f.path
-	case "link-aggregation", "bridge", "vlan", "vrf", "vxlan", "veth", "infiniband":
-		err = ifc.parseKind(f)
+	default:
+		if k, ok := kindKeys[f.key]; ok {
+			if ifc.typ != k.typ {
+				return unsupported(f.path, "%s is only read for type %s", f.key, k.typ)
+			}
+			err = k.read(ifc, f)
+		}
 	}
 	return err
 }
 
-// kindKeys maps each kind's own key to the one type it is read for.
-var kindKeys = map[string]string{"link-aggregation": "bond", "bridge": "linux-bridge", "vlan": "vlan",
-	"vrf": "vrf", "vxlan": "vxlan", "veth": "veth", "infiniband": "infiniband"}
-
-// parseKind reads the key of the interface's own kind (bond, bridge, ...).
-func (ifc *iface) parseKind(f field) error {
-	if t := kindKeys[f.key]; ifc.typ != t {
-		return unsupported(f.path, "%s is only read for type %s", f.key, t)
-	}
-	var err error
-	switch f.key {
-	case "link-aggregation":
-		ifc.bond, err = parseBond(f.path, f.val)
-	case "bridge":
-		ifc.br, err = parseBridge(f.path, f.val)
-	case "vlan":
-		ifc.vlan, err = parseVlan(f.path, f.val)
-	case "vrf":
-		ifc.vrf, err = parseVrf(f.path, f.val)
-	case "vxlan":
-		ifc.vxlan, err = parseVxlan(f.path, f.val)
-	case "veth":
-		ifc.vethPeer, err = parseVeth(f.path, f.val)
+// kindKeys are the keys of the interfaces' own kinds (bond, bridge, ...):
+// the one type each is read for, and how.
+var kindKeys = map[string]struct {
+	typ  string
+	read func(ifc *iface, f field) error
+}{
+	"link-aggregation": {"bond", func(ifc *iface, f field) error { return readInto(&ifc.bond, parseBond, f) }},
+	"bridge":           {"linux-bridge", func(ifc *iface, f field) error { return readInto(&ifc.br, parseBridge, f) }},
+	"vlan":             {"vlan", func(ifc *iface, f field) error { return readInto(&ifc.vlan, parseVlan, f) }},
+	"vrf":              {"vrf", func(ifc *iface, f field) error { return readInto(&ifc.vrf, parseVrf, f) }},
+	"vxlan":            {"vxlan", func(ifc *iface, f field) error { return readInto(&ifc.vxlan, parseVxlan, f) }},
+	"veth": {"veth", func(ifc *iface, f field) error {
 		ifc.uuidType = "ethernet"
-	case "infiniband":
-		ifc.ib, err = parseInfiniband(f.path, f.val)
-	}
+		return readInto(&ifc.vethPeer, parseVeth, f)
+	}},
+	"infiniband": {"infiniband", func(ifc *iface, f field) error { return readInto(&ifc.ib, parseInfiniband, f) }},
+}
+
+// readInto stores in *dst what read makes of the field's value.
+func readInto[T any](dst *T, read func(path string, n *yaml.Node) (T, error), f field) (err error) {
+	*dst, err = read(f.path, f.val)
 	return err
+}
+
+// optional is the address of a value read for a key whose absence differs
+// from its zero value (mtu, a route's metric); nil with the error.
+func optional[T any](v T, err error) (*T, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &v, nil
 }
 
 func uitoa(v uint64) string { return strconv.FormatUint(v, 10) }

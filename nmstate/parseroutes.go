@@ -33,21 +33,13 @@ func parseRoute(path string, n *yaml.Node) (*route, error) {
 			r.via, err = str(f.path, f.val, maxTextLen, false)
 			r.hasVia = true
 		case "metric":
-			var v int64
-			v, err = signed(f.path, f.val)
-			r.metric = &v
+			r.metric, err = optional(signed(f.path, f.val))
 		case "table-id":
-			var v uint64
-			v, err = unsigned(f.path, f.val, maxU32)
-			r.table = &v
+			r.table, err = optional(unsigned(f.path, f.val, maxU32))
 		case "weight":
-			var v uint64
-			v, err = unsigned(f.path, f.val, 1<<16-1)
-			r.weight = &v
+			r.weight, err = optional(unsigned(f.path, f.val, 1<<16-1))
 		case "cwnd":
-			var v uint64
-			v, err = unsigned(f.path, f.val, maxU32)
-			r.cwnd = &v
+			r.cwnd, err = optional(unsigned(f.path, f.val, maxU32))
 		case "source":
 			r.source, err = str(f.path, f.val, maxTextLen, false)
 		case "route-type":
