@@ -6,21 +6,21 @@ import "fmt"
 type MsgType byte
 
 // Message types, byte for byte as elemental-operator defines them
-// (docs/protocol.md §2.2).
+// (docs/protocol.md §2.2): in upstream's order, from 0x00.
 const (
-	MsgUndefined     MsgType = 0x00
-	MsgReady         MsgType = 0x01
-	MsgSmbios        MsgType = 0x02
-	MsgLabels        MsgType = 0x03
-	MsgGet           MsgType = 0x04
-	MsgVersion       MsgType = 0x05
-	MsgSystemData    MsgType = 0x06
-	MsgConfig        MsgType = 0x07
-	MsgError         MsgType = 0x08
-	MsgAnnotations   MsgType = 0x09
-	MsgUpdate        MsgType = 0x0A
-	MsgSystemDataV2  MsgType = 0x0B
-	MsgNetworkConfig MsgType = 0x0C
+	MsgUndefined     MsgType = iota // 0x00
+	MsgReady                        // 0x01
+	MsgSmbios                       // 0x02
+	MsgLabels                       // 0x03
+	MsgGet                          // 0x04
+	MsgVersion                      // 0x05
+	MsgSystemData                   // 0x06
+	MsgConfig                       // 0x07
+	MsgError                        // 0x08
+	MsgAnnotations                  // 0x09
+	MsgUpdate                       // 0x0A
+	MsgSystemDataV2                 // 0x0B
+	MsgNetworkConfig                // 0x0C
 
 	// MsgLast is the highest type this implementation knows; its byte value
 	// is the protocol version we speak (12, as elemental-operator v1.7+).
@@ -30,16 +30,17 @@ const (
 // Version is the protocol version this package speaks.
 const Version = byte(MsgLast)
 
-// Negotiated-version thresholds that gate behaviour (docs/protocol.md §2.5).
+// Negotiated-version thresholds that gate behaviour (docs/protocol.md §2.5):
+// a message is spoken from the version that is its own byte on (and servers
+// refuse clients at MsgGet's, 4, or below).
 const (
-	minServerAcceptedVersion = 5  // servers reject clients at or below MsgGet (4)
-	versionUpdate            = 10 // MsgUpdate
-	versionSystemDataV2      = 11
-	versionSystemDataLegacy  = 6
-	versionAnnotations       = 9
-	versionTypedConfig       = 7
-	versionError             = 8
-	versionNetworkConfig     = 12
+	versionSystemDataLegacy = byte(MsgSystemData)
+	versionTypedConfig      = byte(MsgConfig)
+	versionError            = byte(MsgError)
+	versionAnnotations      = byte(MsgAnnotations)
+	versionUpdate           = byte(MsgUpdate)
+	versionSystemDataV2     = byte(MsgSystemDataV2)
+	versionNetworkConfig    = byte(MsgNetworkConfig)
 )
 
 // SendsLegacySystemData reports whether a conversation at negotiated

@@ -36,22 +36,25 @@ type Manifest struct {
 	Corrupt bool `json:"-"`
 }
 
-// ManifestFile is one owned file; Kind is one of the Kind constants.
+// ManifestFile is one owned file.
 type ManifestFile struct {
-	Path   string `json:"path"`
-	Kind   string `json:"kind"`
-	SHA256 string `json:"sha256"`
+	Path   string   `json:"path"`
+	Kind   FileKind `json:"kind"`
+	SHA256 string   `json:"sha256"`
 }
+
+// FileKind is what an owned file is, as the manifest names it.
+type FileKind string
 
 // Kinds of owned files.
 const (
 	// KindKeyfile is a NetworkManager keyfile (NetworkManager's own copy
 	// of the config).
-	KindKeyfile = "keyfile"
+	KindKeyfile FileKind = "keyfile"
 	// KindDigested is the digested network config under /oem.
-	KindDigested = "digested"
+	KindDigested FileKind = "digested"
 	// KindApplicator is the yip applicator under /oem.
-	KindApplicator = "applicator"
+	KindApplicator FileKind = "applicator"
 )
 
 // ManifestPath is the manifest's host path in the state directory dir.
