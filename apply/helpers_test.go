@@ -33,7 +33,14 @@ func TestMain(m *testing.M) {
 // stubEnv is one test's nmstatectl stand-in: its call log and checkpoint.
 type stubEnv struct{ testutil.Stub }
 
-func newStub(t testing.TB) *stubEnv { return &stubEnv{testutil.NewStub(t)} }
+// newStub's machine has the one NIC the registration vector's network
+// config names (enp1s0): the stand-in, like the real tool, refuses to
+// configure an interface the machine does not have.
+func newStub(t testing.TB) *stubEnv {
+	s := testutil.NewStub(t)
+	s.Interfaces = []string{"enp1s0"}
+	return &stubEnv{s}
+}
 
 func (s *stubEnv) env(extra ...string) []string { return append(s.Env(), extra...) }
 

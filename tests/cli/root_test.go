@@ -53,7 +53,7 @@ func TestRootDoesNotApplyLiveWithoutApplyLive(t *testing.T) {
 	log := filepath.Join(m.StubDir, "calls.jsonl")
 	// nmcli points at the recording stand-in too: any call is logged.
 	env := []string{host.EnvNmstatectl + "=" + stub, host.EnvNmcli + "=" + stub,
-		"NMSTATECTL_STUB_STATE=" + filepath.Join(m.StubDir, "checkpoint"), "NMSTATECTL_STUB_LOG=" + log}
+		"NMSTATECTL_STUB_STATE=" + filepath.Join(m.StubDir, "checkpoint"), "NMSTATECTL_STUB_LOG=" + log, "NMSTATECTL_STUB_INTERFACES=" + node.NIC}
 	live := func(cs []string) []string {
 		var out []string
 		for _, c := range cs {
@@ -109,7 +109,7 @@ func TestResetNetworkReportsWhatItRemovedAndIsIdempotent(t *testing.T) {
 	m := node.New(t, "52:54:00:00:0e:0d", rs.URL("cli-token"), "")
 	stub := testbin.Build(t, "./tests/stubs/nmstatectl")
 	env := []string{host.EnvNmstatectl + "=" + stub, "NMSTATECTL_STUB_LOG=" + filepath.Join(m.StubDir, "calls.jsonl"),
-		"NMSTATECTL_STUB_STATE=" + filepath.Join(m.StubDir, "checkpoint")}
+		"NMSTATECTL_STUB_STATE=" + filepath.Join(m.StubDir, "checkpoint"), "NMSTATECTL_STUB_INTERFACES=" + node.NIC}
 	if r := agent(t, "agent", env, "--root", m.Root); r.code != 0 {
 		t.Fatalf("registration: exit %d\n%s", r.code, r.stderr)
 	}

@@ -28,7 +28,7 @@
 //	                           exists while one is pending) and, next to it
 //	                           (FILE.nm.json), the profiles made
 //	NMSTATECTL_STUB_INTERFACES offline mode: comma list of the kernel's
-//	                           ethernet interfaces (unset: any name exists)
+//	                           ethernet interfaces (unset: the kernel's ethernet links)
 //	NMSTATECTL_STUB_FAIL       comma list of subcommands that fail with exit 1
 //	NMSTATECTL_STUB_HANG       comma list of subcommands that hang until killed
 //	NMSTATECTL_STUB_VERSION    version to report (default 2.2.38)

@@ -70,7 +70,7 @@ routes:
 // TestCallLog: every call is logged, refused ones too.
 func TestCallLog(t *testing.T) {
 	dir := t.TempDir()
-	env := []string{"NMSTATECTL_STUB_LOG=" + filepath.Join(dir, "log"), "NMSTATECTL_STUB_STATE=" + filepath.Join(dir, "cp")}
+	env := []string{"NMSTATECTL_STUB_LOG=" + filepath.Join(dir, "log"), "NMSTATECTL_STUB_STATE=" + filepath.Join(dir, "cp"), "NMSTATECTL_STUB_INTERFACES=eth0"}
 	calls := [][]string{{"version"}, {"--quiet", "version"}, {"apply", "--no-commit", "-"}, {"commit"}, {"rollback"}}
 	for _, args := range calls {
 		call(t, env, state, args...)
@@ -101,7 +101,7 @@ func TestDeclined(t *testing.T) {
 
 func TestFailAndHang(t *testing.T) {
 	dir := t.TempDir()
-	env := []string{"NMSTATECTL_STUB_STATE=" + filepath.Join(dir, "cp"), "NMSTATECTL_STUB_FAIL=commit"}
+	env := []string{"NMSTATECTL_STUB_STATE=" + filepath.Join(dir, "cp"), "NMSTATECTL_STUB_FAIL=commit", "NMSTATECTL_STUB_INTERFACES=eth0"}
 	if r := call(t, env, state, "apply", "--no-commit", "-"); r.code != 0 {
 		t.Fatalf("apply: %d %s", r.code, r.stderr)
 	}
@@ -113,7 +113,7 @@ func TestFailAndHang(t *testing.T) {
 		t.Errorf("rollback after failed commit: %+v", r)
 	}
 	c := exec.Command(os.Args[0], "apply", "-")
-	c.Env = standInEnv("NMSTATECTL_STUB_HANG=apply", "NMSTATECTL_STUB_STATE="+filepath.Join(dir, "cp2"))
+	c.Env = standInEnv("NMSTATECTL_STUB_HANG=apply", "NMSTATECTL_STUB_STATE="+filepath.Join(dir, "cp2"), "NMSTATECTL_STUB_INTERFACES=eth0")
 	c.Stdin = strings.NewReader(state)
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
@@ -136,5 +136,31 @@ func TestFailAndHang(t *testing.T) {
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.Success() || ee.ExitCode() != -1 {
 		t.Errorf("apply did not hang until killed: %v", err)
+	}
+}
+
+// TestUnmodelledMachineHasTheKernelsInterfaces: without
+// NMSTATECTL_STUB_INTERFACES the stand-in knows the interfaces the kernel
+// of its network namespace has, as the real tool learns them from
+// NetworkManager: a name the machine lacks is refused with transcript
+// 12's text, never assumed to exist.
+func TestUnmodelledMachineHasTheKernelsInterfaces(t *testing.T) {
+	b, err := os.ReadFile("testdata/transcripts/12-apply-missing-interface/stdin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile("testdata/transcripts/12-apply-missing-interface/stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantErr := strings.TrimSpace(string(want)[strings.Index(string(want), "NmstateError:"):])
+	absent := "nrabsent0"
+	if _, err := os.Stat(filepath.Join("/sys/class/net", absent)); err == nil {
+		t.Fatalf("this machine has a link named %s; the test needs a name it lacks", absent)
+	}
+	stdin := strings.ReplaceAll(string(b), "eth9", absent)
+	r := call(t, []string{"NMSTATECTL_STUB_STATE=" + filepath.Join(t.TempDir(), "cp")}, stdin, "apply", "--no-commit", "--timeout", "60", "-")
+	if wantErr = strings.ReplaceAll(wantErr, "eth9", absent); r.code != 1 || !strings.Contains(r.stderr, wantErr) {
+		t.Errorf("apply on an unmodelled machine: exit %d, stderr %q; want 1 and %q", r.code, r.stderr, wantErr)
 	}
 }

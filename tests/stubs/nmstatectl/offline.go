@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -60,13 +61,25 @@ func (o *offlineBackend) save() error {
 }
 
 // hasEthernet: the interfaces NMSTATECTL_STUB_INTERFACES lists; unset,
-// every name (the test set up the interfaces it names).
+// the kernel's own ethernet links in the stand-in's network namespace,
+// as the real tool asks NetworkManager for the kernel's devices: a name
+// the machine does not have is refused (transcript 12), never assumed.
 func (o *offlineBackend) hasEthernet(name string) (bool, error) {
-	l, ok := os.LookupEnv("NMSTATECTL_STUB_INTERFACES")
-	if !ok {
-		return true, nil
+	if l, ok := os.LookupEnv("NMSTATECTL_STUB_INTERFACES"); ok {
+		return slices.Contains(strings.Split(l, ","), name), nil
 	}
-	return slices.Contains(strings.Split(l, ","), name), nil
+	if name == "" || strings.ContainsAny(name, "/") || name == "." || name == ".." {
+		return false, nil
+	}
+	// ARPHRD_ETHER (1): veths, NICs and bridges report it, loopback does not.
+	b, err := os.ReadFile(filepath.Join("/sys/class/net", name, "type"))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, &exitError{70, "stub: " + err.Error()}
+	}
+	return strings.TrimSpace(string(b)) == "1", nil
 }
 
 func (o *offlineBackend) profile(iface string) (*profile, error) {
