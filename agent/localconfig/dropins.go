@@ -170,8 +170,8 @@ func checkAbove(files host.FS, dir string) error {
 	}
 }
 
-// trusted refuses p (a drop-in, its directory or a directory above them,
-// as what says) unless it is writable by its owner only and that owner is
+// trusted refuses p (the config file, a drop-in, its directory or a
+// directory above them, as what says) unless it is writable by its owner only and that owner is
 // root, or the uid the agent runs as (a test's or an image build's
 // unprivileged run trusts itself, never another user). Under --root the
 // uid is the one on this machine's disk.
@@ -180,7 +180,7 @@ func trusted(files host.FS, p string, fi fs.FileInfo, what string) error {
 	if !ok {
 		return errclass.Configf("%s %s: its owner cannot be read: refused", what, files.Path(p))
 	}
-	const why = "refused (drop-ins, their directories and the directories above them must be root's and writable by no one else)"
+	const why = "refused (the config file, drop-ins, their directories and the directories above them must be root's and writable by no one else)"
 	switch {
 	case fi.Mode().Perm()&0o022 != 0:
 		return errclass.Configf("%s %s: writable by group or others (%04o, owner uid %d): %s", what, files.Path(p), fi.Mode().Perm(), st.Uid, why)

@@ -191,6 +191,13 @@ func TestDropInRefused(t *testing.T) {
 			chown(t, filepath.Join(root, "oem/registration/config.d"), nobody)
 			chown(t, filepath.Join(root, "oem/registration/config.d/50-policy.yaml"), nobody)
 		}},
+		// The config file decides as much as a drop-in: the same rule.
+		{"world-writable config file", "config file %ROOT%/oem/registration/config.yaml: writable by group or others (0666, owner uid 0)", func(t *testing.T, root string) {
+			chmod(t, filepath.Join(root, host.ConfigFile), 0o666)
+		}},
+		{"foreign-owned config file", "config file %ROOT%/oem/registration/config.yaml: owned by uid 65534, not root", func(t *testing.T, root string) {
+			chown(t, filepath.Join(root, host.ConfigFile), nobody)
+		}},
 		{"key outside registration", "elemental.install: a drop-in holds only keys under elemental.registration", func(t *testing.T, root string) {
 			writeFile(t, root, dir+"/50-x.yaml", "elemental:\n  install:\n    device: /dev/sda\n", 0o600)
 		}},

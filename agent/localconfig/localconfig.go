@@ -227,6 +227,16 @@ func parse(files host.FS, path string, sayMissing bool) (*File, error) {
 	if err != nil {
 		return nil, errclass.Configf("reading config file: %w", err)
 	}
+	// The file decides the server the node trusts, as a drop-in does: one
+	// another user may write is refused as theirs is. ReadFile follows no
+	// link, so the file judged is the file read.
+	fi, err := files.Lstat(path)
+	if err != nil {
+		return nil, errclass.Configf("config file %s: %w", f.Path, err)
+	}
+	if err := trusted(files, path, fi, "config file"); err != nil {
+		return nil, err
+	}
 	// One budget for the file and its drop-ins, merged into one config:
 	// each document under it, and hundreds of drop-ins no more than one.
 	var budget protocol.YAMLBudget
