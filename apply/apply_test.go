@@ -50,9 +50,7 @@ const (
 )
 
 func TestPlanNmstate(t *testing.T) {
-	stub := newStub(t)
-	root := t.TempDir()
-	a := stub.applier(root)
+	root, stub, a := stubbedRoot(t)
 	r := renderVector(t, "192.168.122.150")
 	p := mustPlan(t, a, r)
 	if got := stub.subcommands(t); !reflect.DeepEqual(got, []string{"gc"}) {
@@ -154,9 +152,7 @@ func TestPersistLayout(t *testing.T) {
 }
 
 func TestApplyLiveNmstateCommits(t *testing.T) {
-	stub := newStub(t)
-	root := t.TempDir()
-	a := stub.applier(root)
+	root, stub, a := stubbedRoot(t)
 	p := mustPlan(t, a, renderVector(t, "192.168.122.150"))
 	checked := 0
 	err := a.ApplyLive(context.Background(), p, func(ctx context.Context) error {
@@ -435,9 +431,7 @@ func TestResetNetworkIgnoresForeignManifestEntries(t *testing.T) {
 // and only a *ReloadError is left; with nothing of ours there it removes
 // nothing and leaves NetworkManager alone.
 func TestRemoveNetworkReportsWhatExisted(t *testing.T) {
-	root := t.TempDir()
-	stub := newStub(t)
-	a := stub.applier(root)
+	root, stub, a := stubbedRoot(t)
 	p := mustPlan(t, a, renderVector(t, "192.168.122.150"))
 	if err := a.Persist(p); err != nil {
 		t.Fatal(err)

@@ -67,6 +67,14 @@ func (s *stubEnv) applier(root string, extraEnv ...string) *Applier {
 	return &Applier{Files: host.Root(root), Tools: host.Tools{Nmstatectl: stubPath}, Env: s.env(extraEnv...)}
 }
 
+// stubbedRoot is where most of these tests start: a fresh root, the
+// nmstatectl stub, and an applier that runs the stub on that root.
+func stubbedRoot(t testing.TB, extraEnv ...string) (root string, stub *stubEnv, a *Applier) {
+	t.Helper()
+	root, stub = t.TempDir(), newStub(t)
+	return root, stub, stub.applier(root, extraEnv...)
+}
+
 func writeFile(t testing.TB, root, p, content string, perm os.FileMode) {
 	t.Helper()
 	testutil.WriteFile(t, root, p, content, perm)

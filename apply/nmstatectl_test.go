@@ -113,9 +113,7 @@ func TestNmstatectlStderrKeptApartFromItsError(t *testing.T) {
 // live apply's error, as the agent keeps and reports it (one line), is
 // nmstatectl's error line, not its banner.
 func TestApplyLiveReportsNmstatectlsErrorLine(t *testing.T) {
-	stub := newStub(t)
-	root := t.TempDir()
-	a := stub.applier(root, "NMSTATECTL_STUB_INTERFACES=eth9")
+	a := newStub(t).applier(t.TempDir(), "NMSTATECTL_STUB_INTERFACES=eth9")
 	logger, hook := logtest.NewNullLogger()
 	logger.SetLevel(logrus.DebugLevel)
 	a.Log = logrus.NewEntry(logger)

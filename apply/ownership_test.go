@@ -84,9 +84,7 @@ func TestPlanRefusesForeignKeyfile(t *testing.T) {
 // The applicator writes our keyfiles at every boot, before the agent runs:
 // a file the manifest lists is ours and is replaced, live and persisted.
 func TestOwnKeyfileFromTheManifestIsReplaced(t *testing.T) {
-	stub := newStub(t)
-	root := t.TempDir()
-	a := stub.applier(root)
+	root, stub, a := stubbedRoot(t)
 	first := mustPlan(t, a, renderVector(t, "192.168.122.150"))
 	if err := a.Persist(first); err != nil {
 		t.Fatal(err)
@@ -136,9 +134,7 @@ func TestApplicatorNamedKeyfileIsTakenOver(t *testing.T) {
 // A file that appears between plan and apply is refused before anything
 // is written or run.
 func TestApplyLiveRechecksOwnership(t *testing.T) {
-	stub := newStub(t)
-	root := t.TempDir()
-	a := stub.applier(root)
+	root, stub, a := stubbedRoot(t)
 	p := mustPlan(t, a, renderVector(t, "192.168.122.150"))
 	name := p.Keyfiles[0].Name
 	writeFile(t, root, keyfileDirRel+"/"+name, foreignKeyfile, 0o600)
