@@ -101,10 +101,10 @@ func TestCommandLinesNotUnderstoodExit64WithOneLineAndNoRun(t *testing.T) {
 		{[]string{"--deadline", "soon"}, `invalid argument "soon" for "--deadline"`, "agent --help"},
 		{[]string{"--log-format", "xml"}, `"xml" is not one of text, json, journal`, "agent --help"},
 		{[]string{"--debug=loud"}, `"loud" is not true, false or all`, "agent --help"},
-		{[]string{"--install", "--reset"}, "mutually exclusive", "agent --help"},
+		{[]string{"--install", "--reset"}, "--install and --reset are mutually exclusive", "agent --help"},
 		{[]string{"--root", "/nonexistent/root"}, "--root /nonexistent/root: not a directory", "agent --help"},
 		{[]string{"inventory", "--root", "/nonexistent/root"}, "--root /nonexistent/root: not a directory", "agent inventory --help"},
-		{[]string{"--reset", "--reset-network"}, "mutually exclusive", "agent --help"},
+		{[]string{"--reset", "--reset-network"}, "--reset and --reset-network are mutually exclusive", "agent --help"},
 	} {
 		args := append([]string{"--root", root}, c.args...)
 		code, stdout, stderr := run(args...)

@@ -1,8 +1,8 @@
 package main
 
 import (
-	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -122,9 +122,9 @@ func (f *registerFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.statePath, "state-path", host.StateFile, "state file (under --root)")
 	fs.Var(&f.labels, "label", "label key=value (repeatable, or comma-separated)")
 	fs.StringVar(&f.labelsFile, "local-labels-file", host.LabelsFile, "flat YAML map of local labels (under --root)")
-	fs.BoolVar(&f.install, "install", false, "register and install (elemental install), from live media")
-	fs.BoolVar(&f.reset, "reset", false, "register as new and reset (elemental reset), from recovery")
-	fs.BoolVar(&f.resetNetwork, "reset-network", false, "remove the network config this agent wrote, and nothing else")
+	for _, m := range f.modes() {
+		fs.BoolVar(m.on, m.name, false, m.usage)
+	}
 	fs.BoolVar(&f.noToolkit, "no-toolkit", false, "the node is not an elemental-toolkit image")
 	fs.BoolVar(&f.disableBootEntry, "disable-boot-entry", false, "do not create a boot entry at install/reset")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "register for real, then print what would be written and applied; write and apply nothing on this node")
@@ -170,16 +170,32 @@ func (f *registerFlags) overrides(fs *pflag.FlagSet) localconfig.Overrides {
 	return o
 }
 
+// modeFlag is one of upstream's mode flags.
+type modeFlag struct {
+	on          *bool
+	name, usage string
+}
+
+// modes are the mode flags, of which a run takes one at the most
+// (conflicts).
+func (f *registerFlags) modes() []modeFlag {
+	return []modeFlag{
+		{&f.install, "install", "register and install (elemental install), from live media"},
+		{&f.reset, "reset", "register as new and reset (elemental reset), from recovery"},
+		{&f.resetNetwork, "reset-network", "remove the network config this agent wrote, and nothing else"},
+	}
+}
+
 // conflicts refuses flag combinations that cannot mean anything.
 func (f *registerFlags) conflicts() error {
-	n := 0
-	for _, on := range []bool{f.install, f.reset, f.resetNetwork} {
-		if on {
-			n++
+	var given []string
+	for _, m := range f.modes() {
+		if *m.on {
+			given = append(given, "--"+m.name)
 		}
 	}
-	if n > 1 {
-		return errors.New("--install, --reset and --reset-network are mutually exclusive")
+	if len(given) > 1 {
+		return fmt.Errorf("%s are mutually exclusive", strings.Join(given, " and "))
 	}
 	return nil
 }
