@@ -26,8 +26,9 @@ const budgetVersionRatio = 3.0
 const helloWorld = "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello, world\") }\n"
 
 // ratioRows times a hello-world Go binary, `agent version` and a PLAIN
-// `--dry-run` registration of one registered machine, in turns so that
-// all three see the same load. The budgets are on CPU time (user +
+// `--dry-run` registration of one registered machine (and, unbudgeted,
+// the same dry run with the built-in translator), in turns so that all
+// see the same load. The budgets are on CPU time (user +
 // system, wait4's rusage): on a loaded machine wall time mostly waits
 // for the CPU.
 func (b *bencher) ratioRows() []row {
@@ -46,9 +47,14 @@ func (b *bencher) ratioRows() []row {
 	if _, err := runAgent(bin, m, b.env); err != nil {
 		return fail(fmt.Errorf("registering the dry-run machine: %w", err))
 	}
-	// All three are short: twice the runs of a line, for steadier ratios.
+	// All four are short: twice the runs of a line, for steadier ratios.
 	n := 2*b.o.runs + 1
-	var h, v, d procSeries
+	// bi is the same dry run with the built-in translator: the budgeted
+	// run's keyfiles come from `nmstatectl gc` (the stand-in, a Go
+	// process of its own, whose CPU wait4 counts in the agent's), and
+	// the difference is what that one exec costs (docs/performance.md,
+	// "Where a dry run's CPU goes").
+	var h, v, d, bi procSeries
 	for range n {
 		r, err := timedExec(hello, b.env)
 		if err != nil {
@@ -63,6 +69,10 @@ func (b *bencher) ratioRows() []row {
 			return fail(err)
 		}
 		d.add(r)
+		if r, err = runAgent(bin, m, b.env, "--dry-run", "--nmstate", "builtin"); err != nil {
+			return fail(err)
+		}
+		bi.add(r)
 	}
 	cpuRatio := func(a, b procSeries) float64 { return float64(median(a.cpu)) / float64(median(b.cpu)) }
 	wallRatio := func(a, b procSeries) float64 { return float64(median(a.wall)) / float64(median(b.wall)) }
@@ -70,9 +80,11 @@ func (b *bencher) ratioRows() []row {
 	return []row{
 		h.row("hello-world Go binary (process start and exit)", "go build, stripped like the agent"),
 		v.row("agent version (process start and exit)", "default build"),
-		d.row("agent run: PLAIN dry run (registered machine)", "--dry-run: the conversation, the inventory and the rendering, nothing written"),
+		d.row("agent run: PLAIN dry run (registered machine)", "--dry-run: the conversation, the inventory and the rendering (keyfiles by the nmstatectl stand-in's gc), nothing written"),
+		bi.row("agent run: PLAIN dry run, built-in translator", "the same with --nmstate builtin: no nmstatectl process"),
 		{name: "agent: PLAIN dry run CPU / agent version CPU", unit: unitRatio, value: cpuRatio(d, v), budget: budgetDryRunRatio,
-			note: fmt.Sprintf("medians of %d runs in turns; wall %.2f, peak RSS %.2f", n, wallRatio(d, v), rssRatio(d, v))},
+			note: fmt.Sprintf("medians of %d runs in turns; wall %.2f, peak RSS %.2f; built-in translator: CPU %.2f (the gc exec: %s)",
+				n, wallRatio(d, v), rssRatio(d, v), cpuRatio(bi, v), format(unitDuration, float64(median(d.cpu)-median(bi.cpu))))},
 		{name: "agent: agent version CPU / hello-world CPU", unit: unitRatio, value: cpuRatio(v, h), budget: budgetVersionRatio,
 			note: fmt.Sprintf("wall %.2f, peak RSS %.2f; PLAIN dry run / hello-world: CPU %.2f, wall %.2f, RSS %.2f",
 				wallRatio(v, h), rssRatio(v, h), cpuRatio(d, h), wallRatio(d, h), rssRatio(d, h))},
