@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nodereg/nodereg/agent"
+	"github.com/nodereg/nodereg/agent/retry/retrytest"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
@@ -45,7 +46,9 @@ func TestAgentRefusesAliasBomb(t *testing.T) {
 	m.WriteState(t, "emulatedTPMSeed: 5\n")
 	before := testutil.Files(t, m.Root)
 	var log node.Log
-	_, err := runAgent(t.Context(), m, &log, agent.Options{Deadline: time.Second, NetworkTimeout: time.Second})
+	// The backoff runs on a fake clock: the 1 s retry deadline counts
+	// the waits, so the refused attempts cost no real time.
+	_, err := runAgent(t.Context(), m, &log, agent.Options{Deadline: time.Second, NetworkTimeout: time.Second, Clock: retrytest.NewClock(time.Now())})
 	// Each attempt is refused for its size (a hard deadline may cut the
 	// last one elsewhere: the log has them all).
 	var pe *agent.PhaseError

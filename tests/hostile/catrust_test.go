@@ -68,6 +68,9 @@ func (p *peerSwitch) start(t *testing.T) string {
 // The node refuses it (exit 78), takes nothing, and the real server is
 // never locked out, during a rotation too (docs/ca-rotation.md, "Trust").
 func TestPinnedCAIsTheOnlyTrust(t *testing.T) {
+	// Parallel: the trust store is the binary's environment (cmd.Env), not
+	// this process's.
+	t.Parallel()
 	bin := testbin.Build(t, "./cmd/agent")
 	real, system, own, next := testpki.New(t, "real"), testpki.New(t, "system"), testpki.New(t, "hostile"), testpki.New(t, "real-next")
 	sysFile := filepath.Join(t.TempDir(), "system.pem")

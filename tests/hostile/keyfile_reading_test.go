@@ -37,6 +37,9 @@ import (
 var keyfileSamples = flag.Int("keyfile.samples", 2000, "generated keyfiles checked against nmcli --offline")
 
 func TestKeyfileReadingIsNetworkManagers(t *testing.T) {
+	// Parallel: its nmcli processes keep the cores busy while the other
+	// parallel tests wait on their servers and bounds.
+	t.Parallel()
 	nmcli, err := exec.LookPath("nmcli")
 	if err != nil {
 		t.Skip("needs nmcli (Debian's network-manager, installed by .ci/run) for nmcli --offline")

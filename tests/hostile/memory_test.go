@@ -68,6 +68,9 @@ func peakRSS() int {
 // and reports its peak RSS: every reply under the frame limit, refused or
 // admitted, stays under 100 MB.
 func TestReplyBudgetPeakRSS(t *testing.T) {
+	// Parallel: each reply is decoded in a child process, whose own peak RSS
+	// is what is measured, so other tests beside it do not change it.
+	t.Parallel()
 	for _, b := range bombs {
 		t.Run(b.name, func(t *testing.T) {
 			doc := filepath.Join(t.TempDir(), "reply.yaml")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nodereg/nodereg/agent"
 	"github.com/nodereg/nodereg/agent/exitcode"
+	"github.com/nodereg/nodereg/agent/retry/retrytest"
 	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 )
@@ -78,7 +79,9 @@ func TestExplicitRetriesPendingAddresses(t *testing.T) {
 			ps.n = 3 // registration and the first two asks: pending
 			m := node.New(t, "52:54:00:15:00:07", ps.start(t), "    network-config: explicit\n")
 			var log node.Log
-			res, err := runAgent(t.Context(), m, &log, agent.Options{Deadline: 5 * time.Second, NetworkTimeout: 20 * time.Second})
+			// The backoff between asks runs on a fake clock: the retry
+			// is what is tested, not its real waits.
+			res, err := runAgent(t.Context(), m, &log, agent.Options{Deadline: 5 * time.Second, NetworkTimeout: 20 * time.Second, Clock: retrytest.NewClock(time.Now())})
 			if err != nil {
 				t.Fatalf("exit %d: %v\n%s", exitcode.Of(err), err, log.String())
 			}

@@ -30,6 +30,8 @@ func register(ctx context.Context, url string, ca []byte, local protocol.Config)
 // TestAliasBombsOverTheWire: every bomb that fits in a frame reaches the
 // client whole and is refused at the config step, naming the budget.
 func TestAliasBombsOverTheWire(t *testing.T) {
+	// Parallel: a server of its own, nothing from the environment.
+	t.Parallel()
 	for _, b := range bombs {
 		if b.accepted {
 			continue

@@ -393,6 +393,9 @@ func runUntilSIGTERM(t *testing.T, bin, stub string, m *node.Machine, grace time
 // printed for the registration token, the system-agent token and the
 // cloud-config password.
 func TestTokenNeverPrinted(t *testing.T) {
+	// Parallel: every agent and server is a process of its own, its tools
+	// named in its cmd.Env.
+	t.Parallel()
 	const (
 		saToken  = "SA-TOKEN-hostile-5e1f"
 		password = "PASSWORD-hostile-77aa"
