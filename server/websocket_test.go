@@ -219,6 +219,8 @@ func TestWebsocketUpstreamClientWithAllocationDelay(t *testing.T) {
 		delay time.Duration
 	}{{"delay inside the session", 700 * time.Millisecond}, {"delay beyond the session", time.Hour}} {
 		t.Run(c.name, func(t *testing.T) {
+			// Parallel: each case waits on a server of its own.
+			t.Parallel()
 			s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.200"), memStore(t), func(o *Options) {
 				o.AllocationDelay = c.delay
 				o.NetworkWait = 0 // the default: up to the session deadline

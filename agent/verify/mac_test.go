@@ -15,6 +15,9 @@ const mgmtMAC = "52:54:00:29:07:07"
 // A profile bound by MAC address (no interface-name): its addresses are
 // looked for on the device the kernel gives that MAC, here vd0.
 func TestMACIdentifiedInterfaceUnderItsKernelName(t *testing.T) {
+	// Parallel: its namespaces are its own, and most of its time is the
+	// wait for their veth's carrier.
+	t.Parallel()
 	l := newLab(t)
 	netns.IP(t, l.ns, "link", "set", "vd0", "address", mgmtMAC)
 	n := nodeWith(t, "mgmt", "[connection]\nid=mgmt\ntype=ethernet\n[ethernet]\nmac-address="+mgmtMAC+

@@ -134,6 +134,9 @@ func wantStatus(t *testing.T, rep *Report, name string, st Status, detail string
 }
 
 func TestAHealthyNodePassesAndARemovedAddressFails(t *testing.T) {
+	// Parallel: its namespaces are its own, and most of its time is the
+	// wait for their veth's carrier.
+	t.Parallel()
 	l := newLab(t)
 	n := newNode(t)
 	rep := l.run(t, n, nil)
@@ -163,6 +166,9 @@ func TestAHealthyNodePassesAndARemovedAddressFails(t *testing.T) {
 }
 
 func TestEachFindingSetsItsBit(t *testing.T) {
+	// Parallel: its namespaces are its own, and most of its time is the
+	// wait for their veth's carrier.
+	t.Parallel()
 	l := newLab(t)
 	n := newNode(t)
 	// The applicator edited under /oem: no longer the applied config.

@@ -17,6 +17,10 @@ import (
 
 const childEnv = "STATELOCK_TEST_HOLD"
 
+// Every test runs in parallel: each locks a file in a directory of its
+// own (flock is per open file), and most of their time is waiting on
+// the poll and on each other.
+
 // TestMain: in the child, take the lock, say so, and hold it until stdin
 // closes or the process is killed.
 func TestMain(m *testing.M) {
@@ -35,6 +39,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestSecondHolderWaitsThenNamesTheFirst(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), Name)
 	a, err := Acquire(t.Context(), path, 0)
 	if err != nil {
@@ -66,6 +71,7 @@ func TestSecondHolderWaitsThenNamesTheFirst(t *testing.T) {
 // TestManyWaiters: runs that queue for the lock while holders come and go
 // (each removing the file) never hold it at the same time.
 func TestManyWaiters(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), Name)
 	var mu sync.Mutex
 	holders, most := 0, 0
@@ -101,6 +107,7 @@ func TestManyWaiters(t *testing.T) {
 }
 
 func TestWaiterGetsTheLockWhenReleased(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), Name)
 	a, err := Acquire(t.Context(), path, 0)
 	if err != nil {
@@ -122,6 +129,7 @@ func TestWaiterGetsTheLockWhenReleased(t *testing.T) {
 }
 
 func TestContextEndsTheWait(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), Name)
 	a, err := Acquire(t.Context(), path, 0)
 	if err != nil {
@@ -140,6 +148,7 @@ func TestContextEndsTheWait(t *testing.T) {
 // TestTwoProcesses: the holder is another process; its pid is named, and
 // when it dies (SIGKILL, no cleanup) the kernel frees the lock.
 func TestTwoProcesses(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), Name)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+path)
@@ -178,6 +187,7 @@ func TestTwoProcesses(t *testing.T) {
 }
 
 func TestRefusesPlantedLockFile(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {

@@ -13,8 +13,9 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 )
 
-// lockTimeout bounds the wait for another process's lock on the file.
-const lockTimeout = 2 * time.Second
+// lockTimeout bounds the wait for another process's lock on the file (a
+// variable so the test of the refusal need not wait 2 s for it).
+var lockTimeout = 2 * time.Second
 
 // Memory map bounds (docs/regserver.md, The store): the map starts large
 // enough for a lab's store, so it is not remapped under load, and the

@@ -17,6 +17,9 @@ import (
 // sent (MAC and machine hash), names the mismatch on the failure line, and
 // its last line leads with the cause, not a timeout.
 func TestAuthKindMismatchIsNamedAndLeadsTheLastLine(t *testing.T) {
+	// Parallel: it waits out its 2 s deadline on processes of its own
+	// (environment in cmd.Env), while the other tests run.
+	t.Parallel()
 	cfg := filepath.Join(t.TempDir(), "regserver.yaml")
 	node.Must(t, os.WriteFile(cfg, []byte("registrations:\n- name: tpm-only\n  token: tpm-token\n  config:\n    elemental:\n      registration:\n        auth: tpm\n"), 0o600))
 	rs := node.StartRegserver(t, nil, testbin.Build(t, "./cmd/regserver"), "--config", cfg, "--listen", "127.0.0.1:0", "--network-wait", "0")
