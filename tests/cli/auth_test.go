@@ -3,13 +3,10 @@ package cli_test
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/nodereg/nodereg/internal/testutil/node"
-	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
 
 // A node sending auth mac to a registration that takes TPM only: regserver
@@ -20,9 +17,7 @@ func TestAuthKindMismatchIsNamedAndLeadsTheLastLine(t *testing.T) {
 	// Parallel: it waits out its 2 s deadline on processes of its own
 	// (environment in cmd.Env), while the other tests run.
 	t.Parallel()
-	cfg := filepath.Join(t.TempDir(), "regserver.yaml")
-	node.Must(t, os.WriteFile(cfg, []byte("registrations:\n- name: tpm-only\n  token: tpm-token\n  config:\n    elemental:\n      registration:\n        auth: tpm\n"), 0o600))
-	rs := node.StartRegserver(t, nil, testbin.Build(t, "./cmd/regserver"), "--config", cfg, "--listen", "127.0.0.1:0", "--network-wait", "0")
+	rs := regserverWith(t, "registrations:\n- name: tpm-only\n  token: tpm-token\n  config:\n    elemental:\n      registration:\n        auth: tpm\n")
 	const mac = "52:54:00:00:0e:05"
 	m := node.New(t, mac, rs.URL("tpm-token"), "")
 	r := agent(t, "agent", nil, "--root", m.Root, "--deadline", "2s")

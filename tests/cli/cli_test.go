@@ -23,14 +23,23 @@ import (
 
 func TestMain(m *testing.M) { testbin.Main(m) }
 
-// regserver starts the reference server on loopback with one registration
-// (token cli-token, auth mac) and no network config.
-func regserver(t *testing.T) *node.Regserver {
+// cliConfig is one registration (token cli-token, auth mac) with no
+// network config.
+const cliConfig = "registrations:\n- name: cli\n  token: cli-token\n  config:\n    elemental:\n      registration:\n        auth: mac\n"
+
+// regserverWith starts the reference server on loopback with the config
+// (YAML, written to a file of the test's) and the extra flags; MsgGet does
+// not wait for addresses.
+func regserverWith(t *testing.T, config string, flags ...string) *node.Regserver {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "regserver.yaml")
-	node.Must(t, os.WriteFile(cfg, []byte("registrations:\n- name: cli\n  token: cli-token\n  config:\n    elemental:\n      registration:\n        auth: mac\n"), 0o600))
-	return node.StartRegserver(t, nil, testbin.Build(t, "./cmd/regserver"), "--config", cfg, "--listen", "127.0.0.1:0", "--no-tpm", "--network-wait", "0")
+	node.Must(t, os.WriteFile(cfg, []byte(config), 0o600))
+	args := append([]string{"--config", cfg, "--listen", "127.0.0.1:0", "--network-wait", "0"}, flags...)
+	return node.StartRegserver(t, nil, testbin.Build(t, "./cmd/regserver"), args...)
 }
+
+// regserver serves cliConfig, PLAIN authentication only.
+func regserver(t *testing.T) *node.Regserver { return regserverWith(t, cliConfig, "--no-tpm") }
 
 type result struct {
 	code           int

@@ -38,12 +38,10 @@ func calls(t *testing.T, log string) []string {
 // nmstateServer is regserver with one nmstate template and a pool.
 func nmstateServer(t *testing.T) *node.Regserver {
 	t.Helper()
-	cfg := filepath.Join(t.TempDir(), "regserver.yaml")
-	node.Must(t, os.WriteFile(cfg, []byte(node.ServerConfig{
+	return regserverWith(t, node.ServerConfig{
 		Name: "cli", Network: node.AddressOnlyTemplate(24),
 		Pool: "192.168.122.150-192.168.122.160", Prefix: 24, Gateway: "192.168.122.1",
-	}.YAML()), 0o600))
-	return node.StartRegserver(t, nil, testbin.Build(t, "./cmd/regserver"), "--config", cfg, "--listen", "127.0.0.1:0", "--no-tpm", "--network-wait", "0")
+	}.YAML(), "--no-tpm")
 }
 
 func TestRootDoesNotApplyLiveWithoutApplyLive(t *testing.T) {

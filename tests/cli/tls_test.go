@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/nodereg/nodereg/internal/testutil/node"
-	"github.com/nodereg/nodereg/internal/testutil/testbin"
 	"github.com/nodereg/nodereg/internal/testutil/testpki"
 )
 
@@ -18,10 +17,7 @@ func TestCAFromTheConfigIsReadUnderRootAndAnUnknownCAIs78(t *testing.T) {
 	pki := testpki.New(t, "regserver").WriteFiles(t, dir, "127.0.0.1")
 	cert, key := pki.Cert, pki.Key
 	other := testpki.New(t, "someone-else").WriteFiles(t, dir, "127.0.0.1").CA
-	cfg := filepath.Join(dir, "regserver.yaml")
-	node.Must(t, os.WriteFile(cfg, []byte("registrations:\n- name: cli\n  token: cli-token\n  config:\n    elemental:\n      registration:\n        auth: mac\n"), 0o600))
-	rs := node.StartRegserver(t, nil, testbin.Build(t, "./cmd/regserver"), "--config", cfg, "--listen", "127.0.0.1:0",
-		"--no-tpm", "--network-wait", "0", "--tls-cert", cert, "--tls-key", key)
+	rs := regserverWith(t, cliConfig, "--no-tpm", "--tls-cert", cert, "--tls-key", key)
 	if !strings.HasPrefix(rs.Base, "https://") {
 		t.Fatalf("regserver is not serving TLS: %s", rs.Base)
 	}
