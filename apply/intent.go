@@ -110,12 +110,13 @@ func (a *Applier) intentPath(p string) bool {
 	return p == pp.Applicator || path.Dir(p) == path.Clean(pp.KeyfileDir) || path.Dir(p) == path.Clean(pp.StateDir)
 }
 
-// pendingByPath is the intent on disk by path (a path may have two
-// entries: the keyfile the plan writes there and the one NetworkManager
-// wrote first, recordWritten); none (or no readable manifest) is empty.
-func (a *Applier) pendingByPath() map[string][]state.ManifestFile {
+// pendingByPath is the intent in the manifest read as mr, by path (a
+// path may have two entries: the keyfile the plan writes there and the
+// one NetworkManager wrote first, recordWritten); none (or no readable
+// manifest) is empty.
+func pendingByPath(mr manifestRead) map[string][]state.ManifestFile {
 	out := map[string][]state.ManifestFile{}
-	m, err := state.ReadManifest(a.files(), a.paths().manifestPath())
+	m, err := mr.m, mr.err
 	if err != nil || m == nil {
 		return out
 	}

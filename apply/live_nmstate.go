@@ -21,7 +21,7 @@ import (
 // (*NotOwnedError).
 func (a *Applier) ApplyLive(ctx context.Context, p *Plan, reachable func(context.Context) error) error {
 	// Checked again: a file may have appeared since the plan.
-	if err := a.checkOwnership(p); err != nil {
+	if err := a.checkOwnership(p, a.planManifest(p)); err != nil {
 		return err
 	}
 	switch p.Configurator {

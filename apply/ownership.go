@@ -38,12 +38,12 @@ func (e *NotOwnedError) Error() string {
 // the applicator names count as ours: it rewrites them at every boot
 // anyway, and an image installed by elemental-register is taken over this
 // way. It reads only: a plan has no side effects.
-func (a *Applier) checkOwnership(p *Plan) error {
-	owned, err := a.planOwned(p)
+func (a *Applier) checkOwnership(p *Plan, m manifestRead) error {
+	owned, err := a.planOwned(p, m)
 	if owned == nil {
 		return err
 	}
-	pending := a.pendingByPath()
+	pending := pendingByPath(m)
 	for i, target := range p.targets() {
 		if owned[target] || a.anyPendingOwns(pending[target], p.Keyfiles[i].Content) {
 			continue
@@ -57,14 +57,37 @@ func (a *Applier) checkOwnership(p *Plan) error {
 	return nil
 }
 
+// manifestRead is the manifest as state.ReadManifest returned it: nil
+// with no error when there is none.
+type manifestRead struct {
+	m   *state.Manifest
+	err error
+}
+
+// manifestNow reads the manifest in the state directory as it is,
+// setting nothing aside (a check reads only).
+func (a *Applier) manifestNow() manifestRead {
+	m, err := state.ReadManifest(a.files(), a.paths().manifestPath())
+	return manifestRead{m, err}
+}
+
+// planManifest is the manifest a plan's checks judge it by, read only
+// when the plan writes a keyfile (no check looks at it otherwise).
+func (a *Applier) planManifest(p *Plan) manifestRead {
+	if len(p.Keyfiles) == 0 {
+		return manifestRead{}
+	}
+	return a.manifestNow()
+}
+
 // planOwned is ownedPaths for the checks of a plan, which both refuse the
 // same way when the manifest cannot be read; nil (and no error) when the
 // plan writes no keyfile.
-func (a *Applier) planOwned(p *Plan) (map[string]bool, error) {
+func (a *Applier) planOwned(p *Plan, m manifestRead) (map[string]bool, error) {
 	if len(p.Keyfiles) == 0 {
 		return nil, nil
 	}
-	owned, err := a.ownedPaths()
+	owned, err := a.ownedBy(m)
 	if err != nil {
 		return nil, fmt.Errorf("plan network (%s): %w", p.Configurator, err)
 	}
@@ -82,10 +105,13 @@ func (p *Plan) targets() []string {
 
 // ownedPaths are the host paths (without Root) the agent owns, by its
 // manifest or, without a readable one, by its applicator.
-func (a *Applier) ownedPaths() (map[string]bool, error) {
+func (a *Applier) ownedPaths() (map[string]bool, error) { return a.ownedBy(a.manifestNow()) }
+
+// ownedBy is ownedPaths by the manifest read as mr.
+func (a *Applier) ownedBy(mr manifestRead) (map[string]bool, error) {
 	owned := map[string]bool{}
 	var files []state.ManifestFile
-	m, err := state.ReadManifest(a.files(), a.paths().manifestPath())
+	m, err := mr.m, mr.err
 	var corrupt *state.CorruptError
 	switch {
 	case err == nil && m != nil:

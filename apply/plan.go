@@ -56,10 +56,14 @@ func (a *Applier) Plan(ctx context.Context, r *Rendered) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := a.checkOwnership(p); err != nil {
+	// Both checks read the manifest: once per plan, so they judge one
+	// view of it (it was read three times, once per check and once for
+	// the intent).
+	m := a.planManifest(p)
+	if err := a.checkOwnership(p, m); err != nil {
 		return nil, err
 	}
-	if err := a.checkPolicyForeign(p); err != nil {
+	if err := a.checkPolicyForeign(p, m); err != nil {
 		return nil, err
 	}
 	return p, nil

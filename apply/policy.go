@@ -35,8 +35,8 @@ func (a *Applier) checkPolicyKeyfiles(p *Plan) error {
 // is not ours already has, anywhere NetworkManager loads profiles from
 // on the host. Ours: what the manifest (or the applicator) names, and the
 // plan's own targets.
-func (a *Applier) checkPolicyForeign(p *Plan) error {
-	owned, err := a.planOwned(p)
+func (a *Applier) checkPolicyForeign(p *Plan, m manifestRead) error {
+	owned, err := a.planOwned(p, m)
 	if owned == nil {
 		return err
 	}
