@@ -13,7 +13,7 @@ import (
 	"github.com/nodereg/nodereg/protocol"
 )
 
-// The run shape: under --root R, R/oem/nodereg leads outside R. A
+// The run's shape: under --root R, R/oem/nodereg leads outside R. A
 // run that persists a config writes the manifest, the digested config and
 // the applicator's files inside R (the link followed with R as "/"), and
 // nothing outside R.

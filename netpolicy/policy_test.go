@@ -30,7 +30,8 @@ func wantRefusal(t *testing.T, err error, path string, rule Rule) {
 	}
 }
 
-// TestKeyfileRules: each hostile keyfile of issue 21 is refused with its key
+// TestKeyfileRules: each hostile keyfile of docs/reliability.md's
+// "Network-config policy" is refused with its key
 // path and rule; allowing the rule in the local config lets it through,
 // except for the rules no config can lift.
 func TestKeyfileRules(t *testing.T) {

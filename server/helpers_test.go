@@ -22,7 +22,7 @@ func regconfigParseNetwork(doc string) (*store.NetworkTemplate, error) {
 	return &n, err
 }
 
-// testConfig is the example: pool .150-.200 (or a smaller one),
+// testConfig is cmd/regserver/example.yaml's shape: pool .150-.200 (or a smaller one),
 // nmstate template with {inventory-ip}.
 func testConfig(t *testing.T, addresses string) *regconfig.Config {
 	t.Helper()

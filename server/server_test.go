@@ -354,7 +354,7 @@ func TestRouting(t *testing.T) {
 			t.Errorf("GET %s = %d %q, want %d containing %q", c.path, rec.Code, rec.Body, c.code, c.body)
 		}
 	}
-	// Issue 12: a client may log the 404 body, so it must not hold the token.
+	// docs/reliability.md, "Secrets": a client may log the 404 body, so it must not hold the token.
 	rec := httptest.NewRecorder()
 	s.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/elemental/registration/guessed-7f3a9c", nil))
 	if rec.Code != http.StatusNotFound || strings.Contains(rec.Body.String(), "7f3a9c") {

@@ -15,7 +15,7 @@ const testCAPEM = "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIBATAKBggqhkjO
 
 // The kubeconfig's CA comes from the one CA loader: PEM text as it is, and
 // a CA that cannot be read fails the hand-over instead of shipping its path
-// as the certificate (issue 12, item 10).
+// as the certificate (docs/reliability.md, "Hostile server").
 func TestSystemAgentCA(t *testing.T) {
 	cfg := &protocol.Config{}
 	cfg.Elemental.SystemAgent.Token = "tok"

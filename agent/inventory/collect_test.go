@@ -409,7 +409,7 @@ func TestCollectLive(t *testing.T) {
 }
 
 // BenchmarkCollect measures a whole collection on this machine's live data
-// and reports the median next to Go's mean (the target: ≤ 50 ms).
+// and reports the median next to Go's mean (docs/performance.md's target: ≤ 50 ms).
 func BenchmarkCollect(b *testing.B) {
 	var runs []time.Duration
 	for b.Loop() {

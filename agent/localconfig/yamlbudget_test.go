@@ -16,7 +16,7 @@ import (
 // document (protocol.YAMLBudget), not one per value (docs/reliability.md). At the
 // edge, a document one alias (1024 nodes) under the budget is read and
 // one just over is refused, naming the file (and the drop-in that takes
-// the file and its drop-ins, merged into one config, over it); so is the issue's
+// the file and its drop-ins, merged into one config, over it); so is the
 // amplification shape, 7 KB of anchors used once per cloud-config value
 // (about 23 million nodes), which each value alone kept under the budget.
 func TestConfigAndDropInsHeldToOneYAMLBudget(t *testing.T) {
@@ -29,7 +29,7 @@ func TestConfigAndDropInsHeldToOneYAMLBudget(t *testing.T) {
 	}
 	amplified := testutil.AmplifyAnchors("", "x-anchors") + "cloud-config:\n" + testutil.AmplifyValues("  ", 230)
 	if len(amplified) > 8<<10 {
-		t.Fatalf("the amplified document is %d bytes, want the issue's few KB", len(amplified))
+		t.Fatalf("the amplified document is %d bytes, want a few KB", len(amplified))
 	}
 	// A drop-in holds keys under elemental.registration only; one it
 	// does not know is warned about.

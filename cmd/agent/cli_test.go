@@ -195,7 +195,7 @@ func TestRenderRefusesUnknownKeysNamingThem(t *testing.T) {
 // render of an nmstate config says what wrote its keyfiles: the built-in
 // when asked for, or when nmstatectl is not found (auto); nmstatectl when
 // asked for and missing is a config error naming the tool, exit 78 as the
-// real run's (issue 21, item 8).
+// real run's (docs/cli.md).
 func TestRenderNmstateSaysWhichGenerator(t *testing.T) {
 	nc := filepath.Join(t.TempDir(), "nc.yaml")
 	cfg := strings.ReplaceAll(strings.ReplaceAll(node.NmstateTemplate, "pool-a", "192.168.122.150"), "\n    ", "\n")

@@ -44,7 +44,7 @@ func TestRenderTakesTheNodesPolicy(t *testing.T) {
 	}
 }
 
-// The render shape: R/oem leads outside R, where a config file
+// The render's shape: R/oem leads outside R, where a config file
 // opts in to the rule the config needs. render --root R reads the node's
 // policy inside R only (the link followed with R as "/": no config file
 // there, the default policy), so the config is refused as without --root.

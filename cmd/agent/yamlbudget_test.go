@@ -15,7 +15,7 @@ import (
 // files) are held to one alias and node budget for the whole input, the
 // documents inside it included, not one per value (docs/reliability.md: a 7.4 KB
 // MachineRegistration ran for over 120 s at 3.9 GB). One alias (1024
-// nodes) under the budget renders; just over, and the issue's
+// nodes) under the budget renders; just over, and the
 // amplification shape, exit 78 naming the file and the budget.
 func TestRenderInputsHeldToOneYAMLBudget(t *testing.T) {
 	under := (protocol.MaxReplyNodes - 1000 - testutil.AliasBulkNodes(0)) / 1024
@@ -29,11 +29,11 @@ func TestRenderInputsHeldToOneYAMLBudget(t *testing.T) {
 			"      config:\n" + config
 	}
 	const iface = "        interfaces:\n        - name: eth0\n          type: ethernet\n          state: up\n"
-	// The shape: the anchors under metadata, each key of the
+	// The amplification's shape: the anchors under metadata, each key of the
 	// template a value that uses them once.
 	amplified := mr(testutil.AmplifyAnchors("  ", "x-anchors"), iface+testutil.AmplifyValues("        ", 180))
 	if len(amplified) > 8<<10 {
-		t.Fatalf("the amplified MachineRegistration is %d bytes, want the issue's few KB", len(amplified))
+		t.Fatalf("the amplified MachineRegistration is %d bytes, want a few KB", len(amplified))
 	}
 
 	dropIn := "elemental:\n  registration:\n    bootstrap-network:\n      configurator: nmconnections\n      config:\n        eth0: |\n          [connection]\n          id=eth0\n          type=ethernet\n          interface-name=eth0\n          [ipv4]\n          method=manual\n          address1={ip}/24\n      ipAddresses:\n        ip:\n          static:\n          - mac: 52:54:00:00:00:01\n            address: 10.0.0.5\n"

@@ -15,7 +15,7 @@ import (
 	"github.com/nodereg/nodereg/protocol"
 )
 
-// The attack, scaled: 5,000 idle connections on the registration
+// The idle-connection attack, scaled: 5,000 idle connections on the registration
 // listener. The admin API answers at once (own listener, own limit), a
 // registration still gets through (the idle connections are closed after
 // --read-header-timeout, so their slots come back), and the server keeps

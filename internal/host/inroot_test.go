@@ -152,7 +152,7 @@ func info(fi fs.FileInfo, err error) ([]byte, error) {
 
 // Every reader and writer of the edge under --root, with a link in an
 // intermediate component that leads outside the root: R/oem/nodereg (the
-// issue's manifest and applicator case) or R/oem (render --root's network
+// manifest's and the applicator's case) or R/oem (render --root's network
 // policy), absolute or climbing with "..". Each is resolved inside the
 // root, as openat2's RESOLVE_IN_ROOT resolves: the operation fails or acts
 // inside R, nothing outside is read, and nothing outside changes.

@@ -81,7 +81,7 @@ func TestPoolValidation(t *testing.T) {
 		{Spec{Name: "a", Addresses: []string{"10.0.0.1"}, Prefix: 24, Gateway: "gw"}, `gateway: "gw" is not an IP address`},
 		{Spec{Name: "a", Addresses: []string{"10.0.0.1"}, Prefix: 24, ExcludedAddresses: []string{"10.0.0.0/33"}}, "excludedAddresses[0]"},
 		{Spec{Addresses: []string{"10.0.0.1"}, Prefix: 24}, "name: empty"},
-		// The issue's case: a gateway the hosts cannot reach on-link.
+		// A gateway the hosts cannot reach on-link.
 		{Spec{Name: "a", Addresses: []string{"192.168.122.150-192.168.122.200"}, Prefix: 24, Gateway: "192.168.123.1"},
 			`gateway: "192.168.123.1" is outside subnet 192.168.122.0/24`},
 		{Spec{Name: "v6", Addresses: []string{"2001:db8::10"}, Prefix: 64, Gateway: "2001:db9::1"}, `gateway: "2001:db9::1" is outside subnet 2001:db8::/64`},

@@ -57,7 +57,7 @@ func TestValidationErrorsNameTheKey(t *testing.T) {
 		"empty name":       {"token: tok", "token: tok\n  machineName: '---'", `registrations[0].machineName: "---" renders to an empty name`},
 		"label template":   {"token: tok", "token: tok\n  machineInventoryLabels: {a: '${Random/Nope}'}", `registrations[0].machineInventoryLabels.a: template variable ${Random/Nope}`},
 		"gateway outside":  {"prefix: 24}", "prefix: 24, gateway: 10.0.1.1}", `pools[0]: gateway: "10.0.1.1" is outside subnet 10.0.0.0/24`},
-		// The issue's two cases: the same range twice, and a range inside
+		// Both overlaps: the same range twice, and a range inside
 		// another.
 		"same range twice": {"prefix: 24}", "prefix: 24}\n- {name: q, addresses: [10.0.0.10-10.0.0.11], prefix: 24}", `pools[1]: pool "q" overlaps pool "p" (pools[0]): both could hand out 10.0.0.10`},
 		"nested range":     {"prefix: 24}", "prefix: 24}\n- {name: a, addresses: [10.0.0.1-10.0.0.3]}\n- {name: q, addresses: [10.0.0.15-10.0.0.60], prefix: 24}", `pools[2]: pool "q" overlaps pool "p" (pools[0]): both could hand out 10.0.0.15`},

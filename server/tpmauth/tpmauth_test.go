@@ -215,7 +215,7 @@ func authenticateToken(t testing.TB, d wire.AttestationData) error {
 	return err
 }
 
-// The attack: an RSA EK far above any TPM's size. Refused as a key
+// The attack: an RSA EK far above any TPM's size. Refused as a key
 // no TPM creates, without an RSA operation (the bound is generous; the
 // figure is BenchmarkRefuseOversizedEK).
 func TestOversizedKeysRefusedCheaply(t *testing.T) {
