@@ -24,6 +24,10 @@ import (
 	"github.com/nodereg/nodereg/tpm/wire"
 )
 
+// The swtpm tests run in parallel: each starts a simulator of its own
+// (its own state directory and socket), and much of their time is
+// swtpm_setup and the simulator's start.
+
 func openSw(t testing.TB, s *tpmtest.Swtpm, blob []byte) *TPM {
 	t.Helper()
 	tp, err := Open(Options{Files: host.Root("/"), Device: s.Device(), AKBlob: blob})
@@ -79,6 +83,7 @@ func tpm2ToolsEKHash(t *testing.T, s *tpmtest.Swtpm) string {
 }
 
 func TestSwtpmRoundTripAndAKReuse(t *testing.T) {
+	t.Parallel()
 	s := tpmtest.StartSwtpm(t, false)
 	srv := tpmauth.New(tpmauth.Options{})
 
@@ -122,6 +127,7 @@ func TestSwtpmRoundTripAndAKReuse(t *testing.T) {
 }
 
 func TestSwtpmEKCertificate(t *testing.T) {
+	t.Parallel()
 	s := tpmtest.StartSwtpm(t, true)
 	caPEM, err := os.ReadFile(s.CACert)
 	if err != nil {
@@ -187,6 +193,7 @@ func TestSwtpmEKCertificate(t *testing.T) {
 }
 
 func TestSwtpmBusy(t *testing.T) {
+	t.Parallel()
 	s := tpmtest.StartSwtpm(t, false)
 	holder := openSw(t, s, nil)
 	if _, err := holder.Hash(); err != nil {
@@ -257,8 +264,10 @@ func BenchmarkSwtpmCommands(b *testing.B) {
 // certificate, and still proves the identity of a real run; the real run
 // then persists the SRK (and the EK), which this check would see.
 func TestSwtpmNoPersist(t *testing.T) {
+	t.Parallel()
 	for _, ekCert := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ekcert=%v", ekCert), func(t *testing.T) {
+			t.Parallel()
 			s := tpmtest.StartSwtpm(t, ekCert)
 			srv := tpmauth.New(tpmauth.Options{})
 			if ekCert {
@@ -312,6 +321,7 @@ func reportCounts(b *testing.B, c Counts) {
 // template (the same key: a primary is derived from the hierarchy's
 // seed) and the AK loads under it. No AK is created.
 func TestSwtpmCachedAKAfterSRKEvicted(t *testing.T) {
+	t.Parallel()
 	s := tpmtest.StartSwtpm(t, false)
 	srv := tpmauth.New(tpmauth.Options{})
 	x, blob, _ := register(t, s, nil, srv)

@@ -318,8 +318,9 @@ func checkOfflineProfiles(t *testing.T, tr *transcript, state string, u *uuids) 
 // against a real one (package nmlab, root; run it under
 // flock /tmp/nodereg-heavy.lock): the keyfiles NetworkManager wrote and its
 // profiles after each case are the transcript's after/, byte for byte but
-// for the UUIDs it drew and the timestamps. The chains run one after the
-// other: a checkpoint is NetworkManager-wide.
+// for the UUIDs it drew and the timestamps. Within a chain the cases run
+// one after the other: a checkpoint is NetworkManager-wide; each chain has
+// a NetworkManager of its own, so the chains run in parallel.
 func TestContractLive(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for a network namespace and NetworkManager")
@@ -330,6 +331,9 @@ func TestContractLive(t *testing.T) {
 			continue
 		}
 		t.Run(chain[0], func(t *testing.T) {
+			// Parallel: its NetworkManager (namespace, bus, keyfile
+			// directories) is its own, and most of its time is the start.
+			t.Parallel()
 			lab := nmlab.Start(t, "the live contract test", func(p *netns.Pair) {
 				nmlab.Veth(t, p, "eth0")
 				nmlab.Veth(t, p, "eth1")
