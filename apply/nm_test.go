@@ -1,106 +1,47 @@
 package apply
 
 import (
-	"crypto/sha256"
-	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/nodereg/nodereg/internal/testutil/nmlab"
 )
 
-// nmLab is a real NetworkManager (Debian's network-manager) running in a
-// network namespace of its own, on a private D-Bus, reading keyfiles from a
-// scratch root (docs/apply.md). Its /run and /var/lib/NetworkManager are
-// private tmpfs mounts so the host's state is left alone; DNS, hostname and
-// default profiles are switched off for the same reason.
+// nmLab is a real NetworkManager (Debian's network-manager) in a network
+// namespace of its own, on a private D-Bus, reading keyfiles from a
+// scratch root (docs/apply.md): internal/testutil/nmlab's, which leaves the
+// host's state alone.
 type nmLab struct {
 	env []string // DBUS_SYSTEM_BUS_ADDRESS for nmcli
 }
 
 func startNM(t *testing.T, keyfileDir string) *nmLab {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a network namespace and NetworkManager")
-	}
-	for _, b := range []string{"ip", "dbus-daemon", "NetworkManager", "nmcli", "unshare"} {
-		if _, err := exec.LookPath(b); err != nil {
-			t.Skipf("needs %s (apt packages iproute2, dbus, network-manager, util-linux)", b)
-		}
-	}
-	sum := sha256.Sum256([]byte(t.Name()))
-	ns := fmt.Sprintf("nrapply%x%d", sum[:3], os.Getpid()%10000)
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Skipf("cannot create a network namespace: %v %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
-	dir := t.TempDir()
-	bus := filepath.Join(dir, "bus")
-	conf := filepath.Join(dir, "NM.conf")
-	writeFile(t, dir, "NM.conf", "[main]\nplugins=keyfile\ndns=none\nrc-manager=unmanaged\nhostname-mode=none\nno-auto-default=*\n"+
-		"[keyfile]\npath="+keyfileDir+"\n", 0o600)
-	if err := os.MkdirAll(keyfileDir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command("ip", "netns", "exec", ns, "dbus-daemon", "--config-file=/usr/share/dbus-1/system.conf",
-		"--address=unix:path="+bus, "--fork", "--nopidfile", "--print-pid").Output()
-	if err != nil {
-		t.Skipf("cannot start a private dbus-daemon: %v", err)
-	}
-	if pid, err := strconv.Atoi(strings.TrimSpace(string(out))); err == nil {
-		t.Cleanup(func() {
-			if p, err := os.FindProcess(pid); err == nil {
-				p.Kill()
-			}
-		})
-	}
-	busEnv := "DBUS_SYSTEM_BUS_ADDRESS=unix:path=" + bus
-	nm := exec.Command("ip", "netns", "exec", ns, "unshare", "--mount", "--propagation", "private", "sh", "-c",
-		`mount -t tmpfs tmpfs /run && mount -t tmpfs tmpfs /var/lib/NetworkManager && exec env "$1" NetworkManager --no-daemon --config "$2" --state-file "$3"`,
-		"sh", busEnv, conf, filepath.Join(dir, "NM.state"))
-	logf, err := os.Create(filepath.Join(dir, "nm.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	nm.Stdout, nm.Stderr = logf, logf
-	if err := nm.Start(); err != nil {
-		t.Skipf("cannot start NetworkManager: %v", err)
-	}
-	t.Cleanup(func() {
-		nm.Process.Kill()
-		nm.Wait()
-		logf.Close()
-	})
-	lab := &nmLab{env: []string{busEnv}}
-	// Readiness wait, not an assertion: NetworkManager takes a moment to
-	// claim its bus name.
-	for i := 0; ; i++ {
-		c := exec.Command("nmcli", "-t", "general", "status")
-		c.Env = append(os.Environ(), busEnv)
-		if c.Run() == nil {
-			return lab
-		}
-		if i == 100 {
-			log, _ := os.ReadFile(filepath.Join(dir, "nm.log"))
-			t.Skipf("NetworkManager did not come up:\n%s", log)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	l := nmlab.StartReading(t, "apply's NetworkManager tests", keyfileDir, nil)
+	return &nmLab{env: []string{l.BusEnv}}
 }
 
-// profiles lists the connection ids NetworkManager has loaded.
+// profiles lists the connection ids NetworkManager has loaded, but the
+// loopback's: a lab's NetworkManager manages lo (its udevd announces it)
+// and makes a profile of its own for it, which no keyfile of the applier's
+// can be.
 func (l *nmLab) profiles(t *testing.T) []string {
 	t.Helper()
-	c := exec.Command("nmcli", "-t", "-f", "NAME", "connection", "show")
+	c := exec.Command("nmcli", "-t", "-f", "TYPE,NAME", "connection", "show")
 	c.Env = append(os.Environ(), l.env...)
 	out, err := c.Output()
 	if err != nil {
 		t.Fatalf("nmcli connection show: %v", err)
 	}
-	return strings.Fields(string(out))
+	var ids []string
+	for _, line := range strings.Fields(string(out)) {
+		if typ, id, _ := strings.Cut(line, ":"); typ != "loopback" {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // nmcli runs nmcli against the lab's NetworkManager.

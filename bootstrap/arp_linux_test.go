@@ -13,13 +13,13 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nodereg/nodereg/internal/testutil/netns"
+	"github.com/nodereg/nodereg/internal/testutil/labkit"
 )
 
 // lab is two network namespaces joined by a veth pair: "node" (nodeIf,
 // up, no address: the machine probing) and "peer" (peerIf, holding
 // heldAddr/24: the kernel there answers ARP for it). Names start with
-// nrbs- plus a random part (netns.NewPair) so parallel runs and other
+// nrbs- plus a random part (labkit.NewPair) so parallel runs and other
 // worktrees' labs never collide, and only addresses inside these
 // namespaces are probed.
 type lab struct {
@@ -36,16 +36,16 @@ const (
 
 func newLab(t *testing.T) *lab {
 	t.Helper()
-	p := netns.NewPair(t, "nrbs", "ARP probe tests")
+	p := labkit.NewPair(t, "nrbs", "ARP probe tests")
 	l := &lab{node: p.Node, peer: p.Peer}
-	netns.IP(t, l.node, "link", "add", nodeIf, "address", nodeMAC, "type", "veth", "peer", "name", peerIf, "address", peerMAC, "netns", l.peer)
-	netns.IP(t, l.node, "link", "set", nodeIf, "up")
-	netns.IP(t, l.peer, "addr", "add", heldAddr+"/24", "dev", peerIf)
-	netns.IP(t, l.peer, "link", "set", peerIf, "up")
+	labkit.IP(t, l.node, "link", "add", nodeIf, "address", nodeMAC, "type", "veth", "peer", "name", peerIf, "address", peerMAC, "netns", l.peer)
+	labkit.IP(t, l.node, "link", "set", nodeIf, "up")
+	labkit.IP(t, l.peer, "addr", "add", heldAddr+"/24", "dev", peerIf)
+	labkit.IP(t, l.peer, "link", "set", peerIf, "up")
 	// The kernel reports carrier a moment after both ends are up.
 	for _, side := range []struct{ ns, iface string }{{l.node, nodeIf}, {l.peer, peerIf}} {
 		var err error
-		netns.In(t, side.ns, func() {
+		labkit.Enter(t, side.ns, func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			_, err = LinkReady(ctx, side.iface)
@@ -67,7 +67,7 @@ func probeIn(t *testing.T, ns, iface, addr string) (ProbeResult, error) {
 	t.Helper()
 	var res ProbeResult
 	var err error
-	netns.In(t, ns, func() {
+	labkit.Enter(t, ns, func() {
 		res, err = fastProber().Probe(context.Background(), iface, netip.MustParseAddr(addr))
 	})
 	return res, err
@@ -116,7 +116,7 @@ func TestARPProbeSimultaneousProbesConflict(t *testing.T) {
 			p := &ARPProber{ProbeWait: 0, ProbeNum: 4, ProbeMin: 100e6, ProbeMax: 100e6, AnnounceWait: 500e6}
 			var res ProbeResult
 			var err error
-			if nsErr := netns.Run(side.ns, func() { res, err = p.Probe(context.Background(), side.iface, netip.MustParseAddr(contested)) }); nsErr != nil {
+			if nsErr := labkit.RunInNS(side.ns, func() { res, err = p.Probe(context.Background(), side.iface, netip.MustParseAddr(contested)) }); nsErr != nil {
 				t.Error(nsErr)
 			}
 			if err != nil {
@@ -144,7 +144,7 @@ func TestARPProbeRefusesDownOrMissingInterface(t *testing.T) {
 	// Parallel: each lab has namespaces of its own.
 	t.Parallel()
 	l := newLab(t)
-	netns.IP(t, l.node, "link", "add", "nrbsdown", "type", "veth", "peer", "name", "nrbsdown1")
+	labkit.IP(t, l.node, "link", "add", "nrbsdown", "type", "veth", "peer", "name", "nrbsdown1")
 	if _, err := probeIn(t, l.node, "nrbsdown", freeAddr); !errors.Is(err, ErrLinkDown) {
 		t.Errorf("probe on a down interface: %v, want ErrLinkDown", err)
 	}
@@ -161,7 +161,7 @@ func TestARPProbeStopsOnCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var err error
-	netns.In(t, l.node, func() {
+	labkit.Enter(t, l.node, func() {
 		_, err = (&ARPProber{}).Probe(ctx, nodeIf, netip.MustParseAddr(freeAddr))
 	})
 	if !errors.Is(err, context.Canceled) {
@@ -175,14 +175,14 @@ func TestProbeNeedsCarrierAndLinkReadyRaisesTheLink(t *testing.T) {
 	// Parallel: each lab has namespaces of its own.
 	t.Parallel()
 	l := newLab(t)
-	netns.IP(t, l.node, "link", "add", "nrbsa", "type", "veth", "peer", "name", "nrbsb")
-	netns.IP(t, l.node, "link", "set", "nrbsa", "up") // nrbsb stays down: no carrier on nrbsa
+	labkit.IP(t, l.node, "link", "add", "nrbsa", "type", "veth", "peer", "name", "nrbsb")
+	labkit.IP(t, l.node, "link", "set", "nrbsa", "up") // nrbsb stays down: no carrier on nrbsa
 	if _, err := probeIn(t, l.node, "nrbsa", freeAddr); !errors.Is(err, ErrNoCarrier) {
 		t.Errorf("probe without carrier: %v, want ErrNoCarrier", err)
 	}
 	var raised bool
 	var err error
-	netns.In(t, l.node, func() {
+	labkit.Enter(t, l.node, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 		defer cancel()
 		raised, err = LinkReady(ctx, "nrbsa")
@@ -190,7 +190,7 @@ func TestProbeNeedsCarrierAndLinkReadyRaisesTheLink(t *testing.T) {
 	if raised || !errors.Is(err, ErrNoCarrier) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("LinkReady on an up link whose peer is down: raised=%v %v", raised, err)
 	}
-	netns.In(t, l.node, func() {
+	labkit.Enter(t, l.node, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		raised, err = LinkReady(ctx, "nrbsb")
@@ -199,7 +199,7 @@ func TestProbeNeedsCarrierAndLinkReadyRaisesTheLink(t *testing.T) {
 		t.Fatalf("LinkReady on the down end: raised=%v %v", raised, err)
 	}
 	// Each end sees carrier on its own schedule.
-	netns.In(t, l.node, func() {
+	labkit.Enter(t, l.node, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		raised, err = LinkReady(ctx, "nrbsa")
@@ -220,9 +220,9 @@ func TestProbeNeedsCarrierAndLinkReadyRaisesTheLink(t *testing.T) {
 // peerIf: the node then receives faster than it can read.
 func (l *lab) flood(t *testing.T, copies int) (stop func()) {
 	t.Helper()
-	netns.IP(t, l.peer, "link", "add", "nrbsf0", "type", "veth", "peer", "name", "nrbsf1")
-	netns.IP(t, l.peer, "link", "set", "nrbsf0", "up")
-	netns.IP(t, l.peer, "link", "set", "nrbsf1", "up")
+	labkit.IP(t, l.peer, "link", "add", "nrbsf0", "type", "veth", "peer", "name", "nrbsf1")
+	labkit.IP(t, l.peer, "link", "set", "nrbsf0", "up")
+	labkit.IP(t, l.peer, "link", "set", "nrbsf1", "up")
 	tc := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command("tc", append([]string{"-n", l.peer}, args...)...).CombinedOutput(); err != nil {
@@ -244,7 +244,7 @@ func (l *lab) flood(t *testing.T, copies int) (stop func()) {
 	copy(frame[14:18], netip.MustParseAddr("10.231.0.7").AsSlice()) // a sender IP of its own: no conflict
 	go func() {
 		defer close(stopped)
-		err := netns.Run(l.peer, func() {
+		err := labkit.RunInNS(l.peer, func() {
 			proto := htons(unix.ETH_P_ARP)
 			fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, int(proto))
 			if err != nil {
@@ -297,7 +297,7 @@ func TestARPProbeEndsUnderFlood(t *testing.T) {
 		done := make(chan error, 1)
 		start := time.Now()
 		go func() {
-			if err := netns.Run(l.node, func() {
+			if err := labkit.RunInNS(l.node, func() {
 				_, err := p.Probe(ctx, nodeIf, netip.MustParseAddr(freeAddr))
 				done <- err
 			}); err != nil {

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodereg/nodereg/internal/testutil/netns"
+	"github.com/nodereg/nodereg/internal/testutil/labkit"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 )
 
@@ -34,7 +34,7 @@ func chooseIn(t *testing.T, ns string, c *Config, f Facts) (*Plan, error) {
 	t.Helper()
 	var p *Plan
 	var err error
-	netns.In(t, ns, func() { p, err = Choose(context.Background(), c, f, fastProber()) })
+	labkit.Enter(t, ns, func() { p, err = Choose(context.Background(), c, f, fastProber()) })
 	return p, err
 }
 

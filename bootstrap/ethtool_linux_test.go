@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/nodereg/nodereg/internal/nic"
-	"github.com/nodereg/nodereg/internal/testutil/netns"
+	"github.com/nodereg/nodereg/internal/testutil/labkit"
 )
 
 // A veth has no burnt-in address: the ioctl must say so rather than
@@ -15,7 +15,7 @@ func TestPermanentMACOfVethIsAbsent(t *testing.T) {
 	l := newLab(t)
 	var err error
 	var hw string
-	netns.In(t, l.node, func() {
+	labkit.Enter(t, l.node, func() {
 		a, e := nic.Permanent(nodeIf)
 		hw, err = a.String(), e
 	})

@@ -13,14 +13,14 @@ import (
 
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/testutil"
-	"github.com/nodereg/nodereg/internal/testutil/netns"
+	"github.com/nodereg/nodereg/internal/testutil/labkit"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 )
 
 // walkLab is two network namespaces joined by a veth pair: the node's
 // (walkIf, up, no address) and a peer's holding every address of
 // walkRange, so the kernel there answers each probe. Random names
-// (netns.NewPair): no collision with other runs or worktrees; only
+// (labkit.NewPair): no collision with other runs or worktrees; only
 // addresses inside these namespaces are probed.
 type walkLab struct{ node, peer string }
 
@@ -34,14 +34,14 @@ func walkAddr(i int) string { return fmt.Sprintf("10.231.0.%d", i) }
 
 func newWalkLab(t *testing.T) *walkLab {
 	t.Helper()
-	p := netns.NewPair(t, "nrwk", "the walk lab")
+	p := labkit.NewPair(t, "nrwk", "the walk lab")
 	l := &walkLab{node: p.Node, peer: p.Peer}
-	netns.IP(t, l.node, "link", "add", walkIf, "address", "02:00:5e:11:00:01", "type", "veth", "peer", "name", "nrwk1", "address", "02:00:5e:11:00:02", "netns", l.peer)
-	netns.IP(t, l.node, "link", "set", walkIf, "up")
+	labkit.IP(t, l.node, "link", "add", walkIf, "address", "02:00:5e:11:00:01", "type", "veth", "peer", "name", "nrwk1", "address", "02:00:5e:11:00:02", "netns", l.peer)
+	labkit.IP(t, l.node, "link", "set", walkIf, "up")
 	for i := walkFirst; i <= walkLast; i++ {
-		netns.IP(t, l.peer, "addr", "add", walkAddr(i)+"/24", "dev", "nrwk1")
+		labkit.IP(t, l.peer, "addr", "add", walkAddr(i)+"/24", "dev", "nrwk1")
 	}
-	netns.IP(t, l.peer, "link", "set", "nrwk1", "up")
+	labkit.IP(t, l.peer, "link", "set", "nrwk1", "up")
 	return l
 }
 
@@ -91,7 +91,7 @@ func TestBootstrapWalkIsBoundedAndResumes(t *testing.T) {
 
 	first := &extendLog{}
 	var err error
-	netns.In(t, l.node, func() {
+	labkit.Enter(t, l.node, func() {
 		_, err = walk(t, root, 400*time.Millisecond, first)
 	})
 	// Exit 75 for a *DeadlineError: agent/exitcode's table (its own test).
@@ -125,10 +125,10 @@ func TestBootstrapWalkIsBoundedAndResumes(t *testing.T) {
 
 	// The peer lets every address go: a walk from scratch would take the
 	// first one it tries. The next run skips what the last one found held.
-	netns.IP(t, l.peer, "addr", "flush", "dev", "nrwk1")
+	labkit.IP(t, l.peer, "addr", "flush", "dev", "nrwk1")
 	second := &extendLog{}
 	var plan *Plan
-	netns.In(t, l.node, func() {
+	labkit.Enter(t, l.node, func() {
 		plan, err = walk(t, root, time.Minute, second)
 	})
 	if err != nil {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/state"
-	"github.com/nodereg/nodereg/internal/testutil/netns"
+	"github.com/nodereg/nodereg/internal/testutil/labkit"
 )
 
 const mgmtMAC = "52:54:00:29:07:07"
@@ -19,7 +19,7 @@ func TestMACIdentifiedInterfaceUnderItsKernelName(t *testing.T) {
 	// wait for their veth's carrier.
 	t.Parallel()
 	l := newLab(t)
-	netns.IP(t, l.ns, "link", "set", "vd0", "address", mgmtMAC)
+	labkit.IP(t, l.ns, "link", "set", "vd0", "address", mgmtMAC)
 	n := nodeWith(t, "mgmt", "[connection]\nid=mgmt\ntype=ethernet\n[ethernet]\nmac-address="+mgmtMAC+
 		"\n[ipv4]\nmethod=manual\naddress1={ip}/24\n")
 	st := n.state
@@ -29,7 +29,7 @@ func TestMACIdentifiedInterfaceUnderItsKernelName(t *testing.T) {
 	rep := l.run(t, n, nil)
 	wantStatus(t, rep, Addresses, OK, "1 addresses on 1 interfaces")
 
-	netns.IP(t, l.ns, "addr", "del", "10.77.0.5/24", "dev", "vd0")
+	labkit.IP(t, l.ns, "addr", "del", "10.77.0.5/24", "dev", "vd0")
 	rep = l.run(t, n, nil)
 	wantStatus(t, rep, Addresses, Failed, "10.77.0.5/24 missing on mgmt (device vd0, by MAC)")
 

@@ -20,7 +20,7 @@ import (
 	"github.com/nodereg/nodereg/bootstrap"
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/state"
-	"github.com/nodereg/nodereg/internal/testutil/netns"
+	"github.com/nodereg/nodereg/internal/testutil/labkit"
 	"github.com/nodereg/nodereg/internal/testutil/testpki"
 	"github.com/nodereg/nodereg/protocol"
 )
@@ -76,20 +76,20 @@ type lab struct {
 
 func newLab(t *testing.T) *lab {
 	t.Helper()
-	pair := netns.NewPair(t, "nrver", "verify's address and server findings")
+	pair := labkit.NewPair(t, "nrver", "verify's address and server findings")
 	ns := pair.Node
-	netns.IP(t, ns, "link", "set", "lo", "up")
-	netns.IP(t, ns, "link", "add", "vd0", "type", "veth", "peer", "name", "vp0", "netns", pair.Peer)
-	netns.IP(t, pair.Peer, "link", "set", "vp0", "up")
-	netns.IP(t, ns, "addr", "add", "10.77.0.5/24", "dev", "vd0")
-	netns.IP(t, ns, "link", "set", "vd0", "up")
+	labkit.IP(t, ns, "link", "set", "lo", "up")
+	labkit.IP(t, ns, "link", "add", "vd0", "type", "veth", "peer", "name", "vp0", "netns", pair.Peer)
+	labkit.IP(t, pair.Peer, "link", "set", "vp0", "up")
+	labkit.IP(t, ns, "addr", "add", "10.77.0.5/24", "dev", "vd0")
+	labkit.IP(t, ns, "link", "set", "vd0", "up")
 	l := &lab{ns: ns, hits: &atomic.Int32{}}
 	var err error
 	// The veth's carrier comes up a moment after both ends are up.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var link Link
-		netns.In(t, ns, func() { link, err = netlinkLink("vd0") })
+		labkit.Enter(t, ns, func() { link, err = netlinkLink("vd0") })
 		if err == nil && link.Running {
 			break
 		}
@@ -99,7 +99,7 @@ func newLab(t *testing.T) *lab {
 		time.Sleep(20 * time.Millisecond)
 	}
 	var ln net.Listener
-	netns.In(t, ns, func() { ln, err = net.Listen("tcp", "127.0.0.1:0") })
+	labkit.Enter(t, ns, func() { ln, err = net.Listen("tcp", "127.0.0.1:0") })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func (l *lab) run(t *testing.T, n *node, edit func(*Input)) *Report {
 		edit(&in)
 	}
 	var rep *Report
-	netns.In(t, l.ns, func() { rep = Run(t.Context(), in) })
+	labkit.Enter(t, l.ns, func() { rep = Run(t.Context(), in) })
 	return rep
 }
 
@@ -152,7 +152,7 @@ func TestAHealthyNodePassesAndARemovedAddressFails(t *testing.T) {
 	}
 
 	// An address removed by hand: the finding names it, exit is its bit.
-	netns.IP(t, l.ns, "addr", "del", "10.77.0.5/24", "dev", "vd0")
+	labkit.IP(t, l.ns, "addr", "del", "10.77.0.5/24", "dev", "vd0")
 	rep = l.run(t, n, nil)
 	wantStatus(t, rep, Addresses, Failed, "10.77.0.5/24 missing on vd0")
 	if rep.Exit != Bits[Addresses] {
@@ -160,7 +160,7 @@ func TestAHealthyNodePassesAndARemovedAddressFails(t *testing.T) {
 	}
 
 	// The interface down: said so as well.
-	netns.IP(t, l.ns, "link", "set", "vd0", "down")
+	labkit.IP(t, l.ns, "link", "set", "vd0", "down")
 	rep = l.run(t, n, nil)
 	wantStatus(t, rep, Addresses, Failed, "vd0 is down")
 }

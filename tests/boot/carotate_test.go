@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodereg/nodereg/internal/testutil/testbin"
 	"github.com/nodereg/nodereg/internal/testutil/testpki"
 )
 
@@ -26,22 +25,11 @@ const (
 // registration.ca-cert. No admin listener: the case reads the node only.
 func (l *lab) startTLSServer(serving, announced testpki.Files) {
 	l.t.Helper()
-	l.reg.stop()
-	bin := testbin.Build(l.t, "./cmd/regserver")
-	l.reg = l.start("regserver.log", "ip", "netns", "exec", l.srvNS, bin,
-		"--config", l.regCfg, "--store", l.store, "--listen", net.JoinHostPort(serverIP, port),
+	l.restartServer("", "--listen", net.JoinHostPort(serverIP, port),
 		"--tls-cert", serving.Cert, "--tls-key", serving.Key, "--ca-cert", announced.CA)
-	// The log is appended across restarts: count the https lines.
-	before := bytes.Count(readLog(l.reg.log), []byte("listening on https://"))
-	waitFor(l.t, "regserver listening on https", func() bool {
-		return !l.reg.exited() && bytes.Count(readLog(l.reg.log), []byte("listening on https://")) > before
-	}, func() string { return l.logTail(l.reg) })
-}
-
-// readLog is a log's text ("" while it does not exist yet).
-func readLog(p string) []byte {
-	b, _ := os.ReadFile(p)
-	return b
+	if !strings.HasPrefix(l.reg.Base, "https://") {
+		l.t.Fatalf("regserver listens on %s, not https:\n%s", l.reg.Base, l.regTail())
+	}
 }
 
 // writeHTTPSConfig is the node's registration config: the https URL of the

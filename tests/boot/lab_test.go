@@ -18,8 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nodereg/nodereg/internal/testutil/netns"
-	"github.com/nodereg/nodereg/internal/testutil/nsclient"
+	"github.com/nodereg/nodereg/internal/testutil/labkit"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
 
@@ -70,7 +69,7 @@ type lab struct {
 	busEnv  string
 	udevDir string // bind-mounted at /run/udev for udevd and NetworkManager
 	nm      *proc
-	reg     *proc
+	reg     *labkit.Regserver
 	regCfg  string
 	store   string
 	agent   string
@@ -162,7 +161,7 @@ func run(t *testing.T, argv ...string) string {
 
 // inNode runs argv in the node's namespace.
 func (l *lab) inNode(argv ...string) []string {
-	return netns.Exec(l.nodeNS, argv...)
+	return labkit.InNS(l.nodeNS, argv...)
 }
 
 // privateRun is the shell prefix that gives a process a /run of its own
@@ -200,7 +199,7 @@ func newLab(t *testing.T, cfg string) *lab {
 	run(t, "ip", "netns", "exec", l.srvNS, "ip", "link", "set", "lo", "up")
 	l.startNodeServices()
 
-	l.agent = testbin.Build(t, "./cmd/agent")
+	l.agent = labkit.Binary(t, "./cmd/agent")
 	l.regCfg = filepath.Join(l.dir, "regserver.yaml")
 	l.store = filepath.Join(l.dir, "regserver-store.json")
 	l.startServer(cfg)
@@ -209,7 +208,7 @@ func newLab(t *testing.T, cfg string) *lab {
 
 func addNS(t *testing.T, ns string) {
 	t.Helper()
-	netns.Add(t, ns, "boot simulation")
+	labkit.AddNS(t, ns, "boot simulation")
 }
 
 // startNodeServices gives the node namespace its loopback, its udevd and
@@ -250,21 +249,21 @@ func (l *lab) bridge() {
 	if l.bridged {
 		return
 	}
-	inSrv := func(argv ...string) { run(l.t, netns.Exec(l.srvNS, argv...)...) }
+	inSrv := func(argv ...string) { run(l.t, labkit.InNS(l.srvNS, argv...)...) }
 	inSrv("ip", "link", "add", bridgeName, "type", "bridge", "stp_state", "0", "forward_delay", "0")
 	inSrv("ip", "addr", "del", fmt.Sprintf("%s/%d", serverIP, prefixLen), "dev", serverIf)
 	inSrv("ip", "link", "set", serverIf, "master", bridgeName)
 	inSrv("ip", "addr", "add", fmt.Sprintf("%s/%d", serverIP, prefixLen), "dev", bridgeName)
 	inSrv("ip", "link", "set", bridgeName, "up")
 	l.bridged = true
-	waitFor(l.t, "regserver on the bridge", l.serverUp, func() string { return l.logTail(l.reg) })
+	waitFor(l.t, "regserver on the bridge", l.serverUp, l.regTail)
 }
 
 // joinBridge creates a veth from the bridge (port srvIf) into namespace ns,
 // where it is named ifName.
 func (l *lab) joinBridge(srvIf, ns, ifName string) {
 	l.bridge()
-	inSrv := func(argv ...string) { run(l.t, netns.Exec(l.srvNS, argv...)...) }
+	inSrv := func(argv ...string) { run(l.t, labkit.InNS(l.srvNS, argv...)...) }
 	inSrv("ip", "link", "add", srvIf, "type", "veth", "peer", "name", ifName, "netns", ns)
 	inSrv("ip", "link", "set", srvIf, "master", bridgeName)
 	inSrv("ip", "link", "set", srvIf, "up")
@@ -306,20 +305,30 @@ func (l *lab) startServer(cfg string) {
 // more flags.
 func (l *lab) startServerOn(cfg, listen string, flags ...string) {
 	l.t.Helper()
-	l.reg.stop()
-	must(l.t, os.WriteFile(l.regCfg, []byte(cfg), 0o600))
-	bin := testbin.Build(l.t, "./cmd/regserver")
-	argv := []string{"ip", "netns", "exec", l.srvNS, bin,
-		"--config", l.regCfg, "--store", l.store, "--listen", listen,
-		"--admin-listen", net.JoinHostPort(serverIP, adminPort)}
-	l.reg = l.start("regserver.log", append(argv, flags...)...)
-	waitFor(l.t, "regserver listening", func() bool {
-		if l.reg.exited() {
-			return false
-		}
-		b, _ := os.ReadFile(l.reg.log)
-		return bytes.Contains(b, []byte("listening on http://")) && l.serverUp()
-	}, func() string { return l.logTail(l.reg) })
+	l.restartServer(cfg, append([]string{"--listen", listen, "--admin-listen", net.JoinHostPort(serverIP, adminPort)}, flags...)...)
+}
+
+// restartServer stops regserver (SIGTERM, as for maintenance) and starts
+// it again in the server's namespace on the lab's store with cfg ("" keeps
+// the config it has) and flags; the start waits until it listens (and its admin API answers, when
+// it has one). Its output goes on in regserver.log.
+func (l *lab) restartServer(cfg string, flags ...string) {
+	l.t.Helper()
+	l.reg.Stop(10 * time.Second)
+	if cfg != "" {
+		must(l.t, os.WriteFile(l.regCfg, []byte(cfg), 0o600))
+	}
+	l.reg = labkit.RegserverOptions{NS: l.srvNS, Args: append([]string{"--config", l.regCfg, "--store", l.store}, flags...),
+		LogFile: filepath.Join(l.dir, "regserver.log")}.Start(l.t)
+}
+
+// regTail is the end of regserver's log.
+func (l *lab) regTail() string {
+	s := l.reg.Stderr.String()
+	if len(s) > 4000 {
+		s = s[len(s)-4000:]
+	}
+	return s
 }
 
 func (l *lab) serverUp() bool {
@@ -335,7 +344,7 @@ func (l *lab) url() string {
 // with the token regserver generates beside its store at each start.
 func (l *lab) admin(method, path string) ([]byte, error) {
 	tok, _ := os.ReadFile(l.store + ".admin-token")
-	a := nsclient.Admin{NS: l.srvNS, Addr: net.JoinHostPort(serverIP, adminPort), Token: strings.TrimSpace(string(tok))}
+	a := labkit.Admin{NS: l.srvNS, Addr: net.JoinHostPort(serverIP, adminPort), Token: strings.TrimSpace(string(tok))}
 	return a.Do(method, path)
 }
 

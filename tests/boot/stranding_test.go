@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodereg/nodereg/internal/testutil/nsclient"
+	"github.com/nodereg/nodereg/internal/testutil/labkit"
 )
 
 // The stranding shapes (docs/apply.md, "The rollback check tests the next
@@ -62,7 +62,7 @@ const nmstateDownTemplate = `
 func (l *lab) reachesServer() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	c, err := nsclient.DialIn(ctx, l.nodeNS, "tcp", net.JoinHostPort(serverIP, port))
+	c, err := labkit.DialIn(ctx, l.nodeNS, "tcp", net.JoinHostPort(serverIP, port))
 	if err != nil {
 		return false
 	}

@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/internal/testutil"
+	"github.com/nodereg/nodereg/internal/testutil/labkit"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
@@ -30,16 +31,16 @@ const cliConfig = "registrations:\n- name: cli\n  token: cli-token\n  config:\n 
 // regserverWith starts the reference server on loopback with the config
 // (YAML, written to a file of the test's) and the extra flags; MsgGet does
 // not wait for addresses.
-func regserverWith(t *testing.T, config string, flags ...string) *node.Regserver {
+func regserverWith(t *testing.T, config string, flags ...string) *labkit.Regserver {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "regserver.yaml")
 	node.Must(t, os.WriteFile(cfg, []byte(config), 0o600))
 	args := append([]string{"--config", cfg, "--listen", "127.0.0.1:0", "--network-wait", "0"}, flags...)
-	return node.StartRegserver(t, nil, testbin.Build(t, "./cmd/regserver"), args...)
+	return labkit.StartRegserver(t, args...)
 }
 
 // regserver serves cliConfig, PLAIN authentication only.
-func regserver(t *testing.T) *node.Regserver { return regserverWith(t, cliConfig, "--no-tpm") }
+func regserver(t *testing.T) *labkit.Regserver { return regserverWith(t, cliConfig, "--no-tpm") }
 
 type result struct {
 	code           int

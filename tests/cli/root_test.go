@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/testutil/labkit"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
@@ -36,7 +37,7 @@ func calls(t *testing.T, log string) []string {
 // A --root other than / persists under the root and runs no tool that
 // changes the host's live network; --apply-live opts in.
 // nmstateServer is regserver with one nmstate template and a pool.
-func nmstateServer(t *testing.T) *node.Regserver {
+func nmstateServer(t *testing.T) *labkit.Regserver {
 	t.Helper()
 	return regserverWith(t, node.ServerConfig{
 		Name: "cli", Network: node.AddressOnlyTemplate(24),

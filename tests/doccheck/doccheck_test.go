@@ -19,9 +19,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/nodereg/nodereg/internal/testutil"
+	"github.com/nodereg/nodereg/internal/testutil/labkit"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
@@ -195,19 +195,9 @@ func TestAdminExample(t *testing.T) {
 	get := doc(t, "docs/regserver.md", `curl -s -H "$H" http://127.0.0.1:9090/admin/claims`)
 	b := bins(t)
 	dir := t.TempDir()
-	rs := node.StartRegserver(t, nil, filepath.Join(b, "regserver"), "--config", filepath.Join(testbin.ModuleRoot(), "examples", "regserver.yaml"),
-		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", filepath.Join(dir, "state.db"))
-	var admin string
-	for range 300 {
-		if m := regexp.MustCompile(`admin="?(http://[0-9.:]+)`).FindStringSubmatch(rs.Stderr.String()); m != nil {
-			admin = m[1]
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if admin == "" {
-		t.Fatalf("no admin address logged:\n%s", rs.Stderr.String())
-	}
+	rs := labkit.RegserverOptions{Bin: filepath.Join(b, "regserver"), Args: []string{"--config", filepath.Join(testbin.ModuleRoot(), "examples", "regserver.yaml"),
+		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", filepath.Join(dir, "state.db")}}.Start(t)
+	admin := rs.AdminBase()
 	token, err := os.ReadFile(filepath.Join(dir, "state.db.admin-token"))
 	node.Must(t, err)
 	url := strings.Replace(strings.TrimPrefix(get, `curl -s -H "$H" `), "http://127.0.0.1:9090", admin, 1)
@@ -276,7 +266,7 @@ func TestExamplesReadme(t *testing.T) {
 	}
 	line := doc(t, "examples/README.md", "bin/regserver --config examples/regserver.yaml --listen 127.0.0.1:0")
 	args := strings.Fields(strings.Replace(line, "examples/", filepath.Join(testbin.ModuleRoot(), "examples")+"/", 1))
-	node.StartRegserver(t, nil, filepath.Join(b, "regserver"), append(args[1:], "--store", filepath.Join(t.TempDir(), "s.db"))...)
+	labkit.RegserverOptions{Bin: filepath.Join(b, "regserver"), Args: append(args[1:], "--store", filepath.Join(t.TempDir(), "s.db"))}.Start(t)
 	doc(t, "examples/README.md", "install -m 0644 examples/default/nodereg /etc/default/nodereg")
 }
 

@@ -17,11 +17,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/internal/testutil"
+	"github.com/nodereg/nodereg/internal/testutil/labkit"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 	"github.com/nodereg/nodereg/tpm/tpmtest"
@@ -121,39 +121,23 @@ func TestRegserverStartsOnEveryConfig(t *testing.T) {
 // without it (docs/regserver.md).
 const adminToken = "examples-admin-token-0123456789"
 
-func startRegserver(t *testing.T, cfg string) *node.Regserver {
+func startRegserver(t *testing.T, cfg string) *labkit.Regserver {
 	t.Helper()
 	dir := t.TempDir()
 	tokenFile := filepath.Join(dir, "admin-token")
 	node.Must(t, os.WriteFile(tokenFile, []byte(adminToken+"\n"), 0o600))
-	return node.StartRegserver(t, nil, testbin.Build(t, "./cmd/regserver"), "--config", cfg,
+	return labkit.StartRegserver(t, "--config", cfg,
 		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--admin-token-file", tokenFile,
 		"--store", filepath.Join(dir, "state.db"))
 }
 
 // adminGet sends one authenticated GET to the admin API.
-func adminGet(t *testing.T, rs *node.Regserver, path string) (*http.Response, error) {
+func adminGet(t *testing.T, rs *labkit.Regserver, path string) (*http.Response, error) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, adminURL(t, rs)+path, nil)
+	req, err := http.NewRequest(http.MethodGet, rs.AdminBase()+path, nil)
 	node.Must(t, err)
 	req.Header.Set("Authorization", "Bearer "+adminToken)
 	return http.DefaultClient.Do(req)
-}
-
-// adminURL is the admin API's address.
-func adminURL(t *testing.T, rs *node.Regserver) string {
-	t.Helper()
-	// The admin API answers on the address regserver logs on stderr
-	// ("regserver started ... admin=http://..."), printed once both listen.
-	re := regexp.MustCompile(`admin="?(http://[0-9.:]+)`)
-	for range 300 {
-		if m := re.FindStringSubmatch(rs.Stderr.String()); m != nil {
-			return m[1]
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("regserver logged no admin address:\n%s", rs.Stderr.String())
-	return ""
 }
 
 // nodes: each node config, the registration it names (by its token) and
@@ -187,7 +171,7 @@ func machine(t *testing.T, config string) string {
 
 // registrationURL is the node config's url with the host of the server
 // under test: the token (and path) stay the example's.
-func registrationURL(t *testing.T, config string, rs *node.Regserver) string {
+func registrationURL(t *testing.T, config string, rs *labkit.Regserver) string {
 	t.Helper()
 	var c struct {
 		Elemental struct {

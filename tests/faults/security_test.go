@@ -14,6 +14,7 @@ import (
 	"github.com/nodereg/nodereg/agent/exitcode"
 	"github.com/nodereg/nodereg/agent/retry/retrytest"
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/testutil/labkit"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 	"github.com/nodereg/nodereg/internal/testutil/testpki"
@@ -59,13 +60,12 @@ func useStub(t *testing.T) {
 }
 
 // startTLSRegserver runs bin/regserver with --tls-cert/--tls-key.
-func startTLSRegserver(t *testing.T, p pki) *node.Regserver {
+func startTLSRegserver(t *testing.T, p pki) *labkit.Regserver {
 	dir := t.TempDir()
 	cert, key := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	node.Must(t, os.WriteFile(cert, p.certPEM, 0o600))
 	node.Must(t, os.WriteFile(key, p.keyPEM, 0o600))
-	bin := testbin.Build(t, "./cmd/regserver")
-	return node.StartRegserver(t, nil, bin, "--config", regserverConfig(dir), "--listen", "127.0.0.1:0",
+	return labkit.StartRegserver(t, "--config", regserverConfig(dir), "--listen", "127.0.0.1:0",
 		"--no-tpm", "--network-wait", "0", "--tls-cert", cert, "--tls-key", key, "--ca-cert", cert)
 }
 
@@ -178,7 +178,7 @@ func TestTLS(t *testing.T) {
 func TestPlainHTTPWarns(t *testing.T) {
 	useStub(t)
 	dir := t.TempDir()
-	rs := node.StartRegserver(t, nil, testbin.Build(t, "./cmd/regserver"), "--config", regserverConfig(dir),
+	rs := labkit.StartRegserver(t, "--config", regserverConfig(dir),
 		"--listen", "127.0.0.1:0", "--no-tpm", "--network-wait", "0")
 	var log node.Log
 	m := node.New(t, "52:54:00:00:02:01", rs.URL("sec-token"), "")
@@ -204,7 +204,7 @@ func TestSecretsNotLogged(t *testing.T) {
 	stub := testbin.NmstatectlStub(t)
 	agentBin := testbin.Build(t, "./cmd/agent")
 	dir := t.TempDir()
-	rs := node.StartRegserver(t, nil, testbin.Build(t, "./cmd/regserver"), "--config", regserverConfig(dir),
+	rs := labkit.StartRegserver(t, "--config", regserverConfig(dir),
 		"--listen", "127.0.0.1:0", "--no-tpm", "--network-wait", "0", "--debug")
 	m := node.New(t, "52:54:00:00:03:01", rs.URL("sec-token"), "")
 	for _, args := range [][]string{

@@ -25,6 +25,7 @@ import (
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/state"
 	"github.com/nodereg/nodereg/internal/testutil"
+	"github.com/nodereg/nodereg/internal/testutil/labkit"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 	"github.com/nodereg/nodereg/internal/testutil/testpki"
@@ -404,7 +405,6 @@ func TestTokenNeverPrinted(t *testing.T) {
 	)
 	stub := testbin.Build(t, "./tests/stubs/nmstatectl")
 	agentBin := testbin.Build(t, "./cmd/agent")
-	regBin := testbin.Build(t, "./cmd/regserver")
 	dir := t.TempDir()
 	cfg := node.ServerConfig{
 		Name:      "printed",
@@ -417,9 +417,9 @@ func TestTokenNeverPrinted(t *testing.T) {
 	cfgPath := filepath.Join(dir, "regserver.yaml")
 	testutil.Must(t, os.WriteFile(cfgPath, []byte(cfg), 0o600))
 	cert, key, caPEM := serverPKI(t, dir)
-	servers := map[string]*node.Regserver{
-		"http":  node.StartRegserver(t, nil, regBin, "--config", cfgPath, "--listen", "127.0.0.1:0", "--no-tpm", "--network-wait", "0", "--debug"),
-		"https": node.StartRegserver(t, nil, regBin, "--config", cfgPath, "--listen", "127.0.0.1:0", "--no-tpm", "--network-wait", "0", "--debug", "--tls-cert", cert, "--tls-key", key),
+	servers := map[string]*labkit.Regserver{
+		"http":  labkit.StartRegserver(t, "--config", cfgPath, "--listen", "127.0.0.1:0", "--no-tpm", "--network-wait", "0", "--debug"),
+		"https": labkit.StartRegserver(t, "--config", cfgPath, "--listen", "127.0.0.1:0", "--no-tpm", "--network-wait", "0", "--debug", "--tls-cert", cert, "--tls-key", key),
 	}
 	hostile := &Server{Token: "nobody-has-this"}
 	hostileURL, hostileCA := hostile.Start(t, true, wrong)

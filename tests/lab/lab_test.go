@@ -23,7 +23,7 @@ import (
 
 	"github.com/nodereg/nodereg/internal/host"
 	"github.com/nodereg/nodereg/internal/state"
-	"github.com/nodereg/nodereg/internal/testutil/netns"
+	"github.com/nodereg/nodereg/internal/testutil/labkit"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
@@ -86,8 +86,8 @@ func newLab(t *testing.T, netem string) *lab {
 	// parallel tests.
 	id := fmt.Sprintf("%d%03d", os.Getpid()%100000, labSeq.Add(1)%1000)
 	l := &lab{server: "nrlab-s" + id, node: "nrlab-n" + id}
-	netns.Add(t, l.server, "the lab")
-	netns.Add(t, l.node, "the lab")
+	labkit.AddNS(t, l.server, "the lab")
+	labkit.AddNS(t, l.node, "the lab")
 	vs, vn := "nrs"+id, "nrn"+id
 	if len(vs) > 15 {
 		vs, vn = vs[:15], vn[:15]
@@ -111,8 +111,8 @@ func newLab(t *testing.T, netem string) *lab {
 			return l
 		}
 		for _, c := range [][]string{
-			netns.Exec(l.server, append([]string{"tc", "qdisc", "add", "dev", vs, "root", "netem"}, strings.Fields(netem)...)...),
-			netns.Exec(l.node, append([]string{"tc", "qdisc", "add", "dev", vn, "root", "netem"}, strings.Fields(netem)...)...),
+			labkit.InNS(l.server, append([]string{"tc", "qdisc", "add", "dev", vs, "root", "netem"}, strings.Fields(netem)...)...),
+			labkit.InNS(l.node, append([]string{"tc", "qdisc", "add", "dev", vn, "root", "netem"}, strings.Fields(netem)...)...),
 		} {
 			if err := sh(t, c...); err != nil {
 				l.noNetem = err
@@ -124,20 +124,18 @@ func newLab(t *testing.T, netem string) *lab {
 	return l
 }
 
-func (l *lab) exec(ns string) []string { return netns.Exec(ns) }
-
 // startServer runs bin/regserver in the server namespace on a fixed port,
 // so a restarted server is found at the same URL.
-func (l *lab) startServer(t *testing.T, dir string, extra ...string) *node.Regserver {
+func (l *lab) startServer(t *testing.T, dir string, extra ...string) *labkit.Regserver {
 	cfg := filepath.Join(dir, "regserver.yaml")
 	node.Must(t, os.WriteFile(cfg, []byte(serverConfig), 0o600))
 	args := append([]string{"--config", cfg, "--store", filepath.Join(dir, "store.json"), "--listen", serverIP + ":" + port, "--no-tpm"}, extra...)
-	return node.StartRegserver(t, l.exec(l.server), testbin.Build(t, "./cmd/regserver"), args...)
+	return labkit.RegserverOptions{NS: l.server, Args: args}.Start(t)
 }
 
 // relay is the userspace impairment, a process in the server namespace.
 type relay struct {
-	*node.Process
+	*labkit.Process
 	base string // http://ADDR of the relay
 }
 
@@ -147,10 +145,10 @@ type relay struct {
 // when the test ends if stop has not run.
 func (l *lab) startRelay(t *testing.T) *relay {
 	t.Helper()
-	bin := testbin.Build(t, "./tests/lab/relay")
-	argv := append(l.exec(l.server), bin, "-listen", serverIP+":"+relayPort, "-to", serverIP+":"+port,
+	bin := labkit.Binary(t, "./tests/lab/relay")
+	argv := labkit.InNS(l.server, bin, "-listen", serverIP+":"+relayPort, "-to", serverIP+":"+port,
 		"-delay", relayDelay, "-loss", relayLoss, "-rto", relayRTO, "-seed", fmt.Sprint(relaySeed))
-	p := node.StartProcess(t, argv...)
+	p := labkit.StartProcess(t, argv...)
 	return &relay{Process: p, base: "http://" + p.Listening}
 }
 
@@ -169,7 +167,7 @@ func (r *relay) stop(t *testing.T) (conns, segments, lost int) {
 
 // impair puts the relay in front of rs when netem is not in place, and
 // returns the registration URL the agent is to use.
-func (l *lab) impair(t *testing.T, rs *node.Regserver) (string, *relay) {
+func (l *lab) impair(t *testing.T, rs *labkit.Regserver) (string, *relay) {
 	t.Helper()
 	if l.netem {
 		return rs.URL("lab-token"), nil
@@ -209,7 +207,7 @@ func (l *lab) runAgent(t *testing.T, m *node.Machine) agentRun {
 // calls t.Fatal). started, if not nil, is closed once the agent started
 // (or failed to).
 func (l *lab) agentCommand(t *testing.T, m *node.Machine) func(started chan<- struct{}) agentRun {
-	bin := testbin.Build(t, "./cmd/agent")
+	bin := labkit.Binary(t, "./cmd/agent")
 	stub := testbin.NmstatectlStub(t)
 	return func(started chan<- struct{}) agentRun {
 		signalled := started == nil
@@ -222,7 +220,7 @@ func (l *lab) agentCommand(t *testing.T, m *node.Machine) func(started chan<- st
 		defer signal()
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		argv := append(l.exec(l.node), bin, "--root", m.Root, "--apply-live", "--debug", "--deadline", "90s", "--network-timeout", "90s")
+		argv := labkit.InNS(l.node, bin, "--root", m.Root, "--apply-live", "--debug", "--deadline", "90s", "--network-timeout", "90s")
 		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 		cmd.Env = append(os.Environ(), host.EnvNmstatectl+"="+stub)
 		cmd.Env = append(cmd.Env, m.Stub().Env()...)
@@ -314,7 +312,7 @@ func TestServerKilledMidRun(t *testing.T) {
 }
 
 // waitFor polls the server's log until it shows one of the markers.
-func waitFor(t *testing.T, rs *node.Regserver, markers ...string) {
+func waitFor(t *testing.T, rs *labkit.Regserver, markers ...string) {
 	t.Helper()
 	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
 		s := rs.Stderr.String()

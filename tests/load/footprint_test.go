@@ -16,8 +16,8 @@ import (
 
 	"github.com/nodereg/nodereg/internal/errclass"
 	"github.com/nodereg/nodereg/internal/testutil"
+	"github.com/nodereg/nodereg/internal/testutil/labkit"
 	"github.com/nodereg/nodereg/internal/testutil/node"
-	"github.com/nodereg/nodereg/internal/testutil/testbin"
 	"github.com/nodereg/nodereg/internal/vectors"
 	"github.com/nodereg/nodereg/protocol"
 )
@@ -80,13 +80,12 @@ func TestFootprint1000PLAIN(t *testing.T) {
 	if testing.Short() {
 		n = 200
 	}
-	bin := testbin.Build(t, "./cmd/regserver")
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "regserver.yaml")
 	node.Must(t, os.WriteFile(cfg, []byte(serverConfig), 0o600))
 	storePath := filepath.Join(dir, "store.db")
 	// One client address plays all 1,000 machines: per-client limits off.
-	rs := node.StartRegserver(t, nil, bin, "--config", cfg, "--store", storePath, "--listen", "127.0.0.1:0", "--no-tpm",
+	rs := labkit.StartRegserver(t, "--config", cfg, "--store", storePath, "--listen", "127.0.0.1:0", "--no-tpm",
 		"--max-client-sessions", "0", "--new-inventories-per-minute", "0", "--max-pending-inventories", "0")
 	pid := rs.Cmd.Process.Pid
 	idleRSS := procKB(t, pid, "VmRSS")
@@ -126,7 +125,7 @@ func TestFootprint1000PLAIN(t *testing.T) {
 	fi, err := os.Stat(storePath)
 	node.Must(t, err)
 
-	out, err := exec.Command(bin, "store", "export", "--store", storePath).Output()
+	out, err := exec.Command(rs.Bin, "store", "export", "--store", storePath).Output()
 	node.Must(t, err)
 	var dump struct {
 		Inventories map[string]struct {

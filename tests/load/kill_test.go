@@ -4,14 +4,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nodereg/nodereg/internal/testutil/labkit"
 	"github.com/nodereg/nodereg/internal/testutil/node"
-	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
 
 // TestKillDuringAllocations runs bin/regserver as a process, sends it a herd
@@ -24,7 +23,6 @@ func TestKillDuringAllocations(t *testing.T) {
 	if testing.Short() {
 		n, killAfter = 100, 20
 	}
-	bin := testbin.Build(t, "./cmd/regserver")
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "regserver.yaml")
 	node.Must(t, os.WriteFile(cfg, []byte(serverConfig), 0o600))
@@ -33,8 +31,8 @@ func TestKillDuringAllocations(t *testing.T) {
 	node.Must(t, os.WriteFile(token, []byte(adminToken), 0o600))
 	// One client address plays every machine: the per-client limits are
 	// off here (server/clients_test.go floods them on purpose).
-	start := func() *node.Regserver {
-		return node.StartRegserver(t, nil, bin, "--config", cfg, "--store", storePath, "--listen", "127.0.0.1:0", "--admin-listen", ":0",
+	start := func() *labkit.Regserver {
+		return labkit.StartRegserver(t, "--config", cfg, "--store", storePath, "--listen", "127.0.0.1:0", "--admin-listen", ":0",
 			"--admin-token-file", token, "--no-tpm", "--max-client-sessions", "0", "--new-inventories-per-minute", "0", "--max-pending-inventories", "0")
 	}
 	told := map[string]string{} // machine -> address it was told, over all rounds
@@ -77,7 +75,7 @@ func TestKillDuringAllocations(t *testing.T) {
 			t.Errorf("round %d: the kill came after every registration: nothing was cut off", round)
 		}
 		rs = start()
-		checkClaims(t, adminClaims(t, adminURL(t, rs), adminToken), acked)
+		checkClaims(t, adminClaims(t, rs.AdminBase(), adminToken), acked)
 		rs.Kill()
 	}
 	// Everybody again, no kill: acknowledged machines keep their address,
@@ -104,7 +102,7 @@ func TestKillDuringAllocations(t *testing.T) {
 			t.Errorf("%s was told %s before the kill, now %s", r.id, a, r.addr)
 		}
 	}
-	claims := adminClaims(t, adminURL(t, rs), adminToken)
+	claims := adminClaims(t, rs.AdminBase(), adminToken)
 	checkClaims(t, claims, all)
 	t.Logf("final: %d machines, %d claims, %d acknowledged before kills, %d moved", len(all), len(claims), len(told), moved)
 }
@@ -113,18 +111,4 @@ func TestKillDuringAllocations(t *testing.T) {
 // ok while they run, for the kill loop to read.
 func herdCounting(ctx context.Context, url string, first, n int, ok *atomic.Int64, retried bool) []result {
 	return herdOf(ctx, url, first, n, time.Minute, ok, retried)
-}
-
-// adminURL is the admin listener's address from the server's start line.
-func adminURL(t *testing.T, rs *node.Regserver) string {
-	t.Helper()
-	re := regexp.MustCompile(`admin="?(http://[0-9.:]+)`)
-	// The log line follows the stdout line StartRegserver waited for.
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if m := re.FindStringSubmatch(rs.Stderr.String()); m != nil {
-			return m[1]
-		}
-	}
-	t.Fatalf("no admin address in the log:\n%s", rs.Stderr.String())
-	return ""
 }

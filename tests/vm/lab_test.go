@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nodereg/nodereg/internal/testutil/nsclient"
+	"github.com/nodereg/nodereg/internal/testutil/labkit"
 )
 
 // The segment between the guests and the server's namespace: a plain bridge,
@@ -39,7 +39,7 @@ type lab struct {
 	regCfg  string
 	regLog  string
 	store   string
-	reg     *exec.Cmd
+	reg     *labkit.Regserver
 	mu      sync.Mutex
 	started []*exec.Cmd
 }
@@ -111,6 +111,7 @@ func (l *lab) cleanup() {
 	for _, c := range procs {
 		stopProc(c, 10*time.Second)
 	}
+	l.reg.Stop(10 * time.Second)
 	if l.ns != "" {
 		_ = l.sh("ip", "netns", "del", l.ns)
 	}
@@ -134,42 +135,24 @@ func stopProc(c *exec.Cmd, grace time.Duration) {
 
 // startServer starts regserver in the namespace with config cfg (YAML text)
 // on the lab's store, so a restart with another template keeps every
-// inventory and claim, as a real server's would.
+// inventory and claim, as a real server's would. It returns once the admin
+// API answers.
 func (l *lab) startServer(cfg string) error {
 	if err := os.WriteFile(l.regCfg, []byte(cfg), 0o644); err != nil {
 		return err
 	}
-	logf, err := os.OpenFile(l.regLog, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
 	// The admin API requires a bearer token on every listener
 	// (docs/regserver.md); the lab gives it one of its own.
-	if err := os.WriteFile(l.tokenFile(), []byte(labAdminToken+"\n"), 0o600); err != nil {
-		logf.Close()
-		return err
+	rs, err := labkit.RegserverOptions{NS: l.ns, Args: []string{"--config", l.regCfg,
+		"--listen", net.JoinHostPort(serverIP, serverPort), "--admin-listen", adminAddr, "--store", l.store},
+		AdminToken: labAdminToken, AdminTokenFile: l.tokenFile(), LogFile: l.regLog}.Launch()
+	if err != nil {
+		return fmt.Errorf("regserver in the lab namespace: %w", err)
 	}
-	argv := l.inNS(filepath.Join(l.repo, "bin/regserver"), "--config", l.regCfg,
-		"--listen", net.JoinHostPort(serverIP, serverPort), "--admin-listen", adminAddr,
-		"--admin-token-file", l.tokenFile(), "--store", l.store)
-	c := exec.Command(argv[0], argv[1:]...)
-	c.Stdout, c.Stderr = logf, logf
-	if err := c.Start(); err != nil {
-		logf.Close()
-		return err
-	}
-	logf.Close()
-	l.track(c)
-	l.reg = c
+	l.reg = rs
 	// For tests/vm/run.sh, should this binary be stopped from outside.
-	_ = os.WriteFile(filepath.Join(l.runDir, "regserver.pid"), []byte(fmt.Sprintln(c.Process.Pid)), 0o644)
-	return waitFor("regserver's admin API in the lab namespace", 60*time.Second, func() (bool, string) {
-		_, err := l.admin(http.MethodGet, "/admin/pools")
-		if err != nil {
-			return false, err.Error()
-		}
-		return true, ""
-	})
+	_ = os.WriteFile(filepath.Join(l.runDir, "regserver.pid"), []byte(fmt.Sprintln(rs.Cmd.Process.Pid)), 0o644)
+	return nil
 }
 
 // labAdminToken is the admin API's bearer token in the lab.
@@ -180,13 +163,13 @@ func (l *lab) tokenFile() string { return filepath.Join(l.runDir, "regserver.adm
 // stopServer stops regserver (SIGTERM, as a server going down for
 // maintenance), keeping its store.
 func (l *lab) stopServer() {
-	stopProc(l.reg, 15*time.Second)
+	l.reg.Stop(15 * time.Second)
 	l.reg = nil
 }
 
 // admin calls regserver's admin API from inside the lab namespace.
 func (l *lab) admin(method, path string) ([]byte, error) {
-	return nsclient.Admin{NS: l.ns, Addr: adminAddr, Token: labAdminToken}.Do(method, path)
+	return labkit.Admin{NS: l.ns, Addr: adminAddr, Token: labAdminToken}.Do(method, path)
 }
 
 // inventory is the part of regserver's admin view the cases check.

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
 
 // theLab is the one lab of this run: one image, one namespace, one server.
@@ -112,20 +114,22 @@ func missingTools() string {
 // lab's network.
 func prepare(l *lab) error {
 	t0 := time.Now()
-	build := func(argv ...string) error {
-		c := exec.Command(argv[0], argv[1:]...)
-		c.Dir = l.repo
-		c.Env = append(os.Environ(), "CGO_ENABLED=0")
-		out, err := c.CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("%s: %v\n%s", strings.Join(argv, " "), err, out)
-		}
-		return nil
-	}
-	if err := build("make", "--no-print-directory", "build"); err != nil {
+	// From the build every package of the run shares, as the regserver
+	// the lab starts (labkit); the image's agent is its .deb, which
+	// build.sh makes.
+	yiprun, err := testbin.Path("./tests/vm/yiprun")
+	if err != nil {
 		return err
 	}
-	if err := build("go", "build", "-trimpath", "-o", "bin/vm/yiprun", "./tests/vm/yiprun"); err != nil {
+	b, err := os.ReadFile(yiprun)
+	if err != nil {
+		return err
+	}
+	// Where the image's build.sh takes it from.
+	if err := os.MkdirAll(l.imgDir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(l.imgDir, "yiprun"), b, 0o755); err != nil {
 		return err
 	}
 	reuse := os.Getenv("NODEREG_VM_REUSE_IMAGE") == "1"

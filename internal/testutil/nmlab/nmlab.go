@@ -1,5 +1,5 @@
 // Package nmlab runs a real NetworkManager (Debian's network-manager) for
-// a test: in a network namespace of its own (netns.Pair's Node, its peers
+// a test: in a network namespace of its own (labkit.Pair's Node, its peers
 // in Peer), on a private D-Bus, in a private mount namespace whose /run and
 // /var/lib/NetworkManager are directories of the test, so the test reads
 // the keyfiles NetworkManager writes under /etc (Lab.Etc) and /run
@@ -18,14 +18,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nodereg/nodereg/internal/testutil/netns"
+	"github.com/nodereg/nodereg/internal/testutil/labkit"
 )
 
 const udevd = "/lib/systemd/systemd-udevd"
 
 // Lab is one running NetworkManager.
 type Lab struct {
-	Pair *netns.Pair
+	Pair *labkit.Pair
 	// BusEnv is DBUS_SYSTEM_BUS_ADDRESS=... for nmcli, busctl and the
 	// nmstatectl stand-in.
 	BusEnv string
@@ -39,25 +39,36 @@ type Lab struct {
 // Start starts NetworkManager in a fresh namespace pair after setup has
 // built the links (setup gets the pair before NetworkManager sees them). It
 // skips the test when root, the packages or namespaces are missing.
-func Start(t testing.TB, who string, setup func(p *netns.Pair)) *Lab {
+func Start(t testing.TB, who string, setup func(p *labkit.Pair)) *Lab {
+	t.Helper()
+	return StartReading(t, who, "", setup)
+}
+
+// StartReading is Start with NetworkManager reading its keyfiles from
+// keyfileDir (a scratch root's keyfile directory, which then is Etc); ""
+// is a directory of the test's own.
+func StartReading(t testing.TB, who, keyfileDir string, setup func(p *labkit.Pair)) *Lab {
 	t.Helper()
 	for _, b := range []string{"ip", "dbus-daemon", "NetworkManager", "nmcli", "unshare", "busctl", "udevadm", udevd} {
 		if _, err := exec.LookPath(b); err != nil {
 			t.Skipf("%s: needs %s (apt packages iproute2, dbus, network-manager, util-linux, systemd, udev)", who, b)
 		}
 	}
-	p := netns.NewPair(t, "nmlab", who)
+	p := labkit.NewPair(t, "nmlab", who)
 	if setup != nil {
 		setup(p)
 	}
 	dir := t.TempDir()
-	l := &Lab{Pair: p, Etc: filepath.Join(dir, "etc"), Run: filepath.Join(dir, "run", "NetworkManager", "system-connections"), log: filepath.Join(dir, "nm.log")}
+	if keyfileDir == "" {
+		keyfileDir = filepath.Join(dir, "etc")
+	}
+	l := &Lab{Pair: p, Etc: keyfileDir, Run: filepath.Join(dir, "run", "NetworkManager", "system-connections"), log: filepath.Join(dir, "nm.log")}
 	for _, d := range []string{l.Etc, filepath.Join(dir, "run"), filepath.Join(dir, "varlib")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	netns.IP(t, p.Node, "link", "set", "lo", "up")
+	labkit.IP(t, p.Node, "link", "set", "lo", "up")
 	// A udevd of the namespace's own: the kernel sends a namespace's
 	// uevents only into it, and NetworkManager leaves a device without a
 	// udev database entry unmanaged.
@@ -151,9 +162,9 @@ func (l *Lab) Nmcli(args ...string) (string, error) {
 
 // Veth makes link name in p.Node, down, with its peer (up) in p.Peer, as
 // the recorded set-up's eth0 and eth1: NetworkManager brings it up.
-func Veth(t testing.TB, p *netns.Pair, name string) {
+func Veth(t testing.TB, p *labkit.Pair, name string) {
 	t.Helper()
 	peer := name + "p"
-	netns.IP(t, p.Node, "link", "add", name, "type", "veth", "peer", "name", peer, "netns", p.Peer)
-	netns.IP(t, p.Peer, "link", "set", peer, "up")
+	labkit.IP(t, p.Node, "link", "add", name, "type", "veth", "peer", "name", peer, "netns", p.Peer)
+	labkit.IP(t, p.Peer, "link", "set", peer, "up")
 }

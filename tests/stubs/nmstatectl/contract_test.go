@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodereg/nodereg/internal/testutil/netns"
+	"github.com/nodereg/nodereg/internal/testutil/labkit"
 	"github.com/nodereg/nodereg/internal/testutil/nmlab"
 	"gopkg.in/yaml.v3"
 )
@@ -334,7 +334,7 @@ func TestContractLive(t *testing.T) {
 			// Parallel: its NetworkManager (namespace, bus, keyfile
 			// directories) is its own, and most of its time is the start.
 			t.Parallel()
-			lab := nmlab.Start(t, "the live contract test", func(p *netns.Pair) {
+			lab := nmlab.Start(t, "the live contract test", func(p *labkit.Pair) {
 				nmlab.Veth(t, p, "eth0")
 				nmlab.Veth(t, p, "eth1")
 			})

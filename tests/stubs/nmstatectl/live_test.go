@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodereg/nodereg/internal/testutil/netns"
+	"github.com/nodereg/nodereg/internal/testutil/labkit"
 	"github.com/nodereg/nodereg/internal/testutil/nmlab"
 )
 
@@ -18,7 +18,7 @@ func TestLiveDescription(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for a network namespace and NetworkManager")
 	}
-	lab := nmlab.Start(t, "the live description test", func(p *netns.Pair) { nmlab.Veth(t, p, "eth0") })
+	lab := nmlab.Start(t, "the live description test", func(p *labkit.Pair) { nmlab.Veth(t, p, "eth0") })
 	in := strings.Replace(load(t, "22-apply-memory-only").stdin, "eth1", "eth0", 1)
 	in = strings.Replace(in, "  type: ethernet\n", "  type: ethernet\n  description: Main-NIC\n", 1)
 	r := callEnv(t, standInEnv(lab.BusEnv), in, "apply", "-")

@@ -3,8 +3,9 @@
 #   OUT/debian-<key>.tar   Debian 12 from the host's apt mirror (mmdebstrap), cached by key
 #   OUT/base.img           raw ext4 root: that tree + the agent (its .deb, dpkg --root) + the lab's units
 #   OUT/vmlinuz, initrd.img the guest's kernel and initramfs, for direct kernel boot
-# Run from the repository root, as root, after `make build` and with
-# OUT/yiprun built (the Go test does both).
+# Run from the repository root, as root, with OUT/yiprun built (the Go
+# test copies it there from the shared test build); make package-build
+# below builds the agent the image installs.
 set -eu
 out=$(realpath "$1")
 here=$(realpath "$(dirname "$0")")

@@ -1,10 +1,11 @@
-// Package netns gives Linux tests throwaway network namespaces: one named
-// by the lab (Add) or a pair created under a random name (so parallel
-// tests, runs and worktrees never collide), removed when the test ends,
-// iproute2 commands and processes inside them (IP, Exec), and code run on
-// an OS thread that has entered one. Each test builds its
-// own topology (links, MACs, addresses) with IP. Only tests import it.
-package netns
+package labkit
+
+// The lab's network namespaces: one named by the lab (AddNS) or a pair
+// created under a random name (so parallel tests, runs and worktrees never
+// collide), removed when the test ends, iproute2 commands and processes
+// inside them (IP, InNS), and code run on an OS thread that has entered
+// one (Enter, RunInNS, DialIn). Each test builds its own topology (links,
+// MACs, addresses) with IP.
 
 import (
 	"fmt"
@@ -34,16 +35,16 @@ func NewPair(t testing.TB, prefix, who string) *Pair {
 	}
 	id := fmt.Sprintf("%s-%d-%06x", prefix, os.Getpid(), rand.N(1<<24))
 	p := &Pair{Node: id + "-n", Peer: id + "-p"}
-	Add(t, p.Node, who)
-	Add(t, p.Peer, who)
+	AddNS(t, p.Node, who)
+	AddNS(t, p.Peer, who)
 	return p
 }
 
-// Add creates the named namespace ns for the rest of the test (every lab
+// AddNS creates the named namespace ns for the rest of the test (every lab
 // makes its namespaces here): it skips the test, naming who needed it,
 // where namespaces cannot be made, and fails it if ns cannot be removed
 // at the end.
-func Add(t testing.TB, ns, who string) {
+func AddNS(t testing.TB, ns, who string) {
 	t.Helper()
 	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
 		t.Skipf("%s: network namespaces unavailable: ip netns add: %v: %s", who, err, out)
@@ -55,9 +56,9 @@ func Add(t testing.TB, ns, who string) {
 	})
 }
 
-// Exec is argv run inside namespace ns: `ip netns exec ns argv...`, for a
+// InNS is argv run inside namespace ns: `ip netns exec ns argv...`, for a
 // program started as a process of its own.
-func Exec(ns string, argv ...string) []string {
+func InNS(ns string, argv ...string) []string {
 	return append([]string{"ip", "netns", "exec", ns}, argv...)
 }
 
@@ -69,21 +70,21 @@ func IP(t testing.TB, ns string, args ...string) {
 	}
 }
 
-// In runs fn inside namespace ns (see Run) and fails the test if it cannot
+// Enter runs fn inside namespace ns (see RunInNS) and fails the test if it cannot
 // enter it. Call it from the test's goroutine only.
-func In(t testing.TB, ns string, fn func()) {
+func Enter(t testing.TB, ns string, fn func()) {
 	t.Helper()
-	if err := Run(ns, fn); err != nil {
+	if err := RunInNS(ns, fn); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// Run runs fn on an OS thread that has entered namespace ns and waits for
+// RunInNS runs fn on an OS thread that has entered namespace ns and waits for
 // it. The thread is never handed back to the scheduler (its goroutine ends
 // locked, so Go discards it), so no other goroutine runs in the namespace
 // by accident. It returns the error of entering ns, so any goroutine may
 // call it.
-func Run(ns string, fn func()) error {
+func RunInNS(ns string, fn func()) error {
 	var setErr error
 	done := make(chan struct{})
 	go func() {

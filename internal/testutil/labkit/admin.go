@@ -1,9 +1,7 @@
-//go:build bootsim || vmlab
+package labkit
 
-// Package nsclient holds the clients the labs run from inside a network
-// namespace they made: a dialer, and regserver's admin API reached through
-// it. tests/boot and tests/vm share it.
-package nsclient
+// The clients a lab runs from inside a network namespace it made: a
+// dialer, and regserver's admin API reached through it.
 
 import (
 	"bytes"
@@ -54,7 +52,8 @@ func DialIn(ctx context.Context, ns, network, addr string) (net.Conn, error) {
 }
 
 // Admin is regserver's admin API at Addr (host:port), called from inside
-// namespace NS with the bearer Token ("" sends none).
+// namespace NS ("" for the test's own) with the bearer Token ("" sends
+// none). A started Regserver carries its own.
 type Admin struct {
 	NS, Addr, Token string
 }
@@ -64,6 +63,10 @@ type Admin struct {
 func (a Admin) Do(method, path string) ([]byte, error) {
 	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if a.NS == "" {
+				var d net.Dialer
+				return d.DialContext(ctx, network, addr)
+			}
 			return DialIn(ctx, a.NS, network, addr)
 		},
 		DisableKeepAlives: true,
