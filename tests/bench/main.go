@@ -26,6 +26,7 @@ import (
 
 	"github.com/nodereg/nodereg/apply"
 	"github.com/nodereg/nodereg/internal/host"
+	"github.com/nodereg/nodereg/internal/testutil/node"
 )
 
 // The budgets (docs/performance.md, "Budgets and the table as measured").
@@ -165,10 +166,14 @@ func bench(o options, diag io.Writer) (*results, error) {
 		return nil, err
 	}
 	// Both the agent processes and the in-process runs find the stand-in
-	// through the agent's own tool override.
+	// through the agent's own tool override. Its offline NetworkManager
+	// knows the machines' one NIC, which the templates name: without a
+	// list it knows this machine's own ethernet links, as the real tool
+	// asks NetworkManager, and refused every first boot's apply here.
 	for k, v := range map[string]string{
-		"NODEREG_NMSTATECTL":    stub,
-		"NMSTATECTL_STUB_STATE": filepath.Join(work, "nmstatectl-checkpoint"),
+		"NODEREG_NMSTATECTL":         stub,
+		"NMSTATECTL_STUB_STATE":      filepath.Join(work, "nmstatectl-checkpoint"),
+		"NMSTATECTL_STUB_INTERFACES": node.NIC,
 	} {
 		if err := os.Setenv(k, v); err != nil {
 			return nil, err
