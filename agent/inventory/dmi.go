@@ -1,7 +1,9 @@
 package inventory
 
 import (
+	"io/fs"
 	"path"
+	"slices"
 
 	"github.com/jaypipes/ghw/pkg/baseboard"
 	"github.com/jaypipes/ghw/pkg/bios"
@@ -26,7 +28,25 @@ func dmiDir(files host.FS) bool {
 }
 
 func dmiItem(files host.FS, name string) string {
+	if !dmiListed(files, name) {
+		return unknown
+	}
 	return attrOr(files, path.Join(host.DMIIDDir, name))
+}
+
+// dmiListed says whether name may be read in the DMI directory: listed
+// in it, or the directory cannot be listed (then the read says). A name
+// the listing lacks would be a read failing with ENOENT, the "unknown"
+// or left-out field it gives anyway; the listing is the snapshot's one,
+// so a VM or a scratch root without most DMI files is not asked for each
+// one (below a --root, each such read resolved every directory of its
+// path on the way).
+func dmiListed(files host.FS, name string) bool {
+	entries, err := files.ReadDir(host.DMIIDDir)
+	if err != nil {
+		return true
+	}
+	return slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return e.Name() == name })
 }
 
 func collectProduct(files host.FS, ghwOpts []any) (*product.Info, error) {

@@ -242,6 +242,9 @@ func dmiIDSMBIOS(files host.FS) (map[string]any, error) {
 	}
 	out := map[string]any{}
 	for _, f := range dmiIDFields {
+		if !dmiListed(files, f.file) {
+			continue // as a read failing with ErrNotExist
+		}
 		b, err := files.ReadFile(path.Join(dmiIDDir, f.file), host.MaxAttr)
 		if err != nil {
 			// Serials and the UUID are readable by root only; the rest of
