@@ -17,6 +17,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/nodereg/nodereg/internal/testutil"
+	"github.com/nodereg/nodereg/internal/testutil/labkit"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 	"github.com/nodereg/nodereg/tpm/tpmtest"
 )
@@ -516,7 +517,7 @@ func (m *machine) registerOther(t *testing.T) string {
 	cfg := filepath.Join(root, "oem/registration/config.yaml")
 	must(t, os.MkdirAll(filepath.Dir(cfg), 0o700))
 	must(t, os.WriteFile(cfg, []byte("elemental:\n  registration:\n    url: "+m.url()+"\n    auth: mac\n"), 0o600))
-	run(t, "ip", "netns", "exec", m.srvNS, m.agent, "--root", root, "--dry-run", "--deadline", "30s", "--network-timeout", "30s")
+	run(t, labkit.InNS(m.srvNS, m.agent, "--root", root, "--dry-run", "--deadline", "30s", "--network-timeout", "30s")...)
 	for _, inv := range m.inventories() {
 		if strings.HasSuffix(inv.Name, "525400310099") {
 			for _, c := range inv.Claims {

@@ -193,10 +193,10 @@ func newLab(t *testing.T, cfg string) *lab {
 	}
 	// The veth is created inside the namespaces: it never exists in the
 	// host's.
-	run(t, "ip", "netns", "exec", l.srvNS, "ip", "link", "add", serverIf, "type", "veth", "peer", "name", nodeIf, "netns", l.nodeNS)
-	run(t, "ip", "netns", "exec", l.srvNS, "ip", "addr", "add", fmt.Sprintf("%s/%d", serverIP, prefixLen), "dev", serverIf)
-	run(t, "ip", "netns", "exec", l.srvNS, "ip", "link", "set", serverIf, "up")
-	run(t, "ip", "netns", "exec", l.srvNS, "ip", "link", "set", "lo", "up")
+	run(t, labkit.InNS(l.srvNS, "ip", "link", "add", serverIf, "type", "veth", "peer", "name", nodeIf, "netns", l.nodeNS)...)
+	run(t, labkit.InNS(l.srvNS, "ip", "addr", "add", fmt.Sprintf("%s/%d", serverIP, prefixLen), "dev", serverIf)...)
+	run(t, labkit.InNS(l.srvNS, "ip", "link", "set", serverIf, "up")...)
+	run(t, labkit.InNS(l.srvNS, "ip", "link", "set", "lo", "up")...)
 	l.startNodeServices()
 
 	l.agent = labkit.Binary(t, "./cmd/agent")
@@ -289,7 +289,7 @@ func (l *lab) addHolder(srvIf, addr string) {
 	ns := "nrbh" + l.id
 	addNS(l.t, ns)
 	l.joinBridge(srvIf, ns, "nrhold0")
-	in := func(argv ...string) { run(l.t, append([]string{"ip", "netns", "exec", ns}, argv...)...) }
+	in := func(argv ...string) { run(l.t, labkit.InNS(ns, argv...)...) }
 	in("ip", "addr", "add", fmt.Sprintf("%s/%d", addr, prefixLen), "dev", "nrhold0")
 	in("ip", "link", "set", "nrhold0", "up")
 	in("ip", "link", "set", "lo", "up")

@@ -185,7 +185,7 @@ func (m *machine) waitAddr(start time.Time, want string) time.Duration {
 // diag is what a failed wait shows: the interface as the kernel and as
 // NetworkManager see it, and NetworkManager's last words.
 func (m *machine) diag() string {
-	ipOut, _ := exec.Command("ip", "netns", "exec", m.nodeNS, "ip", "addr", "show", "dev", nodeIf).CombinedOutput()
+	ipOut, _ := exec.Command("ip", "-n", m.nodeNS, "addr", "show", "dev", nodeIf).CombinedOutput()
 	dev, _ := m.nmcliOut("device", "show", nodeIf)
 	conns, _ := m.nmcliOut("-f", "NAME,UUID,DEVICE,FILENAME", "connection", "show")
 	return fmt.Sprintf("ip addr:\n%s\nnmcli device show:\n%s\nnmcli connection show:\n%s\nNetworkManager log:\n%s", ipOut, dev, conns, m.logTail(m.nm))

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodereg/nodereg/internal/testutil/labkit"
 	"github.com/nodereg/nodereg/internal/testutil/node"
 )
 
@@ -150,15 +151,15 @@ func newNmstateMachine(t *testing.T, cfg string) *nmstateMachine {
 // kernel has no VLAN support (no 8021q: "Unknown device type").
 func (m *nmstateMachine) addServerVLAN(t *testing.T) {
 	t.Helper()
-	out, err := exec.Command("ip", "netns", "exec", m.srvNS, "ip", "link", "add", "link", serverIf, "name", vlanServerIf, "type", "vlan", "id", vlanID).CombinedOutput()
+	out, err := exec.Command("ip", "-n", m.srvNS, "link", "add", "link", serverIf, "name", vlanServerIf, "type", "vlan", "id", vlanID).CombinedOutput()
 	if err != nil && bytes.Contains(out, []byte("Unknown device type")) {
 		t.Skipf("this kernel cannot create VLAN interfaces (module 8021q): %s", bytes.TrimSpace(out))
 	}
 	if err != nil {
 		t.Fatalf("adding the server's VLAN: %v %s", err, out)
 	}
-	run(t, "ip", "netns", "exec", m.srvNS, "ip", "addr", "add", vlanServerIP+"/24", "dev", vlanServerIf)
-	run(t, "ip", "netns", "exec", m.srvNS, "ip", "link", "set", vlanServerIf, "up")
+	run(t, labkit.InNS(m.srvNS, "ip", "addr", "add", vlanServerIP+"/24", "dev", vlanServerIf)...)
+	run(t, labkit.InNS(m.srvNS, "ip", "link", "set", vlanServerIf, "up")...)
 }
 
 // register runs the agent and checks it said the built-in made the keyfiles
@@ -182,7 +183,7 @@ func (m *nmstateMachine) register(t *testing.T, label string, wantCode int) agen
 // not exist).
 func (m *nmstateMachine) addrsOf(t *testing.T, dev string) []string {
 	t.Helper()
-	out, err := exec.Command("ip", "netns", "exec", m.nodeNS, "ip", "-j", "-4", "addr", "show", "dev", dev).Output()
+	out, err := exec.Command("ip", "-n", m.nodeNS, "-j", "-4", "addr", "show", "dev", dev).Output()
 	if err != nil {
 		return nil
 	}

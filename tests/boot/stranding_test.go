@@ -239,7 +239,7 @@ const movedIP = "10.240.0.1"
 // the node was cut off from the next boot on.
 func TestStrandMovedURL(t *testing.T) {
 	r, m, addr := bootedNode(t, "strand: url moved, configured server cut off, rolled back")
-	run(t, "ip", "netns", "exec", m.srvNS, "ip", "addr", "add", fmt.Sprintf("%s/%d", movedIP, prefixLen), "dev", serverIf)
+	run(t, labkit.InNS(m.srvNS, "ip", "addr", "add", fmt.Sprintf("%s/%d", movedIP, prefixLen), "dev", serverIf)...)
 	m.startServerOn(serverConfig(cutOffTemplate), net.JoinHostPort("0.0.0.0", port), "--external-url", "http://"+net.JoinHostPort(movedIP, port))
 	start := m.boot(active, false)
 	r.boot("reboot", m.waitAddr(start, cidr(addr)))

@@ -30,9 +30,8 @@ const (
 // labExceptions are the test files that name the regserver binary
 // themselves, each for its reason.
 var labExceptions = map[string]string{
-	"tests/doccheck/doccheck_test.go":   "links the built regserver as the docs' bin/regserver, so their command lines run as written (its servers start through labkit)",
-	"tests/cli/demo_test.go":            "hands the built regserver to tests/demo.sh, which starts it as a reader of the demo does",
-	"tests/faults/store_damage_test.go": "starts regserver on damaged stores, where exiting 78 before it listens, or an admin API that fails, is the outcome the case counts, not a failed start",
+	"tests/doccheck/doccheck_test.go": "links the built regserver as the docs' bin/regserver, so their command lines run as written (its servers start through labkit)",
+	"tests/cli/demo_test.go":          "hands the built regserver to tests/demo.sh, which starts it as a reader of the demo does",
 }
 
 // labFindings reads the code a go test runs (every _test.go file of the
@@ -40,8 +39,9 @@ var labExceptions = map[string]string{
 // outside labkit and testbin, with overlay's files (path relative to the
 // module root: source) added or put in place of the tree's, and reports
 // each place that names the regserver binary (its package or a bin/
-// path: the only reason to is to start it) and each `go build` or
-// `make build` it would run.
+// path: the only reason to is to start it), each `go build` or `make
+// build` it would run and each namespace it would make, remove or enter
+// with `ip netns` itself.
 func labFindings(t *testing.T, overlay map[string]string) []string {
 	t.Helper()
 	root, err := filepath.Abs(moduleRoot())
@@ -107,11 +107,11 @@ func labViolations(fset *token.FileSet, rel string, f *ast.File) []string {
 			}
 		case *ast.CallExpr:
 			if w := buildCommand(n.Args); w != "" {
-				bad = append(bad, fmt.Sprintf("%s: runs %s: build through labkit.Binary (testbin's cache, shared by the run)", at(n), w))
+				bad = append(bad, fmt.Sprintf("%s: runs %s: %s", at(n), w, labWay(w)))
 			}
 		case *ast.CompositeLit:
 			if w := buildCommand(n.Elts); w != "" {
-				bad = append(bad, fmt.Sprintf("%s: runs %s: build through labkit.Binary (testbin's cache, shared by the run)", at(n), w))
+				bad = append(bad, fmt.Sprintf("%s: runs %s: %s", at(n), w, labWay(w)))
 			}
 		}
 		return true
@@ -119,27 +119,40 @@ func labViolations(fset *token.FileSet, rel string, f *ast.File) []string {
 	return bad
 }
 
-// buildCommand names the build among exprs' string literals: "go build"
-// ("go" then "build") or "make build" ("make", then "build" among its
-// arguments); "" when there is none.
+// buildCommand names what exprs run that only labkit and testbin may:
+// "go build" ("go" then "build"), "make build" ("make", then "build"
+// among its arguments), or a namespace made, removed or entered by hand
+// ("netns" then "add", "del" or "exec"); "" when none.
 func buildCommand(exprs []ast.Expr) string {
-	var lits []string
-	for _, e := range exprs {
+	lits := make([]string, len(exprs))
+	for i, e := range exprs {
 		if l, ok := e.(*ast.BasicLit); ok {
-			if s, ok := literal(l); ok {
-				lits = append(lits, s)
-			}
+			lits[i], _ = literal(l)
 		}
 	}
 	for i, s := range lits {
+		next := ""
+		if i+1 < len(lits) {
+			next = lits[i+1]
+		}
 		switch {
-		case s == "go" && i+1 < len(lits) && lits[i+1] == "build":
+		case s == "go" && next == "build":
 			return "go build"
 		case s == "make" && slices.Contains(lits[i+1:], "build"):
 			return "make build"
+		case s == "netns" && (next == "add" || next == "del" || next == "exec"):
+			return "ip netns " + next
 		}
 	}
 	return ""
+}
+
+// labWay is what to use instead of what buildCommand found.
+func labWay(what string) string {
+	if strings.HasPrefix(what, "ip netns") {
+		return "make and enter namespaces with labkit (AddNS, CreateNS, InNS)"
+	}
+	return "build through labkit.Binary (testbin's cache, shared by the run)"
 }
 
 func literal(l *ast.BasicLit) (string, bool) {
@@ -150,9 +163,10 @@ func literal(l *ast.BasicLit) (string, bool) {
 	return s, err == nil
 }
 
-// TestOneLab: the test code starts regserver only through labkit and
-// builds binaries only through testbin, so one build of each serves the
-// whole run (docs/development.md, "The lab").
+// TestOneLab: the test code starts regserver and makes and enters network
+// namespaces only through labkit, and builds binaries only through
+// testbin, so one build of each serves the whole run (docs/development.md,
+// "The lab").
 func TestOneLab(t *testing.T) {
 	for _, msg := range labFindings(t, nil) {
 		t.Error(msg)
@@ -179,6 +193,10 @@ func TestOneLabCatchesEachKind(t *testing.T) {
 			"tests/zz/zz_test.go:10: runs go build"},
 		{"make build in TestMain", `func TestMain(m *testing.M) { _ = exec.Command("make", "--no-print-directory", "build").Run(); m.Run() }`,
 			"tests/zz/zz_test.go:10: runs make build"},
+		{"namespace made by hand", `func TestZz(t *testing.T) { _ = exec.Command("ip", "netns", "add", "zz").Run() }`,
+			"tests/zz/zz_test.go:10: runs ip netns add: make and enter namespaces with labkit"},
+		{"namespace entered by hand", `var argv = []string{"ip", "netns", "exec", "zz", "true"}`,
+			"tests/zz/zz_test.go:10: runs ip netns exec: make and enter namespaces with labkit"},
 	} {
 		got := labFindings(t, map[string]string{"tests/zz/zz_test.go": head + c.src + "\n"})
 		if len(got) != 1 || !strings.HasPrefix(got[0], c.want) {

@@ -1,7 +1,6 @@
 package faults
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,12 +13,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/nodereg/nodereg/internal/testutil/labkit"
 	"github.com/nodereg/nodereg/internal/testutil/node"
-	"github.com/nodereg/nodereg/internal/testutil/testbin"
 	"github.com/nodereg/nodereg/internal/vectors"
 	"github.com/nodereg/nodereg/protocol"
 )
@@ -33,75 +31,50 @@ var damageConfig = node.ServerConfig{
 // crashRE is what a Go panic or a runtime crash leaves on stderr.
 var crashRE = regexp.MustCompile(`(?m)^(panic:|fatal error:|unexpected fault address|goroutine \d+ \[|SIGSEGV|SIGBUS)`)
 
-// regserverRun is one regserver process on a (damaged) store.
+// regserverRun is one regserver process on a (damaged) store: serving
+// (rs), or refused at start (exit).
 type regserverRun struct {
-	cmd    *exec.Cmd
-	stderr *strings.Builder
-	base   string
-	admin  string
-	exited chan error
+	rs   *labkit.Regserver
+	exit *labkit.ExitedError
 }
 
 // startOn starts regserver on store and waits until it serves or exits.
-func startOn(t *testing.T, bin, cfg, store, token string) *regserverRun {
+// It does not wait for the admin API to answer: on a damaged store a
+// request may fail, and the case sends its own.
+func startOn(t *testing.T, cfg, store, token string) *regserverRun {
 	t.Helper()
-	r := &regserverRun{stderr: &strings.Builder{}, exited: make(chan error, 1)}
-	r.cmd = exec.Command(bin, "--config", cfg, "--store", store, "--listen", "127.0.0.1:0", "--no-tpm",
-		"--admin-listen", ":0", "--admin-token-file", token)
-	out, err := r.cmd.StdoutPipe()
-	node.Must(t, err)
-	r.cmd.Stderr = r.stderr
-	node.Must(t, r.cmd.Start())
-	lines := make(chan string, 2)
-	go func() {
-		br := bufio.NewReader(out)
-		for {
-			l, err := br.ReadString('\n')
-			if err != nil {
-				close(lines)
-				r.exited <- r.cmd.Wait()
-				return
-			}
-			lines <- strings.TrimSpace(l)
-		}
-	}()
-	deadline := time.After(20 * time.Second)
-	for r.admin == "" {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				return r
-			}
-			if u, ok := strings.CutPrefix(l, "listening on "); ok {
-				r.base = u
-			}
-			if u, ok := strings.CutPrefix(l, "admin listening on "); ok {
-				r.admin = u
-			}
-		case <-deadline:
-			_ = r.cmd.Process.Kill()
-			t.Fatalf("regserver on %s neither served nor exited in 20 s; stderr:\n%s", store, r.stderr)
-		}
+	rs, err := labkit.RegserverOptions{Args: []string{"--config", cfg, "--store", store, "--listen", "127.0.0.1:0", "--no-tpm",
+		"--admin-listen", ":0", "--admin-token-file", token}, ListenOnly: true}.Launch()
+	var exit *labkit.ExitedError
+	if errors.As(err, &exit) {
+		return &regserverRun{exit: exit}
 	}
-	return r
+	if err != nil {
+		t.Fatalf("regserver on %s: %v", store, err)
+	}
+	t.Cleanup(rs.Kill)
+	return &regserverRun{rs: rs}
 }
 
-// exitCode waits for the process (after SIGTERM when it serves).
+// stderr is what the process wrote on stderr so far.
+func (r *regserverRun) stderr() string {
+	if r.exit != nil {
+		return r.exit.Stderr
+	}
+	return r.rs.Stderr.String()
+}
+
+// exitCode is the status of a refused start, else the serving process's
+// after SIGTERM (30 s at most, then SIGKILL and a failure).
 func (r *regserverRun) exitCode(t *testing.T) int {
 	t.Helper()
-	select {
-	case err := <-r.exited:
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode()
-		}
-		node.Must(t, err)
-		return 0
-	case <-time.After(30 * time.Second):
-		_ = r.cmd.Process.Kill()
-		t.Fatalf("regserver did not exit; stderr:\n%s", r.stderr)
-		return -1
+	if r.exit != nil {
+		return r.exit.State.ExitCode()
 	}
+	if !r.rs.Stop(30 * time.Second) {
+		t.Fatalf("regserver did not exit; stderr:\n%s", r.stderr())
+	}
+	return r.rs.Cmd.ProcessState.ExitCode()
 }
 
 func damageRegister(ctx context.Context, url, id string) error {
@@ -122,22 +95,23 @@ func damageRegister(ctx context.Context, url, id string) error {
 
 var damageSMBIOS []byte
 
-// healthyStore registers machines on a new store and stops regserver.
-func healthyStore(t *testing.T, bin, cfg, token, path string, n int) {
+// healthyStore registers machines on a new store, stops regserver and
+// returns its binary (for store export).
+func healthyStore(t *testing.T, cfg, token, path string, n int) string {
 	t.Helper()
-	r := startOn(t, bin, cfg, path, token)
-	if r.base == "" {
-		t.Fatalf("regserver on a new store did not start:\n%s", r.stderr)
+	r := startOn(t, cfg, path, token)
+	if r.exit != nil {
+		t.Fatalf("regserver on a new store did not start:\n%s", r.stderr())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for i := range n {
-		node.Must(t, damageRegister(ctx, r.base+"/elemental/registration/dmg-token", fmt.Sprintf("4c4c4544-0000-4000-8000-%012d", i)))
+		node.Must(t, damageRegister(ctx, r.rs.URL("dmg-token"), fmt.Sprintf("4c4c4544-0000-4000-8000-%012d", i)))
 	}
-	node.Must(t, r.cmd.Process.Signal(syscall.SIGTERM))
 	if c := r.exitCode(t); c != 0 {
-		t.Fatalf("healthy run exited %d:\n%s", c, r.stderr)
+		t.Fatalf("healthy run exited %d:\n%s", c, r.stderr())
 	}
+	return r.rs.Bin
 }
 
 // damage writes a copy of src with one kind of damage chosen by rng.
@@ -180,7 +154,6 @@ func TestDamagedStoreExits78OrServes(t *testing.T) {
 	if testing.Short() {
 		copies = 12
 	}
-	bin := testbin.Build(t, "./cmd/regserver")
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "regserver.yaml")
 	node.Must(t, os.WriteFile(cfg, []byte(damageConfig), 0o600))
@@ -188,7 +161,7 @@ func TestDamagedStoreExits78OrServes(t *testing.T) {
 	node.Must(t, os.WriteFile(token, []byte("damage-token-0123456789abcdef"), 0o600))
 	damageSMBIOS = vectors.Read(t, "upstream-smbios.json")
 	good := filepath.Join(dir, "good.db")
-	healthyStore(t, bin, cfg, token, good, 40)
+	bin := healthyStore(t, cfg, token, good, 40)
 
 	counts := map[string]int{}
 	for i := range copies {
@@ -196,7 +169,7 @@ func TestDamagedStoreExits78OrServes(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, uint64(i)))
 		path := filepath.Join(dir, fmt.Sprintf("copy-%02d.db", i))
 		what := damage(t, rng, good, path)
-		outcome := checkDamagedRun(t, bin, cfg, path, token)
+		outcome := checkDamagedRun(t, cfg, path, token)
 		counts[outcome]++
 		export := exec.Command(bin, "store", "export", "--store", path)
 		var stderr strings.Builder
@@ -219,12 +192,12 @@ func TestDamagedStoreExits78OrServes(t *testing.T) {
 }
 
 // checkDamagedRun starts regserver on one damaged copy and checks it.
-func checkDamagedRun(t *testing.T, bin, cfg, path, token string) string {
+func checkDamagedRun(t *testing.T, cfg, path, token string) string {
 	t.Helper()
-	r := startOn(t, bin, cfg, path, token)
-	if r.base == "" {
+	r := startOn(t, cfg, path, token)
+	if r.exit != nil {
 		code := r.exitCode(t)
-		msg := r.stderr.String()
+		msg := r.stderr()
 		if code != 78 || crashRE.MatchString(msg) || !strings.Contains(msg, path) || !strings.Contains(msg, "is damaged") {
 			t.Errorf("%s: exit %d, want 78 naming the file as damaged, no panic:\n%s", path, code, msg)
 		}
@@ -232,33 +205,33 @@ func checkDamagedRun(t *testing.T, bin, cfg, path, token string) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	url := r.base + "/elemental/registration/dmg-token"
+	url := r.rs.URL("dmg-token")
 	for _, id := range []string{"4c4c4544-0000-4000-8000-000000000003", "4c4c4544-0000-4000-8000-999999999999"} {
 		// A MsgError is fine (a damaged page fails that request); the
 		// process must stay up.
 		_ = damageRegister(ctx, url, id)
 	}
-	req, _ := http.NewRequest(http.MethodGet, r.admin+"/admin/inventories", nil)
+	req, _ := http.NewRequest(http.MethodGet, r.rs.AdminBase()+"/admin/inventories", nil)
 	req.Header.Set("Authorization", "Bearer damage-token-0123456789abcdef")
 	if resp, err := http.DefaultClient.Do(req); err == nil {
 		var invs []struct{ Name string }
 		_ = json.NewDecoder(resp.Body).Decode(&invs)
 		resp.Body.Close()
 		for _, inv := range invs {
-			one, _ := http.NewRequest(http.MethodGet, r.admin+"/admin/inventories/"+inv.Name, nil)
+			one, _ := http.NewRequest(http.MethodGet, r.rs.AdminBase()+"/admin/inventories/"+inv.Name, nil)
 			one.Header.Set("Authorization", "Bearer damage-token-0123456789abcdef")
 			if resp, err := http.DefaultClient.Do(one); err == nil {
 				resp.Body.Close()
 			}
 		}
 	}
-	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Errorf("%s: regserver died while serving:\n%s", path, r.stderr)
+	if r.rs.Exited() {
+		t.Errorf("%s: regserver died while serving:\n%s", path, r.stderr())
 		return "died"
 	}
 	code := r.exitCode(t)
-	if code != 0 || crashRE.MatchString(r.stderr.String()) {
-		t.Errorf("%s: served, then exit %d:\n%s", path, code, r.stderr)
+	if code != 0 || crashRE.MatchString(r.stderr()) {
+		t.Errorf("%s: served, then exit %d:\n%s", path, code, r.stderr())
 	}
 	return "served"
 }

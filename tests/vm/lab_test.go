@@ -53,7 +53,7 @@ func (l *lab) sh(argv ...string) error {
 }
 
 func (l *lab) inNS(argv ...string) []string {
-	return append([]string{"ip", "netns", "exec", l.ns}, argv...)
+	return labkit.InNS(l.ns, argv...)
 }
 
 // setupNet creates the namespace and its bridge; the taps come per machine.
@@ -62,8 +62,10 @@ func (l *lab) setupNet() error {
 	if err := os.WriteFile(filepath.Join(l.runDir, "netns"), []byte(l.ns+"\n"), 0o644); err != nil {
 		return err
 	}
+	if err := labkit.CreateNS(l.ns); err != nil {
+		return fmt.Errorf("lab network: %w", err)
+	}
 	steps := [][]string{
-		{"ip", "netns", "add", l.ns},
 		l.inNS("ip", "link", "set", "lo", "up"),
 		l.inNS("ip", "link", "add", "br0", "type", "bridge", "stp_state", "0"),
 		l.inNS("sysctl", "-q", "-w", "net.ipv6.conf.br0.accept_dad=0"),
@@ -113,7 +115,7 @@ func (l *lab) cleanup() {
 	}
 	l.reg.Stop(10 * time.Second)
 	if l.ns != "" {
-		_ = l.sh("ip", "netns", "del", l.ns)
+		_ = labkit.DeleteNS(l.ns)
 	}
 }
 

@@ -46,14 +46,31 @@ func NewPair(t testing.TB, prefix, who string) *Pair {
 // at the end.
 func AddNS(t testing.TB, ns, who string) {
 	t.Helper()
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		t.Skipf("%s: network namespaces unavailable: ip netns add: %v: %s", who, err, out)
+	if err := CreateNS(ns); err != nil {
+		t.Skipf("%s: network namespaces unavailable: %v", who, err)
 	}
 	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
-			t.Errorf("removing namespace %s: %v: %s", ns, err, out)
+		if err := DeleteNS(ns); err != nil {
+			t.Error(err)
 		}
 	})
+}
+
+// CreateNS is AddNS for a TestMain, with no test to end it: the caller
+// deletes the namespace (DeleteNS).
+func CreateNS(ns string) error {
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		return fmt.Errorf("ip netns add %s: %v: %s", ns, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// DeleteNS removes namespace ns, with the links still in it.
+func DeleteNS(ns string) error {
+	if out, err := exec.Command("ip", "netns", "del", ns).CombinedOutput(); err != nil {
+		return fmt.Errorf("removing namespace %s: %v: %s", ns, err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 // InNS is argv run inside namespace ns: `ip netns exec ns argv...`, for a

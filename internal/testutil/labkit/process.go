@@ -113,13 +113,26 @@ func poll(p *Process, what string, cond func() (bool, error)) error {
 			last = err
 		}
 		if p.Exited() {
-			return fmt.Errorf("waiting for %s: the program exited (%v)\nstdout:\n%s\nstderr:\n%s", what, p.Cmd.ProcessState, p.Stdout, p.Stderr)
+			return &ExitedError{What: what, State: p.Cmd.ProcessState, Stdout: p.Stdout.String(), Stderr: p.Stderr.String()}
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("waiting for %s: nothing after %v (last: %v)\nstdout:\n%s\nstderr:\n%s", what, readyWithin, last, p.Stdout, p.Stderr)
 		}
 		time.Sleep(pollEvery)
 	}
+}
+
+// ExitedError is a start that ended with the program: it exited before it
+// was ready. A case for which that is an outcome (a regserver refusing a
+// damaged store) reads its exit status and output.
+type ExitedError struct {
+	What           string
+	State          *os.ProcessState
+	Stdout, Stderr string
+}
+
+func (e *ExitedError) Error() string {
+	return fmt.Sprintf("waiting for %s: the program exited (%v)\nstdout:\n%s\nstderr:\n%s", e.What, e.State, e.Stdout, e.Stderr)
 }
 
 // Exited says whether the process has ended.
@@ -142,16 +155,19 @@ func (p *Process) Signal(sig syscall.Signal) error {
 }
 
 // Stop ends the process as a service manager would: SIGTERM, then SIGKILL
-// after grace. A process that already exited is left alone.
-func (p *Process) Stop(grace time.Duration) {
+// after grace; it says whether the process ended within grace (or had
+// already), its status then in Cmd.ProcessState.
+func (p *Process) Stop(grace time.Duration) bool {
 	if p == nil || p.Exited() {
-		return
+		return true
 	}
 	_ = p.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
+		return true
 	case <-time.After(grace):
 		p.Kill()
+		return false
 	}
 }
 
@@ -193,6 +209,9 @@ type RegserverOptions struct {
 	// LogFile, when set, gets the output appended too: a lab's artefact
 	// that outlives restarts.
 	LogFile string
+	// ListenOnly ends the wait at the listening lines, before the admin
+	// API answers: for a case whose server may fail its requests.
+	ListenOnly bool
 }
 
 // StartRegserver runs regserver on the test's own network with args (from
@@ -252,7 +271,7 @@ func (o RegserverOptions) Launch() (*Regserver, error) {
 	}
 	rs := &Regserver{Process: p, Base: p.Listening, Bin: bin}
 	if _, ok := flagValue(args, "admin-listen"); ok {
-		if err := rs.awaitAdmin(o.NS, args); err != nil {
+		if err := rs.awaitAdmin(o.NS, args, !o.ListenOnly); err != nil {
 			p.Kill()
 			return nil, err
 		}
@@ -260,9 +279,10 @@ func (o RegserverOptions) Launch() (*Regserver, error) {
 	return rs, nil
 }
 
-// awaitAdmin finds the admin API regserver printed and polls it until it
-// answers, so that a case's first admin call meets a server that is up.
-func (rs *Regserver) awaitAdmin(ns string, args []string) error {
+// awaitAdmin finds the admin API regserver printed and, with answered,
+// polls it until it answers, so that a case's first admin call meets a
+// server that is up.
+func (rs *Regserver) awaitAdmin(ns string, args []string, answered bool) error {
 	var addr string
 	err := poll(rs.Process, "regserver's \"admin listening on\" line", func() (bool, error) {
 		u, ok := rs.line("admin listening on ")
@@ -297,6 +317,9 @@ func (rs *Regserver) awaitAdmin(ns string, args []string) error {
 	if host, port, err := net.SplitHostPort(addr); err == nil && (host == "" || host == "::" || host == "0.0.0.0") {
 		rs.Admin.Addr = net.JoinHostPort("127.0.0.1", port)
 	}
+	if !answered {
+		return nil
+	}
 	return poll(rs.Process, "regserver's admin API at "+rs.Admin.Addr, func() (bool, error) {
 		_, err := rs.Admin.Do(http.MethodGet, "/admin/pools")
 		return err == nil, err
@@ -304,10 +327,8 @@ func (rs *Regserver) awaitAdmin(ns string, args []string) error {
 }
 
 // Stop is Process.Stop, for a lab whose server may not have started yet.
-func (rs *Regserver) Stop(grace time.Duration) {
-	if rs != nil {
-		rs.Process.Stop(grace)
-	}
+func (rs *Regserver) Stop(grace time.Duration) bool {
+	return rs == nil || rs.Process.Stop(grace)
 }
 
 // URL is the registration URL for token.

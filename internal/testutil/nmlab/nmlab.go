@@ -73,9 +73,10 @@ func StartReading(t testing.TB, who, keyfileDir string, setup func(p *labkit.Pai
 	// uevents only into it, and NetworkManager leaves a device without a
 	// udev database entry unmanaged.
 	privately := func(script string, args ...string) *exec.Cmd {
-		return exec.Command("ip", append([]string{"netns", "exec", p.Node, "unshare", "--mount", "--propagation", "private", "sh", "-c",
+		argv := labkit.InNS(p.Node, append([]string{"unshare", "--mount", "--propagation", "private", "sh", "-c",
 			`mount --bind "$1" /run && mount --bind "$2" /var/lib/NetworkManager && shift 2 && ` + script, "sh",
 			filepath.Join(dir, "run"), filepath.Join(dir, "varlib")}, args...)...)
+		return exec.Command(argv[0], argv[1:]...)
 	}
 	ud := privately(`exec "$1"`, udevd)
 	if err := ud.Start(); err != nil {
@@ -103,8 +104,9 @@ func StartReading(t testing.TB, who, keyfileDir string, setup func(p *labkit.Pai
 		t.Fatal(err)
 	}
 	bus := filepath.Join(dir, "bus")
-	out, err := exec.Command("ip", "netns", "exec", p.Node, "dbus-daemon", "--config-file=/usr/share/dbus-1/system.conf",
-		"--address=unix:path="+bus, "--fork", "--nopidfile", "--print-pid").Output()
+	dbus := labkit.InNS(p.Node, "dbus-daemon", "--config-file=/usr/share/dbus-1/system.conf",
+		"--address=unix:path="+bus, "--fork", "--nopidfile", "--print-pid")
+	out, err := exec.Command(dbus[0], dbus[1:]...).Output()
 	if err != nil {
 		t.Skipf("%s: cannot start a private dbus-daemon: %v", who, err)
 	}
