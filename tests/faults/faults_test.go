@@ -174,6 +174,10 @@ func TestFaultInjection(t *testing.T) {
 	if err := os.Setenv(host.EnvNmstatectl, stub); err != nil {
 		t.Fatal(err)
 	}
+	// Parallel once the variable is set (so the tests after this one see
+	// it as they did): its stalls wait out seconds of session deadlines,
+	// which TestDamagedStoreExits78OrServes's CPU work can fill.
+	t.Parallel()
 	var cases []faultCase
 	for _, s := range allSteps {
 		for _, f := range allFaults {

@@ -150,6 +150,8 @@ func damage(t *testing.T, rng *rand.Rand, src, dst string) string {
 // and a graceful stop), and never panics; `store export` of each copy
 // exports or refuses, and never panics either.
 func TestDamagedStoreExits78OrServes(t *testing.T) {
+	// Parallel: regserver processes of its own, beside the fault cases' waits.
+	t.Parallel()
 	copies := 60
 	if testing.Short() {
 		copies = 12
