@@ -40,11 +40,13 @@ type Server struct {
 	Config, Network []byte
 	Silence         Silence
 
-	mu       sync.Mutex
-	hits     int
-	done     chan struct{}
-	doneOnce sync.Once
-	held     []net.Conn
+	mu         sync.Mutex
+	hits       int
+	done       chan struct{}
+	doneOnce   sync.Once
+	silent     chan struct{}
+	silentOnce sync.Once
+	held       []net.Conn
 }
 
 // Hits is how many requests reached the server.
@@ -52,6 +54,19 @@ func (s *Server) Hits() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.hits
+}
+
+// FellSilent is closed once the server has gone silent on a request (its
+// Silence reached), so a test can act while the client waits on it.
+func (s *Server) FellSilent() <-chan struct{} { return s.silence() }
+
+func (s *Server) silence() chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.silent == nil {
+		s.silent = make(chan struct{})
+	}
+	return s.silent
 }
 
 func (s *Server) stop() chan struct{} {
@@ -180,4 +195,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) wait() { <-s.stop() }
+func (s *Server) wait() {
+	silent := s.silence()
+	s.silentOnce.Do(func() { close(silent) })
+	<-s.stop()
+}

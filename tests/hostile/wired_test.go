@@ -331,7 +331,7 @@ func TestFIFOAtOwnedPaths(t *testing.T) {
 				// write.
 				next++
 				s.Network = bytes.ReplaceAll([]byte(seedPRNetwork), []byte("192.168.122.10"), []byte(fmt.Sprintf("192.168.122.%d", next)))
-				out, err, stopped := runUntilSIGTERM(t, bin, stub, m, 5*time.Second, "--deadline", "20s", "--network-timeout", "20s")
+				out, err, stopped := runUntilSIGTERM(t, bin, stub, m, 5*time.Second, nil, "--deadline", "20s", "--network-timeout", "20s")
 				if !stopped && err != nil && !(strings.Contains(out, p) && (strings.Contains(out, "not a regular file") || strings.Contains(out, "symbolic link"))) {
 					t.Errorf("ended with %v without naming the %s at %s:\n%s", err, kind, p, out)
 				}
@@ -351,7 +351,8 @@ func TestFIFOAtOwnedPaths(t *testing.T) {
 		silent := &Server{Silence: SilentConfig, Config: s.Config}
 		url, _ := silent.Start(t, false, "tok-fifo")
 		m := node.New(t, "52:54:00:0c:07:02", url, "")
-		out, _, stopped := runUntilSIGTERM(t, bin, stub, m, 2*time.Second, "--deadline", "5m", "--network-timeout", "5m")
+		// SIGTERM once the agent waits on the silent server (2 s at most).
+		out, _, stopped := runUntilSIGTERM(t, bin, stub, m, 2*time.Second, silent.FellSilent(), "--deadline", "5m", "--network-timeout", "5m")
 		if !stopped {
 			t.Fatalf("a run against a silent server with a 5 min deadline ended by itself:\n%s", out)
 		}
@@ -359,9 +360,10 @@ func TestFIFOAtOwnedPaths(t *testing.T) {
 }
 
 // runUntilSIGTERM runs the agent binary on m; if it has not ended after
-// grace it gets SIGTERM, and the test fails if it is still running 10 s
-// later. stopped says whether SIGTERM was sent.
-func runUntilSIGTERM(t *testing.T, bin, stub string, m *node.Machine, grace time.Duration, args ...string) (out string, err error, stopped bool) {
+// grace, or once ready is closed (nil: never), it gets SIGTERM, and the
+// test fails if it is still running 10 s later. stopped says whether
+// SIGTERM was sent.
+func runUntilSIGTERM(t *testing.T, bin, stub string, m *node.Machine, grace time.Duration, ready <-chan struct{}, args ...string) (out string, err error, stopped bool) {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"--root", m.Root, "--auth", "mac"}, args...)...)
 	cmd.Env = append(append(os.Environ(), host.EnvNmstatectl+"="+stub), m.Stub().Env()...)
@@ -374,6 +376,7 @@ func runUntilSIGTERM(t *testing.T, bin, stub string, m *node.Machine, grace time
 	case err := <-done:
 		return buf.String(), err, false
 	case <-time.After(grace):
+	case <-ready:
 	}
 	testutil.Must(t, cmd.Process.Signal(syscall.SIGTERM))
 	select {
