@@ -37,9 +37,6 @@ import (
 var keyfileSamples = flag.Int("keyfile.samples", 2000, "generated keyfiles checked against nmcli --offline")
 
 func TestKeyfileReadingIsNetworkManagers(t *testing.T) {
-	// Parallel: its nmcli processes keep the cores busy while the other
-	// parallel tests wait on their servers and bounds.
-	t.Parallel()
 	nmcli, err := exec.LookPath("nmcli")
 	if err != nil {
 		t.Skip("needs nmcli (Debian's network-manager, installed by .ci/run) for nmcli --offline")
@@ -72,10 +69,16 @@ func TestKeyfileReadingIsNetworkManagers(t *testing.T) {
 			}
 		}()
 	}
-	for i := range inputs {
-		next <- i
-	}
-	close(next)
+	go func() {
+		for i := range inputs {
+			next <- i
+		}
+		close(next)
+	}()
+	// Parallel only once the nmcli processes are under way: they then run
+	// beside the serial tests after this one, which mostly wait, and the
+	// other parallel tests, instead of after them all.
+	t.Parallel()
 	wg.Wait()
 
 	permissive := netpolicy.Policy{Allow: netpolicy.OptIn}
