@@ -15,7 +15,7 @@ import (
 // its last line leads with the cause, not a timeout.
 func TestAuthKindMismatchIsNamedAndLeadsTheLastLine(t *testing.T) {
 	// Parallel: it waits out its 2 s deadline on processes of its own
-	// (environment in cmd.Env), while the other tests run.
+	// (environment in cmd.Env), beside the demo.
 	t.Parallel()
 	rs := regserverWith(t, "registrations:\n- name: tpm-only\n  token: tpm-token\n  config:\n    elemental:\n      registration:\n        auth: tpm\n")
 	const mac = "52:54:00:00:0e:05"

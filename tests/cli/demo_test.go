@@ -14,6 +14,9 @@ import (
 // 2 KB AK blob of the state file cut to its start and length, and each
 // machine's identity named (the TPM hash, the MAC for auth mac).
 func TestDemoPipedIsPlainAndShort(t *testing.T) {
+	// Parallel, beside the auth-kind test's 2 s deadline: the demo's
+	// servers, swtpm and work directory are its own.
+	t.Parallel()
 	if _, err := exec.LookPath("swtpm"); err != nil {
 		t.Skip("swtpm not found: install the Debian packages swtpm and swtpm-tools to run the demo")
 	}

@@ -9,12 +9,14 @@ import (
 	"bufio"
 	"bytes"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/nodereg/nodereg/internal/atomicfile"
@@ -41,10 +43,19 @@ type pkg struct {
 	imports      []string
 }
 
+// goListed holds the output of each go list this process ran, by its
+// arguments: several tests read the same graph of a tree that does not
+// change while they run, and each go list costs a few hundred ms.
+var goListed sync.Map
+
 // listDeps runs go list -deps on the agent with the given tags and cgo
 // setting, from the module root.
 func listDeps(t *testing.T, cgo bool, tags ...string) []pkg {
 	t.Helper()
+	key := fmt.Sprint("deps ", cgo, tags)
+	if out, ok := goListed.Load(key); ok {
+		return parseList(t, out.([]byte))
+	}
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("go not in PATH: %v", err)
@@ -67,6 +78,7 @@ func listDeps(t *testing.T, cgo bool, tags ...string) []pkg {
 	if err != nil {
 		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
+	goListed.Store(key, out)
 	return parseList(t, out)
 }
 
