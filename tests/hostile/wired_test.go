@@ -264,25 +264,29 @@ func TestDeadlineIsAHardBound(t *testing.T) {
 // its context is cancelled afterwards, as cmd/agent's is at exit: the
 // collection was awaited or cancelled before Run returned.
 func TestNothingAfterTheFinalLine(t *testing.T) {
-	// Parallel: it mostly waits, to see whether anything prints late.
+	// Parallel: it mostly waits, to see whether anything prints late; so
+	// do its ten runs, each on a machine of its own, all at once.
 	t.Parallel()
 	for i := range 10 {
-		m := node.New(t, "52:54:00:0c:05:01", "http://127.0.0.1:1/elemental/registration/tok", "")
-		// The identity phase fails at once, long before any inventory
-		// module is done.
-		m.WriteConfig("elemental:\n  registration:\n    url: http://127.0.0.1:1/elemental/registration/tok\n    auth: tpm\n    tpm-device: unix:///nonexistent/swtpm.sock\n")
-		var log node.Log
-		ctx, cancel := context.WithCancel(t.Context())
-		_, err := runAgent(ctx, m, &log, agent.Options{Deadline: time.Second})
-		at := log.String()
-		cancel()
-		if err == nil {
-			t.Fatal("a run with no TPM succeeded")
-		}
-		time.Sleep(500 * time.Millisecond)
-		if after := strings.TrimPrefix(log.String(), at); after != "" {
-			t.Fatalf("run %d: printed after it returned:\n%s", i, after)
-		}
+		t.Run(fmt.Sprintf("run%d", i), func(t *testing.T) {
+			t.Parallel()
+			m := node.New(t, "52:54:00:0c:05:01", "http://127.0.0.1:1/elemental/registration/tok", "")
+			// The identity phase fails at once, long before any inventory
+			// module is done.
+			m.WriteConfig("elemental:\n  registration:\n    url: http://127.0.0.1:1/elemental/registration/tok\n    auth: tpm\n    tpm-device: unix:///nonexistent/swtpm.sock\n")
+			var log node.Log
+			ctx, cancel := context.WithCancel(t.Context())
+			_, err := runAgent(ctx, m, &log, agent.Options{Deadline: time.Second})
+			at := log.String()
+			cancel()
+			if err == nil {
+				t.Fatal("a run with no TPM succeeded")
+			}
+			time.Sleep(500 * time.Millisecond)
+			if after := strings.TrimPrefix(log.String(), at); after != "" {
+				t.Fatalf("run %d: printed after it returned:\n%s", i, after)
+			}
+		})
 	}
 }
 
