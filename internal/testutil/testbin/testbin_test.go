@@ -10,7 +10,8 @@ import (
 
 // The cache key follows the source a build reads and nothing else: an
 // edit to a source file, a new file or a renamed one changes it; a test
-// file, version control or bin/ does not.
+// file, prose (.md, which nothing embeds), version control or bin/ does
+// not.
 func TestSourceKey(t *testing.T) {
 	root := t.TempDir()
 	write := func(rel, text string) {
@@ -28,7 +29,7 @@ func TestSourceKey(t *testing.T) {
 	write("go.mod", "module example\n")
 	write("a/a.go", "package a\n")
 	first := key()
-	for _, rel := range []string{"a/a_test.go", ".git/HEAD", "bin/agent", "tmp/x", "a/a.test"} {
+	for _, rel := range []string{"a/a_test.go", ".git/HEAD", "bin/agent", "tmp/x", "a/a.test", "docs/a.md", "README.md"} {
 		write(rel, "anything")
 		if k := key(); k != first {
 			t.Errorf("writing %s changed the key", rel)
