@@ -87,7 +87,7 @@ func names(kfs []Keyfile) []string {
 
 // TestSeedTemplate renders the IPAM design's seed template (REFERENCE.md /
 // PROTOCOL.md 7.5, cmd/regserver/example.yaml) with its placeholder
-// substituted and checks the [ipv4] keys the issue asks for.
+// substituted and checks the [ipv4] keys the design asks for.
 func TestSeedTemplate(t *testing.T) {
 	for _, addr := range []string{"192.168.122.150", "10.88.0.2"} {
 		got, err := GenerateKeyfiles([]byte(strings.ReplaceAll(seedTemplate, "{inventory-ip}", addr)))

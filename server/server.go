@@ -45,8 +45,8 @@ const DefaultMaxSessions = 128
 const defaultSessionSlotWait = 5 * time.Second
 
 // DefaultMaxHardware is the hardware data kept per inventory: a large
-// server's SMBIOS and system data are tens of KiB; the issue saw 4 MiB
-// SMBIOS documents sent to fill the server.
+// server's SMBIOS and system data are tens of KiB; a hostile client could
+// send 4 MiB SMBIOS documents to fill the server (docs/reliability.md, "Limits").
 const DefaultMaxHardware = 256 << 10
 
 // Options configure a Server. Config and Store are required.

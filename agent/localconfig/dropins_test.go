@@ -181,7 +181,7 @@ func TestDropInRefused(t *testing.T) {
 			writeFile(t, root, dir+"/50-x.yaml", "elemental: {registration: {auth: tpm}}", 0o600)
 			chmod(t, root, 0o770)
 		}},
-		// The shape: in a parent anyone may write, a user renamed
+		// The attack's shape: in a parent anyone may write, a user renamed
 		// config.d away and made their own, opting in to method=shared.
 		{"config.d swapped in a writable parent", "/oem/registration/config.d: owned by uid 65534, not root", func(t *testing.T, root string) {
 			writeFile(t, root, "/oem/registration/config.d/10-admin.yaml", "elemental: {registration: {auth: mac}}", 0o600)

@@ -13,7 +13,7 @@ import (
 // fitToFileLimit keeps the connection limit below the file descriptor
 // limit (raised to its hard value first), leaving room for the store, the
 // admin listener and logs; running out of descriptors is what stopped the
-// admin API in the issue.
+// admin API under 5,000 idle connections (docs/regserver.md).
 func fitToFileLimit(maxConns int, log *logrus.Entry) int {
 	const reserve = adminMaxConnections + 64
 	var l syscall.Rlimit

@@ -24,7 +24,7 @@ func AliasBulk(indent, key string, aliases int) string {
 // AliasBulkNodes is the expanded size of AliasBulk(_, _, aliases).
 func AliasBulkNodes(aliases int) int { return 1 + 1 + 1 + 1 + 1023 + 1 + 1 + 1024*aliases }
 
-// AmplifyAnchors is the amplification shape's anchors, under key:
+// AmplifyAnchors is the amplification shape's anchors, under key:
 // a, 1000 zeros, and b, 100 aliases of a (about 100,000 nodes, under the
 // budget on its own); AmplifyValues then uses b once per value.
 func AmplifyAnchors(indent, key string) string {

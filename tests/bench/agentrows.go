@@ -52,7 +52,7 @@ func (b *bencher) agentRuns() []row {
 		rows = append(rows, row{name: "agent run: swtpm", budget: noBudget(), note: "skipped: swtpm not installed (apt-get install swtpm swtpm-tools)"})
 	}
 
-	// Peak RSS: /usr/bin/time -v as the issue asks, wait4's rusage when it
+	// Peak RSS: /usr/bin/time -v as docs/performance.md reports it, wait4's rusage when it
 	// is absent. Both include the nmstatectl children the agent waited for.
 	rssRow := b.peakRSS(agentBin)
 	if rssRow.err == nil {

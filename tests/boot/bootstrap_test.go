@@ -16,7 +16,7 @@ import (
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
 
-// The bootstrap network (issue 17): no DHCP, and the test puts no address on
+// The bootstrap network (docs/bootstrap.md): no DHCP, and the test puts no address on
 // the NIC. The agent finds the server unreachable, brings the bootstrap
 // profile of its local config up under /run, registers, applies its pool
 // address and drops the bootstrap profile.

@@ -11,7 +11,7 @@ import (
 )
 
 // imageUUID is the UUID of the image's own profile for the NIC; the server's
-// template below claims it too (issue 21, item 3).
+// template below claims it too (docs/reliability.md, "Network-config policy").
 const imageUUID = "8d2f6a41-0c3b-4e5f-9a7d-1b2c3d4e5f60"
 
 // uuidClashTemplate is keyfileTemplate with the image profile's UUID.

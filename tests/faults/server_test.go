@@ -43,7 +43,7 @@ const (
 
 var allFaults = []fault{faultClose, faultGarbage, faultUnknown, faultOversize, faultStall}
 
-// networkJSON is what MsgNetworkConfig answers: the foundation issue's
+// networkJSON is what MsgNetworkConfig answers: cmd/regserver/example.yaml's
 // nmstate template with the address filled in.
 const networkJSON = `{"configurator":"nmstate","ipAddresses":{"inventory-ip":"192.168.122.150"},"config":{` +
 	`"interfaces":[{"name":"enp1s0","type":"ethernet","state":"up","ipv4":{"enabled":true,"dhcp":false,"address":[{"ip":"{inventory-ip}","prefix-length":24}]},"ipv6":{"enabled":false}}],` +

@@ -35,7 +35,7 @@ func runAgent(ctx context.Context, m *node.Machine, log *node.Log, o agent.Optio
 	return agent.Run(ctx, o)
 }
 
-// TestAgentRefusesAliasBomb: the reply of issue 12 item 1 ends the run at
+// TestAgentRefusesAliasBomb: the alias-bomb reply ends the run at
 // the register phase with the budget named, and the machine's files are
 // as they were.
 func TestAgentRefusesAliasBomb(t *testing.T) {
@@ -65,7 +65,7 @@ func TestAgentRefusesAliasBomb(t *testing.T) {
 }
 
 // TestAgentAppliesSeedPRExplicitReply: with network-config: explicit, the
-// seed PR server's answer is applied as nmstate (issue 12 item 7), not
+// seed PR server's answer is applied as nmstate (docs/protocol.md §7.4), not
 // taken for "no network config".
 func TestAgentAppliesSeedPRExplicitReply(t *testing.T) {
 	useStub(t)

@@ -19,7 +19,7 @@ const (
 	childDocEnv = "NODEREG_HOSTILE_DOC"
 )
 
-// maxDecodeRSS is issue 12's goal for the agent on any reply under the
+// maxDecodeRSS is docs/reliability.md's goal ("Hostile server") for the agent on any reply under the
 // frame limit. The child is a test binary doing nothing else, so its peak
 // is the decode's cost plus the Go runtime's floor.
 const maxDecodeRSS = 100 << 20
@@ -96,8 +96,9 @@ func TestReplyBudgetPeakRSS(t *testing.T) {
 	}
 }
 
-// TestIssueReplyShape: the generated reply is the one the issue describes.
-func TestIssueReplyShape(t *testing.T) {
+// TestAliasBombReplyShape: the generated reply has the shape docs/reliability.md
+// describes ("Hostile server").
+func TestAliasBombReplyShape(t *testing.T) {
 	doc := issueReply()
 	if len(doc) < 4_000_000 || len(doc) > protocol.DefaultMaxFrame {
 		t.Errorf("%d bytes", len(doc))

@@ -44,7 +44,7 @@ func wantFinal(t *testing.T, code, wantCode int, final string, words ...string) 
 	}
 }
 
-// TestDryRunExitsAsTheRealRun: issue 21 item 8. With --nmstate nmstatectl
+// TestDryRunExitsAsTheRealRun: with --nmstate nmstatectl
 // and no nmstatectl, the real run ends at plan with 78; so do --dry-run and
 // render, still printing what they can.
 func TestDryRunExitsAsTheRealRun(t *testing.T) {
@@ -70,7 +70,7 @@ func TestDryRunExitsAsTheRealRun(t *testing.T) {
 	wantFinal(t, code, 78, final, "render:", "required tool nmstatectl not found")
 }
 
-// TestFinalLineSaysRegistered: issue 21 item 9. A run the server registered
+// TestFinalLineSaysRegistered: a run the server registered
 // whose plan is refused says so: registered, then which phase failed. A
 // --reset without the elemental toolkit ends at config, before it talks to
 // the server.

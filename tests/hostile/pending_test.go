@@ -50,7 +50,7 @@ func (p *pendingServer) start(t *testing.T) string {
 // still pending: the placeholder is there, its address not.
 var pendingNetwork = strings.Replace(seedPRNetwork, `"ipAddresses":{"ip1":"192.168.122.10"}`, `"ipAddresses":{}`, 1)
 
-// TestExplicitRetriesPendingAddresses: issue 21 item 7. With
+// TestExplicitRetriesPendingAddresses: with
 // network-config: explicit, a config whose placeholders are unresolved is a
 // claim still pending, retried within --network-timeout as auto does, both
 // against the seed PR's server (the config comes in MsgNetworkConfig) and

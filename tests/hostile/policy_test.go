@@ -18,7 +18,8 @@ import (
 	"github.com/nodereg/nodereg/netpolicy"
 )
 
-// policyAttack is one network config of issue 21 that the network policy
+// policyAttack is one network config of docs/reliability.md's
+// "Network-config policy" that the network policy
 // must refuse, and the key path and rule the refusal must name.
 type policyAttack struct {
 	name, configurator string
@@ -36,7 +37,7 @@ func eth0(extra map[string]any) map[string]any {
 	return m
 }
 
-// nmstateAttacks are issue 21 items 1 and 5.
+// nmstateAttacks are the policy's nmstate attacks.
 var nmstateAttacks = []policyAttack{
 	{name: "hostname", config: map[string]any{"interfaces": []any{eth0(nil)}, "hostname": map[string]any{"config": "owned"}},
 		path: "config.hostname", rule: netpolicy.Hostname},
@@ -57,7 +58,7 @@ const (
 	imageKFile = "usr/lib/NetworkManager/system-connections/image-eth0.nmconnection"
 )
 
-// nmconnectionsAttacks are issue 21 items 2, 3 and 4.
+// nmconnectionsAttacks are the policy's keyfile attacks.
 var nmconnectionsAttacks = []policyAttack{
 	{name: "802-1x", config: map[string]any{"eth0": kfHead + "\n[802-1x]\neap=tls;\nidentity=node\nca-cert=/etc/shadow\nprivate-key=/root/.ssh/id_rsa\n"},
 		path: "config.eth0.nmconnection [802-1x]", rule: netpolicy.FilesAndSecrets},
@@ -155,7 +156,7 @@ func refuseEach(t *testing.T, attacks []policyAttack, configurator, mac, local s
 	}
 }
 
-// TestPolicyNmstateBuiltin: issue 21 items 1 and 5 through the built-in
+// TestPolicyNmstateBuiltin: the nmstate attacks through the built-in
 // translator.
 func TestPolicyNmstateBuiltin(t *testing.T) {
 	refuseEach(t, nmstateAttacks, "nmstate", "52:54:00:15:00:01", "    nmstate: builtin\n")
@@ -168,7 +169,7 @@ func TestPolicyNmstateNmstatectl(t *testing.T) {
 	refuseEach(t, nmstateAttacks, "nmstate", "52:54:00:15:00:02", "    nmstate: nmstatectl\n")
 }
 
-// TestPolicyNmconnections: issue 21 items 2-4 as server keyfiles.
+// TestPolicyNmconnections: the keyfile attacks as server keyfiles.
 func TestPolicyNmconnections(t *testing.T) {
 	refuseEach(t, nmconnectionsAttacks, "nmconnections", "52:54:00:15:00:03", "")
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
 
-// TestStatePathFIFONeedsAPerson: issue 21 item 6. A FIFO at the state path
+// TestStatePathFIFONeedsAPerson (docs/reliability.md, "Hostile server"): a FIFO at the state path
 // fails every run the same way: exit 78 at phase state, not 75 for ever.
 func TestStatePathFIFONeedsAPerson(t *testing.T) {
 	bin := testbin.Build(t, "./cmd/agent")
@@ -41,7 +41,7 @@ func TestStatePathFIFONeedsAPerson(t *testing.T) {
 	}
 }
 
-// TestStaleTempFilesRemoved: issue 21 item 6. The temp files of writes a
+// TestStaleTempFilesRemoved: the temp files of writes a
 // kill -9 cut short (.nodereg-<digits>.tmp) go at the next run that holds
 // the lock, in each directory the agent writes; files of that look that are
 // not Write's temp files stay.
@@ -77,7 +77,7 @@ func TestStaleTempFilesRemoved(t *testing.T) {
 	}
 }
 
-// TestDeadlineBoundsLockWait: issue 21 item 6. --deadline bounds the wait
+// TestDeadlineBoundsLockWait: --deadline bounds the wait
 // for a state lock another run holds (default 30 s): a 1 s deadline ends
 // the run with 75 well before the default wait would.
 func TestDeadlineBoundsLockWait(t *testing.T) {

@@ -1,6 +1,6 @@
 package hostile
 
-// The cases of issue 12 that run the whole agent against a hostile input:
+// The cases of docs/reliability.md's "Hostile server" that run the whole agent against a hostile input:
 // server-sent local fields (KeepLocal), a tpm-device that is not a device
 // (devnode.CheckTPM), a FIFO at each owned path (safefile), a corrupt
 // manifest set aside, the hard deadlines, nothing printed after the final

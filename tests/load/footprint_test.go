@@ -22,7 +22,7 @@ import (
 	"github.com/nodereg/nodereg/protocol"
 )
 
-// Goals of issue 13 for 1,000 PLAIN registrations with the vectors'
+// Goals (docs/reliability.md, "Load") for 1,000 PLAIN registrations with the vectors'
 // payloads.
 const (
 	goalPeakRSS          = 200 << 20
@@ -74,7 +74,7 @@ func procKB(t testing.TB, pid int, key string) int64 {
 // TestFootprint1000PLAIN: bin/regserver as a process, 1,000 PLAIN
 // registrations at once with the vectors' payloads; reports the server's
 // peak RSS, the store's size and the hardware data kept per inventory, and
-// holds them to the issue's goals.
+// holds them to those goals.
 func TestFootprint1000PLAIN(t *testing.T) {
 	n := 1000
 	if testing.Short() {
