@@ -49,61 +49,62 @@ func dmiListed(files host.FS, name string) bool {
 	return slices.ContainsFunc(entries, func(e fs.DirEntry) bool { return e.Name() == name })
 }
 
-func collectProduct(files host.FS, ghwOpts []any) (*product.Info, error) {
+// fromDMI is a family's identity filled from the DMI directory, or
+// ghw's own module (its device-tree fallback) where there is none.
+func fromDMI[T any](files host.FS, ghwNew func(...any) (*T, error), ghwOpts []any, fill func(item func(name string) string) *T) (*T, error) {
 	if !dmiDir(files) {
-		return product.New(ghwOpts...)
+		return ghwNew(ghwOpts...)
 	}
-	return &product.Info{
-		Family:       dmiItem(files, "product_family"),
-		Name:         dmiItem(files, "product_name"),
-		Vendor:       dmiItem(files, "sys_vendor"),
-		SerialNumber: dmiItem(files, "product_serial"),
-		UUID:         dmiItem(files, "product_uuid"),
-		SKU:          dmiItem(files, "product_sku"),
-		Version:      dmiItem(files, "product_version"),
-	}, nil
+	return fill(func(name string) string { return dmiItem(files, name) }), nil
+}
+
+func collectProduct(files host.FS, ghwOpts []any) (*product.Info, error) {
+	return fromDMI(files, product.New, ghwOpts, func(item func(string) string) *product.Info {
+		return &product.Info{
+			Family:       item("product_family"),
+			Name:         item("product_name"),
+			Vendor:       item("sys_vendor"),
+			SerialNumber: item("product_serial"),
+			UUID:         item("product_uuid"),
+			SKU:          item("product_sku"),
+			Version:      item("product_version"),
+		}
+	})
 }
 
 func collectBIOS(files host.FS, ghwOpts []any) (*bios.Info, error) {
-	if !dmiDir(files) {
-		return bios.New(ghwOpts...)
-	}
-	return &bios.Info{
-		Vendor:  dmiItem(files, "bios_vendor"),
-		Version: dmiItem(files, "bios_version"),
-		Date:    dmiItem(files, "bios_date"),
-	}, nil
+	return fromDMI(files, bios.New, ghwOpts, func(item func(string) string) *bios.Info {
+		return &bios.Info{Vendor: item("bios_vendor"), Version: item("bios_version"), Date: item("bios_date")}
+	})
 }
 
 func collectBaseboard(files host.FS, ghwOpts []any) (*baseboard.Info, error) {
-	if !dmiDir(files) {
-		return baseboard.New(ghwOpts...)
-	}
-	return &baseboard.Info{
-		AssetTag:     dmiItem(files, "board_asset_tag"),
-		SerialNumber: dmiItem(files, "board_serial"),
-		Vendor:       dmiItem(files, "board_vendor"),
-		Version:      dmiItem(files, "board_version"),
-		Product:      dmiItem(files, "board_name"),
-	}, nil
+	return fromDMI(files, baseboard.New, ghwOpts, func(item func(string) string) *baseboard.Info {
+		return &baseboard.Info{
+			AssetTag:     item("board_asset_tag"),
+			SerialNumber: item("board_serial"),
+			Vendor:       item("board_vendor"),
+			Version:      item("board_version"),
+			Product:      item("board_name"),
+		}
+	})
 }
 
 func collectChassis(files host.FS, ghwOpts []any) (*chassis.Info, error) {
-	if !dmiDir(files) {
-		return chassis.New(ghwOpts...)
-	}
-	i := &chassis.Info{
-		AssetTag:     dmiItem(files, "chassis_asset_tag"),
-		SerialNumber: dmiItem(files, "chassis_serial"),
-		Type:         dmiItem(files, "chassis_type"),
-		Vendor:       dmiItem(files, "chassis_vendor"),
-		Version:      dmiItem(files, "chassis_version"),
-	}
-	i.TypeDescription = unknown
-	if d, ok := chassisTypeDescriptions[i.Type]; ok {
-		i.TypeDescription = d
-	}
-	return i, nil
+	return fromDMI(files, chassis.New, ghwOpts, func(item func(string) string) *chassis.Info {
+		i := &chassis.Info{
+			AssetTag:        item("chassis_asset_tag"),
+			SerialNumber:    item("chassis_serial"),
+			Type:            item("chassis_type"),
+			Vendor:          item("chassis_vendor"),
+			Version:         item("chassis_version"),
+			TypeDescription: unknown,
+		}
+		if d, ok := chassisTypeDescriptions[i.Type]; ok {
+			i.TypeDescription = d
+		}
+		return i
+	})
 }
 
 // chassisTypeDescriptions is ghw 0.27's table (pkg/chassis), keyed by
