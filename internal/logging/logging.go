@@ -169,10 +169,12 @@ func (f *filtered) Format(e *logrus.Entry) ([]byte, error) {
 	}
 	// A message may quote a server or a resource. Escaped here, the
 	// colours the formatter adds stay.
-	if safe := termsafe.Text(e.Message); f.escapeMessage && safe != e.Message {
-		c := *e
-		c.Message = safe
-		return f.inner.Format(&c)
+	if f.escapeMessage {
+		if safe := termsafe.Text(e.Message); safe != e.Message {
+			c := *e
+			c.Message = safe
+			return f.inner.Format(&c)
+		}
 	}
 	return f.inner.Format(e)
 }
