@@ -44,7 +44,7 @@ type regserverRun struct {
 func startOn(t *testing.T, cfg, store, token string) *regserverRun {
 	t.Helper()
 	rs, err := labkit.RegserverOptions{Args: []string{"--config", cfg, "--store", store, "--listen", "127.0.0.1:0", "--no-tpm",
-		"--admin-listen", ":0", "--admin-token-file", token}, ListenOnly: true}.Launch()
+		"--admin-listen", "127.0.0.1:0", "--admin-token-file", token}, ListenOnly: true}.Launch()
 	var exit *labkit.ExitedError
 	if errors.As(err, &exit) {
 		return &regserverRun{exit: exit}

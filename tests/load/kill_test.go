@@ -32,7 +32,7 @@ func TestKillDuringAllocations(t *testing.T) {
 	// One client address plays every machine: the per-client limits are
 	// off here (server/clients_test.go floods them on purpose).
 	start := func() *labkit.Regserver {
-		return labkit.StartRegserver(t, "--config", cfg, "--store", storePath, "--listen", "127.0.0.1:0", "--admin-listen", ":0",
+		return labkit.StartRegserver(t, "--config", cfg, "--store", storePath, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
 			"--admin-token-file", token, "--no-tpm", "--max-client-sessions", "0", "--new-inventories-per-minute", "0", "--max-pending-inventories", "0")
 	}
 	told := map[string]string{} // machine -> address it was told, over all rounds
