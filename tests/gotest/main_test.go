@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodereg/nodereg/internal/testutil"
 	"github.com/nodereg/nodereg/internal/testutil/testbin"
 )
 
@@ -14,11 +15,7 @@ import (
 // test, through the command built from this package.
 func TestSkipsAndFailuresOfARealRun(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, body string) {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(name, body string) { testutil.WriteFile(t, dir, name, body, 0o644) }
 	write("go.mod", "module example.com/m\n\ngo 1.21\n")
 	write("m_test.go", `package m
 
