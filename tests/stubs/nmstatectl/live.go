@@ -76,8 +76,13 @@ func (l *liveBackend) hasEthernet(name string) (bool, error) {
 	}
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Split(line, ":")
-		if len(f) == 2 && f[0] == name && (f[1] == "ethernet" || f[1] == "veth") {
-			return true, nil
+		if len(f) == 2 && f[0] == name {
+			if f[1] == "ethernet" || f[1] == "veth" {
+				return true, nil
+			}
+			// No transcript applies an ethernet to a device of another
+			// type: transcript 12's "does not exists" is for a missing one.
+			return false, declined("apply of ethernet %s to a %s device", name, f[1])
 		}
 	}
 	return false, nil

@@ -63,7 +63,8 @@ func (o *offlineBackend) save() error {
 // hasEthernet: the interfaces NMSTATECTL_STUB_INTERFACES lists; unset,
 // the kernel's own ethernet links in the stand-in's network namespace,
 // as the real tool asks NetworkManager for the kernel's devices: a name
-// the machine does not have is refused (transcript 12), never assumed.
+// the machine does not have is refused (transcript 12), never assumed; a
+// link that is not plain ethernet is declined.
 func (o *offlineBackend) hasEthernet(name string) (bool, error) {
 	if l, ok := os.LookupEnv("NMSTATECTL_STUB_INTERFACES"); ok {
 		return slices.Contains(strings.Split(l, ","), name), nil
@@ -71,15 +72,40 @@ func (o *offlineBackend) hasEthernet(name string) (bool, error) {
 	if name == "" || strings.ContainsAny(name, "/") || name == "." || name == ".." {
 		return false, nil
 	}
-	// ARPHRD_ETHER (1): veths, NICs and bridges report it, loopback does not.
-	b, err := os.ReadFile(filepath.Join("/sys/class/net", name, "type"))
+	link := filepath.Join("/sys/class/net", name)
+	b, err := os.ReadFile(filepath.Join(link, "type"))
 	if errors.Is(err, os.ErrNotExist) {
 		return false, nil
 	}
 	if err != nil {
 		return false, &exitError{70, "stub: " + err.Error()}
 	}
-	return strings.TrimSpace(string(b)) == "1", nil
+	// The transcripts show an ethernet apply only to a veth (08: eth0 is
+	// `type: veth`) and to a name that is missing (12). A link of another
+	// kind exists, so 12's refusal would be invented, and so would an
+	// accept: ARPHRD_ETHER (1) is also what bridges, bonds and VLANs
+	// report, which the kernel marks with a DEVTYPE that veths and NICs
+	// lack.
+	if t := strings.TrimSpace(string(b)); t != "1" {
+		return false, declined("apply of ethernet %s to a link of ARPHRD type %s", name, t)
+	}
+	uevent, err := os.ReadFile(filepath.Join(link, "uevent"))
+	if err != nil {
+		return false, &exitError{70, "stub: " + err.Error()}
+	}
+	for _, l := range strings.Split(string(uevent), "\n") {
+		if kind, ok := strings.CutPrefix(l, "DEVTYPE="); ok {
+			return false, declined("apply of ethernet %s to a %s link", name, kind)
+		}
+	}
+	// A veth has a peer (iflink is not its own ifindex), a NIC a device;
+	// a virtual link with neither (ifb, dummy) is not either.
+	idx, _ := os.ReadFile(filepath.Join(link, "ifindex"))
+	peer, _ := os.ReadFile(filepath.Join(link, "iflink"))
+	if _, err := os.Stat(filepath.Join(link, "device")); err != nil && string(idx) == string(peer) {
+		return false, declined("apply of ethernet %s to a virtual link that is no veth", name)
+	}
+	return true, nil
 }
 
 func (o *offlineBackend) profile(iface string) (*profile, error) {
