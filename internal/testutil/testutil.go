@@ -216,7 +216,8 @@ type Stub struct {
 	Log, State string
 	// Interfaces are the machine's interfaces: the real nmstatectl refuses
 	// to apply to any other (transcript 12). Nil tells the stand-in
-	// nothing, and it then accepts every name.
+	// nothing, and it then looks the name up among the kernel's links in
+	// its network namespace (tests/stubs/nmstatectl offline.go).
 	Interfaces []string
 }
 
