@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -58,6 +59,10 @@ type Admin struct {
 	NS, Addr, Token string
 }
 
+// adminReplyMax bounds what Do reads of a reply: far above a lab's store
+// export, so only a server gone wrong meets it.
+const adminReplyMax = 64 << 20
+
 // Do sends one request without a body and returns the response body; a
 // status other than 200 is an error carrying the body too.
 func (a Admin) Do(method, path string) ([]byte, error) {
@@ -84,8 +89,11 @@ func (a Admin) Do(method, path string) ([]byte, error) {
 	}
 	defer resp.Body.Close()
 	var b bytes.Buffer
-	if _, err := b.ReadFrom(resp.Body); err != nil {
+	if _, err := b.ReadFrom(io.LimitReader(resp.Body, adminReplyMax+1)); err != nil {
 		return nil, err
+	}
+	if b.Len() > adminReplyMax {
+		return nil, fmt.Errorf("%s %s: %s: a reply over %d bytes", method, path, resp.Status, adminReplyMax)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return b.Bytes(), fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, b.Bytes())
