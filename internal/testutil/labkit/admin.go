@@ -10,45 +10,20 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
-	"runtime"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // DialIn opens a connection from inside the named network namespace: the
-// socket is created on a thread switched into it, and keeps it.
+// socket is created on a thread RunInNS switched into it, and keeps it.
 func DialIn(ctx context.Context, ns, network, addr string) (net.Conn, error) {
-	runtime.LockOSThread()
-	orig, err := os.Open("/proc/thread-self/ns/net")
-	if err != nil {
-		runtime.UnlockOSThread()
+	var conn net.Conn
+	var dialErr error
+	if err := RunInNS(ns, func() {
+		var d net.Dialer
+		conn, dialErr = d.DialContext(ctx, network, addr)
+	}); err != nil {
 		return nil, err
 	}
-	defer orig.Close()
-	target, err := os.Open(filepath.Join("/run/netns", ns))
-	if err != nil {
-		runtime.UnlockOSThread()
-		return nil, err
-	}
-	defer target.Close()
-	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-		runtime.UnlockOSThread()
-		return nil, fmt.Errorf("entering netns %s: %w", ns, err)
-	}
-	var d net.Dialer
-	conn, dialErr := d.DialContext(ctx, network, addr)
-	if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-		// The thread stays locked and dies with this goroutine rather
-		// than run anything else in the wrong namespace.
-		if conn != nil {
-			conn.Close()
-		}
-		return nil, fmt.Errorf("leaving netns %s: %w", ns, err)
-	}
-	runtime.UnlockOSThread()
 	return conn, dialErr
 }
 
