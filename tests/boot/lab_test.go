@@ -199,7 +199,7 @@ func newLab(t *testing.T, cfg string) *lab {
 	run(t, labkit.InNS(l.srvNS, "ip", "link", "set", "lo", "up")...)
 	l.startNodeServices()
 
-	l.agent = labkit.Binary(t, "./cmd/agent")
+	l.agent = testbin.Build(t, "./cmd/agent")
 	l.regCfg = filepath.Join(l.dir, "regserver.yaml")
 	l.store = filepath.Join(l.dir, "regserver-store.json")
 	l.startServer(cfg)

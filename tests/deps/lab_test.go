@@ -152,7 +152,7 @@ func labWay(what string) string {
 	if strings.HasPrefix(what, "ip netns") {
 		return "make and enter namespaces with labkit (AddNS, CreateNS, InNS)"
 	}
-	return "build through labkit.Binary (testbin's cache, shared by the run)"
+	return "build through testbin.Build (its cache, shared by the run)"
 }
 
 func literal(l *ast.BasicLit) (string, bool) {

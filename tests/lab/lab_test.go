@@ -145,7 +145,7 @@ type relay struct {
 // when the test ends if stop has not run.
 func (l *lab) startRelay(t *testing.T) *relay {
 	t.Helper()
-	bin := labkit.Binary(t, "./tests/lab/relay")
+	bin := testbin.Build(t, "./tests/lab/relay")
 	argv := labkit.InNS(l.server, bin, "-listen", serverIP+":"+relayPort, "-to", serverIP+":"+port,
 		"-delay", relayDelay, "-loss", relayLoss, "-rto", relayRTO, "-seed", fmt.Sprint(relaySeed))
 	p := labkit.StartProcess(t, argv...)
@@ -207,7 +207,7 @@ func (l *lab) runAgent(t *testing.T, m *node.Machine) agentRun {
 // calls t.Fatal). started, if not nil, is closed once the agent started
 // (or failed to).
 func (l *lab) agentCommand(t *testing.T, m *node.Machine) func(started chan<- struct{}) agentRun {
-	bin := labkit.Binary(t, "./cmd/agent")
+	bin := testbin.Build(t, "./cmd/agent")
 	stub := testbin.NmstatectlStub(t)
 	return func(started chan<- struct{}) agentRun {
 		signalled := started == nil
