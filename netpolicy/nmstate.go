@@ -48,6 +48,11 @@ func (p Policy) CheckState(state map[string]any) error {
 	return stateVLANCycle(state)
 }
 
+// checkInterfaces judges each interface key by key. An interface without
+// type: is judged as what will be written: apply's rendering gives it the
+// type nmstatectl gc and the built-in translator give it (ethernet)
+// before the policy sees the state, and the keyfiles written are judged
+// in turn; an absent one writes nothing.
 func (p Policy) checkInterfaces(path string, v any) error {
 	list, err := p.interfaceList(path, v)
 	if err != nil {

@@ -18,11 +18,6 @@ func (p Policy) interfaceList(path string, v any) ([]any, error) {
 	return nil, p.refuse(path, Unknown, "interfaces given as %s, not a list: the policy judges interfaces one by one in a list", kindOf(v))
 }
 
-// An interface without type: is judged as what will be written: apply's
-// rendering gives it the type nmstatectl gc and the built-in translator
-// give it (ethernet) before the policy sees the state, and the keyfiles
-// written are judged in turn; an absent one writes nothing.
-
 func kindOf(v any) string {
 	switch v.(type) {
 	case map[string]any, map[any]any:
