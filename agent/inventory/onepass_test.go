@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 
@@ -275,27 +276,33 @@ func richTree(t *testing.T) string {
 	// NICs: one on the PCI bus, one on another bus, a virtual bridge,
 	// a random MAC, one whose device link is missing, lo and the
 	// bonding control file.
+	//
+	// nic is the device at dev with its MAC and, when assign is set, its
+	// addr_assign_type; one under /sys/devices is linked from
+	// /sys/class/net, as the kernel does.
+	nic := func(dev, mac, assign string) {
+		t.Helper()
+		write(dev+"/address", mac+"\n")
+		if assign != "" {
+			write(dev+"/addr_assign_type", assign+"\n")
+		}
+		if rel, under := strings.CutPrefix(dev, "/sys/devices/"); under {
+			link("/sys/class/net/"+path.Base(dev), "../../devices/"+rel)
+		}
+	}
 	pci := "/sys/devices/pci0000:00/0000:00:03.0"
-	write(pci+"/virtio0/net/eth0/address", "52:54:00:12:34:56\n")
-	write(pci+"/virtio0/net/eth0/addr_assign_type", "0\n")
+	nic(pci+"/virtio0/net/eth0", "52:54:00:12:34:56", "0")
 	write(pci+"/virtio0/net/eth0/speed", "1000\n")
 	write(pci+"/virtio0/net/eth0/duplex", "full\n")
 	link(pci+"/virtio0/net/eth0/device", "../../../virtio0")
 	link(pci+"/virtio0/subsystem", "../../../bus/virtio")
-	link("/sys/class/net/eth0", "../../devices/pci0000:00/0000:00:03.0/virtio0/net/eth0")
-	write(pci+"/net/eth1/address", "52:54:00:12:34:57\n")
-	write(pci+"/net/eth1/addr_assign_type", "0\n")
+	nic(pci+"/net/eth1", "52:54:00:12:34:57", "0")
 	link(pci+"/net/eth1/device", "../../../0000:00:03.0")
 	link(pci+"/subsystem", "../../bus/pci")
-	link("/sys/class/net/eth1", "../../devices/pci0000:00/0000:00:03.0/net/eth1")
-	write("/sys/devices/virtual/net/br0/address", "aa:bb:cc:dd:ee:ff\n")
-	write("/sys/devices/virtual/net/br0/addr_assign_type", "3\n")
-	link("/sys/class/net/br0", "../../devices/virtual/net/br0")
-	write("/sys/devices/virtual/net/lo/address", "00:00:00:00:00:00\n")
-	link("/sys/class/net/lo", "../../devices/virtual/net/lo")
+	nic("/sys/devices/virtual/net/br0", "aa:bb:cc:dd:ee:ff", "3")
+	nic("/sys/devices/virtual/net/lo", "00:00:00:00:00:00", "")
 	write("/sys/class/net/bonding_masters", "bond0\n")
-	write("/sys/class/net/plain/address", "52:54:00:00:00:01\n")
-	write("/sys/class/net/plain/addr_assign_type", "0\n")
+	nic("/sys/class/net/plain", "52:54:00:00:00:01", "0")
 
 	write("/sys/block/sr0/dev", "11:0\n")
 	write("/sys/block/sr0/size", "2097151\n")
