@@ -67,12 +67,19 @@ func Path(pkg string, tags ...string) (string, error) {
 	mu.Lock()
 	defer mu.Unlock()
 	key := pkg + "|" + strings.Join(tags, ",")
-	if p, ok := built[key]; ok {
-		return p, nil
-	}
 	keyOnce.Do(func() { keyDir, keyErr = cacheDir() })
 	if keyErr != nil {
 		return "", keyErr
+	}
+	// Every call marks the tree used, so a package whose tests outlast
+	// staleAfter (a lab queued on the heavy lock) keeps its binaries from
+	// another tree's prune; one pruned all the same is built again.
+	now := time.Now()
+	_ = os.Chtimes(keyDir, now, now)
+	if p, ok := built[key]; ok {
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
 	}
 	// One directory per package path: two packages may share a name
 	// (tests/boot/elemental and tests/stubs/elemental), and the binary
