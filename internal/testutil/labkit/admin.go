@@ -10,7 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"time"
 )
 
 // DialIn opens a connection from inside the named network namespace: the
@@ -41,7 +40,9 @@ const adminReplyMax = 64 << 20
 // Do sends one request without a body and returns the response body; a
 // status other than 200 is an error carrying the body too.
 func (a Admin) Do(method, path string) ([]byte, error) {
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+	// readyWithin, not a guess at speed: it bounds a server that hangs,
+	// and a store export on a loaded machine may take seconds.
+	client := &http.Client{Timeout: readyWithin, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			if a.NS == "" {
 				var d net.Dialer
