@@ -168,12 +168,9 @@ func (fr *faultRun) run(t *testing.T) outcome {
 // TestFaultInjection: 10 steps x 5 faults x (once on a new machine, always
 // on a new machine, always after a good run) = 150 cases.
 func TestFaultInjection(t *testing.T) {
-	stub := testbin.NmstatectlStub(t)
 	// Set once for the whole process before any run starts: the agent
 	// looks its tools up in the environment.
-	if err := os.Setenv(host.EnvNmstatectl, stub); err != nil {
-		t.Fatal(err)
-	}
+	useStub(t)
 	// Parallel once the variable is set (so the tests after this one see
 	// it as they did): its stalls wait out seconds of session deadlines,
 	// which TestDamagedStoreExits78OrServes's CPU work can fill.
