@@ -132,18 +132,9 @@ type localFile struct {
 	} `yaml:"elemental"`
 }
 
-// FromConfig reads the policy from the local config file's bytes (file names
-// it in errors). No key: the zero Policy.
-func FromConfig(file string, b []byte) (Policy, error) {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return Policy{}, &ConfigError{Where: file, Err: err}
-	}
-	return FromConfigNode(file, &doc)
-}
-
-// FromConfigNode is FromConfig for a file already parsed (doc), so the
-// local config is parsed once (agent/localconfig).
+// FromConfigNode reads the policy from the local config file, already
+// parsed (doc) under its YAML budget, so the file is parsed once
+// (agent/localconfig); file names it in errors. No key: the zero Policy.
 func FromConfigNode(file string, doc *yaml.Node) (Policy, error) {
 	var lf localFile
 	if doc.Kind != 0 {

@@ -183,6 +183,16 @@ func TestForeignProfiles(t *testing.T) {
 	}
 }
 
+// FromConfig parses a config file's bytes for FromConfigNode, as
+// agent/localconfig does (there under the YAML budget).
+func FromConfig(file string, b []byte) (Policy, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return Policy{}, &ConfigError{Where: file, Err: err}
+	}
+	return FromConfigNode(file, &doc)
+}
+
 func TestFromConfig(t *testing.T) {
 	p, err := FromConfig("c.yaml", []byte("elemental:\n  registration:\n    url: https://x\n    network-policy:\n      allow: [hostname, proxy]\n"))
 	if err != nil || len(p.Allow) != 2 || !p.allows(Hostname) || !p.allows(Proxy) || p.allows(Scripts) {
