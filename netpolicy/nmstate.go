@@ -23,7 +23,9 @@ var (
 )
 
 // CheckState judges a rendered nmstate (or nm-configurator) state, keys as
-// config.<path>.
+// config.<path>. The state must come from apply's render, which gives an
+// interface without type: the type gc gives it: an untyped interface is
+// judged here only by its keys, never by its kind.
 func (p Policy) CheckState(state map[string]any) error {
 	if err := CheckUTF8Value("config", map[string]any(state)); err != nil {
 		return err
