@@ -341,11 +341,10 @@ func (l *lab) url() string {
 }
 
 // admin calls regserver's admin API from inside the server's namespace
-// with the token regserver generates beside its store at each start.
+// with the token regserver generated at its start: the client the start
+// made, which already waited for the API to answer.
 func (l *lab) admin(method, path string) ([]byte, error) {
-	tok, _ := os.ReadFile(l.store + ".admin-token")
-	a := labkit.Admin{NS: l.srvNS, Addr: net.JoinHostPort(serverIP, adminPort), Token: strings.TrimSpace(string(tok))}
-	return a.Do(method, path)
+	return l.reg.Admin.Do(method, path)
 }
 
 // inventory is the part of regserver's admin view the cases check.
