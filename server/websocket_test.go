@@ -214,17 +214,20 @@ config:
 // without the network section; with a delay inside the session, the
 // MsgConfig carries the address.
 func TestWebsocketUpstreamClientWithAllocationDelay(t *testing.T) {
+	// The session inside which the delay ends is long, so that a loaded
+	// machine cannot spend it before the 0.7 s have passed; the one the
+	// delay outlasts is short, as the test waits it out.
 	for _, c := range []struct {
-		name  string
-		delay time.Duration
-	}{{"delay inside the session", 700 * time.Millisecond}, {"delay beyond the session", time.Hour}} {
+		name           string
+		delay, session time.Duration
+	}{{"delay inside the session", 700 * time.Millisecond, time.Minute}, {"delay beyond the session", time.Hour, 2 * time.Second}} {
 		t.Run(c.name, func(t *testing.T) {
 			// Parallel: each case waits on a server of its own.
 			t.Parallel()
 			s := newServer(t, testConfig(t, "192.168.122.150-192.168.122.200"), memStore(t), func(o *Options) {
 				o.AllocationDelay = c.delay
 				o.NetworkWait = 0 // the default: up to the session deadline
-				o.SessionDeadline = 2 * time.Second
+				o.SessionDeadline = c.session
 			})
 			url := wsURL(t, s, "demo-token")
 			cl := dialPlain(t, url, "4c4c4544-0042-3010-8058-b4c04f4e4e32")
