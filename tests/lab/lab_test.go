@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -152,10 +151,14 @@ func (l *lab) startRelay(t *testing.T) *relay {
 	return &relay{Process: p, base: "http://" + p.Listening}
 }
 
-// stop ends the relay with SIGTERM (by PID) and returns its figures.
+// stop ends the relay with SIGTERM (by PID) and returns its figures. The
+// minute bounds a relay that hangs on SIGTERM, which would otherwise hold
+// the test until go test's own timeout.
 func (r *relay) stop(t *testing.T) (conns, segments, lost int) {
 	t.Helper()
-	node.Must(t, r.Signal(syscall.SIGTERM))
+	if !r.Stop(time.Minute) {
+		t.Fatalf("the relay did not exit within a minute of SIGTERM:\n%s", r.Stderr.String())
+	}
 	for _, l := range strings.Split(r.Stderr.String(), "\n") {
 		if _, err := fmt.Sscanf(l, "relay: conns=%d segments=%d lost=%d", &conns, &segments, &lost); err == nil {
 			return conns, segments, lost
