@@ -322,14 +322,8 @@ func (l *lab) restartServer(cfg string, flags ...string) {
 		LogFile: filepath.Join(l.dir, "regserver.log")}.Start(l.t)
 }
 
-// regTail is the end of regserver's log.
-func (l *lab) regTail() string {
-	s := l.reg.Stderr.String()
-	if len(s) > 4000 {
-		s = s[len(s)-4000:]
-	}
-	return s
-}
+// regTail is the end of the running regserver's log.
+func (l *lab) regTail() string { return l.reg.LogTail() }
 
 func (l *lab) serverUp() bool {
 	_, err := l.admin(http.MethodGet, "/admin/pools")

@@ -234,7 +234,7 @@ func (o RegserverOptions) Start(tb testing.TB) *Regserver {
 	tb.Cleanup(func() {
 		rs.Kill()
 		if tb.Failed() {
-			tb.Logf("regserver's log (%s):\n%s", rs.Base, tail(rs.Stderr.String()))
+			tb.Logf("regserver's log (%s):\n%s", rs.Base, rs.LogTail())
 		}
 	})
 	return rs
@@ -325,6 +325,9 @@ func (rs *Regserver) awaitAdmin(ns string, args []string, answered bool) error {
 		return err == nil, err
 	})
 }
+
+// LogTail is the end of regserver's log, enough for a failure message.
+func (rs *Regserver) LogTail() string { return tail(rs.Stderr.String()) }
 
 // Stop is Process.Stop, for a lab whose server may not have started yet.
 func (rs *Regserver) Stop(grace time.Duration) bool {
