@@ -100,7 +100,11 @@ func TestAllocationDelay(t *testing.T) {
 	}
 	t.Logf("waited %s for a 1 s allocation delay", time.Since(start).Round(time.Millisecond))
 
-	m2 := newMachine(t, "52:54:00:00:02:02", rs.url())
+	// A network timeout shorter than the delay: a server of its own whose
+	// delay no loaded machine outlasts, where the 1 s one could pass
+	// between the claim and the agent's first ask.
+	slow := startRegServer(t, serverConfig("192.168.122.150-192.168.122.200", nmstateTemplate), time.Hour)
+	m2 := newMachine(t, "52:54:00:00:02:02", slow.url())
 	before := testutil.Tree(t, m2.Root)
 	_, err = m2.run(func(o *agent.Options) { o.NetworkTimeout = 300 * time.Millisecond })
 	if code := exitcode.Of(err); code != exitcode.TempFail {
