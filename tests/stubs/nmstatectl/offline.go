@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -72,11 +73,19 @@ func (o *offlineBackend) hasEthernet(name string) (bool, error) {
 	if name == "" || strings.ContainsAny(name, "/") || name == "." || name == ".." {
 		return false, nil
 	}
-	link := filepath.Join("/sys/class/net", name)
-	b, err := os.ReadFile(filepath.Join(link, "type"))
-	if errors.Is(err, os.ErrNotExist) {
+	// The kernel answers for the stand-in's own network namespace
+	// (netlink); /sys shows the namespace of whoever mounted it, which is
+	// another one under a bare setns, so it is read only where the two
+	// agree on the link.
+	iface, err := net.InterfaceByName(name)
+	if err != nil {
 		return false, nil
 	}
+	link := filepath.Join("/sys/class/net", name)
+	if idx, err := os.ReadFile(filepath.Join(link, "ifindex")); err != nil || strings.TrimSpace(string(idx)) != strconv.Itoa(iface.Index) {
+		return false, declined("apply of ethernet %s where /sys shows another network namespace's links", name)
+	}
+	b, err := os.ReadFile(filepath.Join(link, "type"))
 	if err != nil {
 		return false, &exitError{70, "stub: " + err.Error()}
 	}
