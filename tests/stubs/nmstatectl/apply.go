@@ -78,9 +78,9 @@ func apply(desired []byte, o applyOpts) error {
 		for _, it := range l.Content {
 			name, typ := scalarOf(get(it, "name")), scalarOf(get(it, "type"))
 			ifaces[name] = it
-			if st := scalarOf(get(it, "state")); live && st != "" && st != "up" {
+			if st := scalarOf(get(it, "state")); st != "" && st != "up" {
 				// nmstate deactivates or deletes the profile; what it
-				// prints and leaves no transcript shows.
+				// prints and leaves no transcript shows, offline or live.
 				return declined("apply of %s with state %s", name, st)
 			}
 			if typ == "ethernet" || typ == "" {
@@ -88,7 +88,7 @@ func apply(desired []byte, o applyOpts) error {
 				if err != nil {
 					return err
 				}
-				if !ok && scalarOf(get(it, "state")) != "absent" {
+				if !ok {
 					return nmErr("InvalidArgument", "Ethernet interface %s does not exists", name)
 				}
 			}
