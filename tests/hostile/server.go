@@ -60,22 +60,18 @@ func (s *Server) Hits() int {
 // Silence reached), so a test can act while the client waits on it.
 func (s *Server) FellSilent() <-chan struct{} { return s.silence() }
 
-func (s *Server) silence() chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.silent == nil {
-		s.silent = make(chan struct{})
-	}
-	return s.silent
-}
+func (s *Server) silence() chan struct{} { return s.made(&s.silent) }
 
-func (s *Server) stop() chan struct{} {
+func (s *Server) stop() chan struct{} { return s.made(&s.done) }
+
+// made is *c, made on first use: a zero Server is ready to serve.
+func (s *Server) made(c *chan struct{}) chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.done == nil {
-		s.done = make(chan struct{})
+	if *c == nil {
+		*c = make(chan struct{})
 	}
-	return s.done
+	return *c
 }
 
 // Close ends every held connection.
