@@ -56,6 +56,20 @@ func (s *Server) Hits() int {
 	return s.hits
 }
 
+// SetNetwork replaces the MsgNetworkConfig payload of a started server,
+// for the next request.
+func (s *Server) SetNetwork(b []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.Network = b
+}
+
+func (s *Server) network() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.Network
+}
+
 // FellSilent is closed once the server has gone silent on a request (its
 // Silence reached), so a test can act while the client waits on it.
 func (s *Server) FellSilent() <-chan struct{} { return s.silence() }
@@ -179,8 +193,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				s.wait()
 				return
 			}
-			if s.Network != nil {
-				send(protocol.MsgNetworkConfig, s.Network)
+			if network := s.network(); network != nil {
+				send(protocol.MsgNetworkConfig, network)
 			}
 			return
 		default:

@@ -334,7 +334,7 @@ func TestFIFOAtOwnedPaths(t *testing.T) {
 				// Another address each time, so the run has something to
 				// write.
 				next++
-				s.Network = bytes.ReplaceAll([]byte(seedPRNetwork), []byte("192.168.122.10"), []byte(fmt.Sprintf("192.168.122.%d", next)))
+				s.SetNetwork(bytes.ReplaceAll([]byte(seedPRNetwork), []byte("192.168.122.10"), []byte(fmt.Sprintf("192.168.122.%d", next))))
 				out, err, stopped := runUntilSIGTERM(t, bin, stub, m, 5*time.Second, nil, "--deadline", "20s", "--network-timeout", "20s")
 				if !stopped && err != nil && !(strings.Contains(out, p) && (strings.Contains(out, "not a regular file") || strings.Contains(out, "symbolic link"))) {
 					t.Errorf("ended with %v without naming the %s at %s:\n%s", err, kind, p, out)
