@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -142,11 +143,19 @@ func (l *lab) start(logName string, argv ...string) *proc {
 	return p
 }
 
+// logTail is the last 4000 bytes of p's log, read from there: a daemon's
+// log (NetworkManager at debug) may be far longer than what a failure
+// message shows.
 func (l *lab) logTail(p *proc) string {
-	b, _ := os.ReadFile(p.log)
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
+	f, err := os.Open(p.log)
+	if err != nil {
+		return ""
 	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && fi.Size() > 4000 {
+		_, _ = f.Seek(fi.Size()-4000, io.SeekStart)
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, 4000))
 	return string(b)
 }
 
