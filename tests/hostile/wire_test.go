@@ -171,8 +171,12 @@ func TestSilentServerBounded(t *testing.T) {
 				if err == nil {
 					t.Fatal("a silent server got an answer")
 				}
-				if took > bound+time.Second {
-					t.Errorf("returned after %s, the bound is %s + 1 s: %v", took.Round(time.Millisecond), bound, err)
+				// Without the caller's bound the exchange would end at the
+				// session deadline (1 min); any limit well below it shows
+				// the bound ended it, and the slack keeps a loaded machine
+				// from failing it.
+				if limit := bound + 20*time.Second; took > limit {
+					t.Errorf("returned after %s, the bound is %s (limit %s, session deadline 1 min): %v", took.Round(time.Millisecond), bound, limit, err)
 				}
 				t.Logf("%s: %v", took.Round(time.Millisecond), err)
 			})
